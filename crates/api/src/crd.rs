@@ -1,0 +1,695 @@
+//! The CustomResourceDefinitions, built from one description of each schema so that
+//! `karpenter-rs crds` and `karpenter-rs validate` can never disagree. Field names, defaults,
+//! patterns, enums and CEL rules are upstream's, so a manifest the upstream CRDs accept is
+//! accepted here and one they reject is rejected.
+
+use serde_json::{Value, json};
+
+/// `"720h"`, `"1h30m"` or `"Never"`.
+pub const DURATION_OR_NEVER_PATTERN: &str = r"^(([0-9]+(s|m|h))+|Never)$";
+/// `"30s"`, `"1h30m"`.
+pub const DURATION_PATTERN: &str = r"^([0-9]+(s|m|h))+$";
+/// A budget window: hours and/or minutes (`"8h"`, `"30m"`, `"2h20m"`).
+pub const BUDGET_DURATION_PATTERN: &str = r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$";
+/// A node count or a percentage up to 100.
+pub const BUDGET_NODES_PATTERN: &str = r"^((100|[0-9]{1,2})%|[0-9]+)$";
+/// Five cron fields or a descriptor.
+pub const CRON_PATTERN: &str =
+    r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$";
+/// A Kubernetes resource quantity.
+pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+/// A qualified name, as label and taint keys are.
+pub const QUALIFIED_NAME_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$";
+/// A label value.
+pub const LABEL_VALUE_PATTERN: &str = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$";
+const CONDITION_TYPE_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$";
+const CONDITION_REASON_PATTERN: &str = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$";
+const OPTIONAL_CONDITION_REASON_PATTERN: &str = r"^([A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?|)$";
+
+/// A CustomResourceDefinition this project ships.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Crd {
+    /// `nodepools.karpenter.sh`
+    NodePool,
+    /// `nodeclaims.karpenter.sh`
+    NodeClaim,
+    /// `kwoknodeclasses.karpenter.kwok.sh`
+    KwokNodeClass,
+}
+
+impl Crd {
+    /// Every CRD, in the order they are printed.
+    pub const ALL: [Crd; 3] = [Crd::NodePool, Crd::NodeClaim, Crd::KwokNodeClass];
+
+    /// The CRD for an `apiVersion` and `kind`, if it is one of ours.
+    pub fn for_kind(api_version: &str, kind: &str) -> Option<Crd> {
+        Self::ALL
+            .into_iter()
+            .find(|crd| crd.api_version() == api_version && crd.kind() == kind)
+    }
+
+    /// The kind.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Crd::NodePool => "NodePool",
+            Crd::NodeClaim => "NodeClaim",
+            Crd::KwokNodeClass => "KWOKNodeClass",
+        }
+    }
+
+    /// The API group.
+    pub fn group(self) -> &'static str {
+        match self {
+            Crd::NodePool | Crd::NodeClaim => crate::labels::GROUP,
+            Crd::KwokNodeClass => crate::kwok::GROUP,
+        }
+    }
+
+    /// The served version.
+    pub fn version(self) -> &'static str {
+        match self {
+            Crd::NodePool | Crd::NodeClaim => "v1",
+            Crd::KwokNodeClass => "v1alpha1",
+        }
+    }
+
+    /// `group/version`.
+    pub fn api_version(self) -> String {
+        format!("{}/{}", self.group(), self.version())
+    }
+
+    /// The plural resource name.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Crd::NodePool => "nodepools",
+            Crd::NodeClaim => "nodeclaims",
+            Crd::KwokNodeClass => "kwoknodeclasses",
+        }
+    }
+
+    /// The file name upstream gives this CRD (`karpenter.sh_nodepools.yaml`).
+    pub fn file_name(self) -> String {
+        format!("{}_{}.yaml", self.group(), self.plural())
+    }
+
+    /// The `openAPIV3Schema` of the served version.
+    pub fn schema(self) -> Value {
+        match self {
+            Crd::NodePool => node_pool_schema(),
+            Crd::NodeClaim => node_claim_schema(),
+            Crd::KwokNodeClass => kwok_node_class_schema(),
+        }
+    }
+
+    /// The whole CustomResourceDefinition object.
+    pub fn definition(self) -> Value {
+        let kind = self.kind();
+        let singular = kind.to_lowercase();
+        let mut names = json!({
+            "categories": ["karpenter"],
+            "kind": kind,
+            "listKind": format!("{kind}List"),
+            "plural": self.plural(),
+            "singular": singular,
+        });
+        if self == Crd::KwokNodeClass {
+            names["shortNames"] = json!(["kwoknc", "kwokncs"]);
+        }
+        let mut version = json!({
+            "name": self.version(),
+            "served": true,
+            "storage": true,
+        });
+        if let Some(columns) = self.printer_columns() {
+            version["additionalPrinterColumns"] = columns;
+        }
+        version["schema"] = json!({ "openAPIV3Schema": self.schema() });
+        version["subresources"] = match self {
+            Crd::NodePool => json!({
+                "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.nodes"},
+                "status": {},
+            }),
+            _ => json!({ "status": {} }),
+        };
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": { "name": format!("{}.{}", self.plural(), self.group()) },
+            "spec": {
+                "group": self.group(),
+                "names": names,
+                "scope": "Cluster",
+                "versions": [version],
+            },
+        })
+    }
+
+    fn printer_columns(self) -> Option<Value> {
+        let ready = r#".status.conditions[?(@.type=="Ready")].status"#;
+        match self {
+            Crd::NodePool => Some(json!([
+                {"jsonPath": ".spec.template.spec.nodeClassRef.name", "name": "NodeClass", "type": "string"},
+                {"jsonPath": ".status.nodes", "name": "Nodes", "type": "string"},
+                {"jsonPath": ready, "name": "Ready", "type": "string"},
+                {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
+                {"jsonPath": ".spec.weight", "name": "Weight", "priority": 1, "type": "integer"},
+                {"jsonPath": ".status.resources.cpu", "name": "CPU", "priority": 1, "type": "string"},
+                {"jsonPath": ".status.resources.memory", "name": "Memory", "priority": 1, "type": "string"},
+            ])),
+            Crd::NodeClaim => Some(json!([
+                {"jsonPath": r".metadata.labels.node\.kubernetes\.io/instance-type", "name": "Type", "type": "string"},
+                {"jsonPath": r".metadata.labels.karpenter\.sh/capacity-type", "name": "Capacity", "type": "string"},
+                {"jsonPath": r".metadata.labels.topology\.kubernetes\.io/zone", "name": "Zone", "type": "string"},
+                {"jsonPath": ".status.nodeName", "name": "Node", "type": "string"},
+                {"jsonPath": ready, "name": "Ready", "type": "string"},
+                {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
+                {"jsonPath": ".status.imageID", "name": "ImageID", "priority": 1, "type": "string"},
+                {"jsonPath": ".status.providerID", "name": "ID", "priority": 1, "type": "string"},
+                {"jsonPath": r".metadata.labels.karpenter\.sh/nodepool", "name": "NodePool", "priority": 1, "type": "string"},
+                {"jsonPath": ".spec.nodeClassRef.name", "name": "NodeClass", "priority": 1, "type": "string"},
+                {"jsonPath": r#".status.conditions[?(@.type=="Drifted")].status"#, "name": "Drifted", "priority": 1, "type": "string"},
+            ])),
+            Crd::KwokNodeClass => None,
+        }
+    }
+}
+
+fn object_root(description: &str, spec: Value, status: Value, spec_required: bool) -> Value {
+    let mut root = json!({
+        "description": description,
+        "properties": {
+            "apiVersion": {"description": "The versioned schema of this object.", "type": "string"},
+            "kind": {"description": "The REST resource this object represents.", "type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+        "type": "object",
+    });
+    if spec_required {
+        root["required"] = json!(["spec"]);
+    }
+    root
+}
+
+fn resource_list(description: &str) -> Value {
+    json!({
+        "additionalProperties": {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": QUANTITY_PATTERN,
+            "x-kubernetes-int-or-string": true,
+        },
+        "description": description,
+        "type": "object",
+    })
+}
+
+fn taints(description: &str) -> Value {
+    json!({
+        "description": description,
+        "items": {
+            "description": "A taint: pods that do not tolerate it are kept off the node.",
+            "properties": {
+                "effect": {
+                    "description": "What happens to pods that do not tolerate the taint.",
+                    "enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"],
+                    "type": "string",
+                },
+                "key": {
+                    "description": "The taint key.",
+                    "minLength": 1,
+                    "pattern": QUALIFIED_NAME_PATTERN,
+                    "type": "string",
+                },
+                "timeAdded": {
+                    "description": "When the taint was added (NoExecute taints only).",
+                    "format": "date-time",
+                    "type": "string",
+                },
+                "value": {
+                    "description": "The taint value.",
+                    "pattern": QUALIFIED_NAME_PATTERN,
+                    "type": "string",
+                },
+            },
+            "required": ["effect", "key"],
+            "type": "object",
+        },
+        "type": "array",
+        "x-kubernetes-list-type": "atomic",
+    })
+}
+
+fn restricted_key_rules(allow_node_pool_label: bool, over_list: bool) -> Value {
+    // Label maps check every key (`self.all(x, ...)`); a requirement key is checked alone.
+    let wrap = |rule: &str| {
+        if over_list {
+            format!("self.all(x, {})", rule.replace("self", "x"))
+        } else {
+            rule.to_string()
+        }
+    };
+    let mut rules = vec![json!({
+        "message": "label domain \"karpenter.sh\" is restricted",
+        "rule": wrap(r#"self in ["karpenter.sh/capacity-type", "karpenter.sh/nodepool"] || !self.find("^([^/]+)").endsWith("karpenter.sh")"#),
+    })];
+    if !allow_node_pool_label {
+        rules.push(json!({
+            "message": "label \"karpenter.sh/nodepool\" is restricted",
+            "rule": wrap(r#"self != "karpenter.sh/nodepool""#),
+        }));
+    }
+    rules.push(json!({
+        "message": "label \"kubernetes.io/hostname\" is restricted",
+        "rule": wrap(r#"self != "kubernetes.io/hostname""#),
+    }));
+    Value::Array(rules)
+}
+
+fn requirements(allow_node_pool_label: bool) -> Value {
+    json!({
+        "description": "Requirements on the labels of the node; combined with the pods' node affinity.",
+        "items": {
+            "description": "A node selector requirement with an optional minimum number of distinct values.",
+            "properties": {
+                "key": {
+                    "description": "The label key the requirement applies to.",
+                    "maxLength": 316,
+                    "pattern": QUALIFIED_NAME_PATTERN,
+                    "type": "string",
+                    "x-kubernetes-validations": restricted_key_rules(allow_node_pool_label, false),
+                },
+                "minValues": {
+                    "description": "The minimum number of distinct values of the key that the launch must keep open.",
+                    "maximum": 50,
+                    "minimum": 1,
+                    "type": "integer",
+                },
+                "operator": {
+                    "description": "How the key relates to the values.",
+                    "enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"],
+                    "type": "string",
+                },
+                "values": {
+                    "description": "The values: one non-negative integer for Gt, Lt, Gte and Lte; none for Exists and DoesNotExist.",
+                    "items": {
+                        "maxLength": 63,
+                        "pattern": LABEL_VALUE_PATTERN,
+                        "type": "string",
+                    },
+                    "type": "array",
+                    "x-kubernetes-list-type": "atomic",
+                },
+            },
+            "required": ["key", "operator"],
+            "type": "object",
+        },
+        "maxItems": 100,
+        "type": "array",
+        "x-kubernetes-list-type": "atomic",
+        "x-kubernetes-validations": [
+            {
+                "message": "requirements with operator 'In' must have a value defined",
+                "rule": "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+            },
+            {
+                "message": "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",
+                "rule": "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || x.operator == 'Lte') ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+            },
+            {
+                "message": "requirements with 'minValues' must have at least that many values specified in the 'values' field",
+                "rule": "self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)",
+            },
+        ],
+    })
+}
+
+fn node_class_ref(immutable_group_kind: bool) -> Value {
+    let not_empty = |field: &str| json!([{"message": format!("{field} may not be empty"), "rule": "self != ''"}]);
+    let mut schema = json!({
+        "description": "The provider's NodeClass that holds cloud-specific settings.",
+        "properties": {
+            "group": {"description": "The API group of the NodeClass.", "pattern": "^[^/]*$", "type": "string", "x-kubernetes-validations": not_empty("group")},
+            "kind": {"description": "The kind of the NodeClass.", "type": "string", "x-kubernetes-validations": not_empty("kind")},
+            "name": {"description": "The name of the NodeClass.", "type": "string", "x-kubernetes-validations": not_empty("name")},
+        },
+        "required": ["group", "kind", "name"],
+        "type": "object",
+    });
+    if immutable_group_kind {
+        schema["x-kubernetes-validations"] = json!([
+            {"message": "nodeClassRef.group is immutable", "rule": "self.group == oldSelf.group"},
+            {"message": "nodeClassRef.kind is immutable", "rule": "self.kind == oldSelf.kind"},
+        ]);
+    }
+    schema
+}
+
+fn expire_after() -> Value {
+    json!({
+        "default": "720h",
+        "description": "How long a node lives before it is replaced, or Never. Takes effect through terminationGracePeriod when draining blocks.",
+        "pattern": DURATION_OR_NEVER_PATTERN,
+        "type": "string",
+    })
+}
+
+fn termination_grace_period() -> Value {
+    json!({
+        "description": "How long draining may take before the remaining pods are deleted regardless of PodDisruptionBudgets and do-not-disrupt. Unset waits forever.",
+        "pattern": DURATION_PATTERN,
+        "type": "string",
+    })
+}
+
+fn conditions(reason_pattern: &str, reason_and_message_required: bool) -> Value {
+    let mut reason = json!({
+        "description": "A CamelCase identifier of why the condition last changed.",
+        "maxLength": 1024,
+        "pattern": reason_pattern,
+        "type": "string",
+    });
+    let mut required = vec!["lastTransitionTime", "status", "type"];
+    if reason_and_message_required {
+        reason["minLength"] = json!(1);
+        required = vec!["lastTransitionTime", "message", "reason", "status", "type"];
+    }
+    json!({
+        "description": "The latest observations of the object's state.",
+        "items": {
+            "description": "One observation of the object's state.",
+            "properties": {
+                "lastTransitionTime": {"description": "When the status last changed.", "format": "date-time", "type": "string"},
+                "message": {"description": "A human-readable explanation.", "maxLength": 32768, "type": "string"},
+                "observedGeneration": {"description": "The generation the condition was computed from.", "format": "int64", "minimum": 0, "type": "integer"},
+                "reason": reason,
+                "status": {"description": "True, False or Unknown.", "enum": ["True", "False", "Unknown"], "type": "string"},
+                "type": {"description": "The condition type.", "maxLength": 316, "pattern": CONDITION_TYPE_PATTERN, "type": "string"},
+            },
+            "required": required,
+            "type": "object",
+        },
+        "type": "array",
+        "x-kubernetes-list-map-keys": ["type"],
+        "x-kubernetes-list-type": "map",
+    })
+}
+
+fn node_pool_schema() -> Value {
+    let budgets = json!({
+        "default": [{"nodes": "10%"}],
+        "description": "Limits on how many nodes may be disrupted at once. The most restrictive active budget applies; unset means one budget of 10%.",
+        "items": {
+            "description": "How many nodes may be disrupted at once, optionally only during a schedule and for some reasons.",
+            "properties": {
+                "duration": {
+                    "description": "How long the budget is active after each schedule firing (hours and minutes). Required with schedule.",
+                    "pattern": BUDGET_DURATION_PATTERN,
+                    "type": "string",
+                },
+                "nodes": {
+                    "default": "10%",
+                    "description": "How many nodes may be disrupted at once: a count, or a percentage of the NodePool's nodes rounded up.",
+                    "pattern": BUDGET_NODES_PATTERN,
+                    "type": "string",
+                },
+                "reasons": {
+                    "description": "The disruption reasons this budget limits; unset means all of them.",
+                    "items": {
+                        "description": "A disruption reason.",
+                        "enum": ["Underutilized", "Empty", "Drifted"],
+                        "type": "string",
+                    },
+                    "maxItems": 50,
+                    "type": "array",
+                    "x-kubernetes-list-type": "set",
+                },
+                "schedule": {
+                    "description": "When the budget becomes active: cron syntax in UTC, or @daily-style descriptors. Required with duration.",
+                    "pattern": CRON_PATTERN,
+                    "type": "string",
+                },
+            },
+            "required": ["nodes"],
+            "type": "object",
+        },
+        "maxItems": 50,
+        "type": "array",
+        "x-kubernetes-list-type": "atomic",
+        "x-kubernetes-validations": [
+            {"message": "'schedule' must be set with 'duration'", "rule": "self.all(x, has(x.schedule) == has(x.duration))"},
+        ],
+    });
+    let disruption = json!({
+        "default": {"consolidateAfter": "0s"},
+        "description": "How and when the NodePool's nodes may be disrupted.",
+        "properties": {
+            "budgets": budgets,
+            "consolidateAfter": {
+                "default": "0s",
+                "description": "How long a node must see no pod scheduled or removed before consolidation considers it; Never turns consolidation off.",
+                "pattern": DURATION_OR_NEVER_PATTERN,
+                "type": "string",
+            },
+            "consolidationPolicy": {
+                "default": "WhenEmptyOrUnderutilized",
+                "description": "Which nodes consolidation may remove or replace: WhenEmpty, WhenEmptyOrUnderutilized or Balanced.",
+                "enum": ["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"],
+                "type": "string",
+            },
+        },
+        "type": "object",
+    });
+    let label_map = json!({
+        "additionalProperties": {"maxLength": 63, "pattern": LABEL_VALUE_PATTERN, "type": "string"},
+        "description": "Labels given to every node.",
+        "maxProperties": 100,
+        "type": "object",
+        "x-kubernetes-map-type": "atomic",
+        "x-kubernetes-validations": restricted_key_rules(false, true),
+    });
+    let template = json!({
+        "description": "The template of the NodeClaims this NodePool launches.",
+        "properties": {
+            "metadata": {
+                "description": "Labels and annotations given to every node.",
+                "properties": {
+                    "annotations": {
+                        "additionalProperties": {"type": "string"},
+                        "description": "Annotations given to every node.",
+                        "type": "object",
+                        "x-kubernetes-map-type": "granular",
+                    },
+                    "labels": label_map,
+                },
+                "type": "object",
+            },
+            "spec": {
+                "description": "The NodeClaim spec every node is launched with.",
+                "properties": {
+                    "expireAfter": expire_after(),
+                    "nodeClassRef": node_class_ref(true),
+                    "requirements": requirements(false),
+                    "startupTaints": taints("Taints removed by something else once the node is ready; pods need not tolerate them to cause a launch."),
+                    "taints": taints("Taints every node is created with."),
+                    "terminationGracePeriod": termination_grace_period(),
+                },
+                "required": ["nodeClassRef", "requirements"],
+                "type": "object",
+            },
+        },
+        "required": ["spec"],
+        "type": "object",
+    });
+    let spec = json!({
+        "description": "The desired behaviour of the NodePool.",
+        "properties": {
+            "disruption": disruption,
+            "limits": resource_list("The most capacity the NodePool may hold (cpu, memory, nodes, …); only limits.nodes with replicas."),
+            "replicas": {
+                "description": "A fixed number of nodes instead of demand-driven scaling (alpha). Ignores consolidation settings; not allowed with weight.",
+                "format": "int64",
+                "minimum": 0,
+                "type": "integer",
+            },
+            "template": template,
+            "weight": {
+                "description": "Priority among NodePools that fit a pod: higher first. Unset is lowest.",
+                "format": "int32",
+                "maximum": 100,
+                "minimum": 1,
+                "type": "integer",
+            },
+        },
+        "required": ["template"],
+        "type": "object",
+        "x-kubernetes-validations": [
+            {"message": "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes", "rule": "has(self.replicas) == has(oldSelf.replicas)"},
+            {"message": "only 'limits.nodes' is supported on static NodePools", "rule": "!has(self.replicas) || (!has(self.limits) || size(self.limits) == 0 || (size(self.limits) == 1 && 'nodes' in self.limits))"},
+            {"message": "'weight' is not supported on static NodePools", "rule": "!has(self.replicas) || !has(self.weight)"},
+        ],
+    });
+    let status = json!({
+        "description": "The observed state of the NodePool.",
+        "properties": {
+            "conditions": conditions(CONDITION_REASON_PATTERN, true),
+            "nodeClassObservedGeneration": {"description": "The NodeClass generation last observed.", "format": "int64", "type": "integer"},
+            "nodes": {"default": 0, "description": "How many nodes the NodePool has.", "format": "int64", "type": "integer"},
+            "resources": resource_list("The capacity of the NodePool's nodes."),
+        },
+        "type": "object",
+    });
+    object_root(
+        "NodePool is a pool of nodes karpenter launches and disrupts under one set of rules.",
+        spec,
+        status,
+        true,
+    )
+}
+
+fn node_claim_schema() -> Value {
+    let spec = json!({
+        "description": "The desired node. Immutable.",
+        "properties": {
+            "expireAfter": expire_after(),
+            "nodeClassRef": node_class_ref(false),
+            "requirements": requirements(true),
+            "resources": {
+                "description": "The resources the node must provide.",
+                "properties": {"requests": resource_list("The minimum resources the node must have.")},
+                "type": "object",
+            },
+            "startupTaints": taints("Taints removed by something else once the node is ready."),
+            "taints": taints("Taints the node is created with."),
+            "terminationGracePeriod": termination_grace_period(),
+        },
+        "required": ["nodeClassRef", "requirements"],
+        "type": "object",
+        "x-kubernetes-validations": [{"message": "spec is immutable", "rule": "self == oldSelf"}],
+    });
+    let status = json!({
+        "description": "What is known about the launched node.",
+        "properties": {
+            "allocatable": resource_list("The node's allocatable resources."),
+            "capacity": resource_list("The node's capacity."),
+            "conditions": conditions(OPTIONAL_CONDITION_REASON_PATTERN, false),
+            "imageID": {"description": "The image the instance booted from.", "type": "string"},
+            "lastPodEventTime": {"description": "When a pod was last scheduled to or removed from the node.", "format": "date-time", "type": "string"},
+            "nodeName": {"description": "The name of the Node that registered.", "type": "string"},
+            "providerID": {"description": "The cloud provider's ID of the instance.", "type": "string"},
+        },
+        "type": "object",
+    });
+    object_root(
+        "NodeClaim is a request for one node, made by karpenter from a NodePool.",
+        spec,
+        status,
+        true,
+    )
+}
+
+fn kwok_node_class_schema() -> Value {
+    let spec = json!({
+        "description": "How KWOK nodes behave.",
+        "properties": {
+            "nodeRegistrationDelay": {
+                "description": "How long a launched node takes to register, to mimic a cloud.",
+                "pattern": DURATION_PATTERN,
+                "type": "string",
+            },
+        },
+        "type": "object",
+    });
+    let mut status_conditions = conditions(CONDITION_REASON_PATTERN, true);
+    status_conditions
+        .as_object_mut()
+        .expect("conditions schema is an object")
+        .remove("x-kubernetes-list-map-keys");
+    status_conditions
+        .as_object_mut()
+        .expect("conditions schema is an object")
+        .remove("x-kubernetes-list-type");
+    let status = json!({
+        "default": {"conditions": [{
+            "lastTransitionTime": "2024-01-01T01:01:01Z",
+            "message": "",
+            "reason": "Ready",
+            "status": "True",
+            "type": "Ready",
+        }]},
+        "description": "The observed state of the KWOKNodeClass; always Ready.",
+        "properties": {"conditions": status_conditions},
+        "type": "object",
+    });
+    object_root(
+        "KWOKNodeClass is the NodeClass of the KWOK provider, which makes fake nodes.",
+        spec,
+        status,
+        false,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pattern_compiles() {
+        fn walk(v: &Value, found: &mut Vec<String>) {
+            match v {
+                Value::Object(map) => {
+                    if let Some(Value::String(p)) = map.get("pattern") {
+                        found.push(p.clone());
+                    }
+                    map.values().for_each(|v| walk(v, found));
+                }
+                Value::Array(items) => items.iter().for_each(|v| walk(v, found)),
+                _ => {}
+            }
+        }
+        for crd in Crd::ALL {
+            let mut patterns = Vec::new();
+            walk(&crd.schema(), &mut patterns);
+            assert!(!patterns.is_empty());
+            for p in patterns {
+                regex::Regex::new(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
+            }
+        }
+    }
+
+    #[test]
+    fn crds_name_their_resources() {
+        let np = Crd::NodePool.definition();
+        assert_eq!(np["metadata"]["name"], "nodepools.karpenter.sh");
+        assert_eq!(np["spec"]["scope"], "Cluster");
+        let v1 = &np["spec"]["versions"][0];
+        assert_eq!(
+            v1["subresources"]["scale"]["specReplicasPath"],
+            ".spec.replicas"
+        );
+        let columns: Vec<&str> = v1["additionalPrinterColumns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            columns,
+            [
+                "NodeClass",
+                "Nodes",
+                "Ready",
+                "Age",
+                "Weight",
+                "CPU",
+                "Memory"
+            ]
+        );
+        assert_eq!(
+            Crd::for_kind("karpenter.kwok.sh/v1alpha1", "KWOKNodeClass"),
+            Some(Crd::KwokNodeClass)
+        );
+        assert_eq!(Crd::for_kind("karpenter.sh/v1beta1", "NodePool"), None);
+        assert_eq!(Crd::NodeClaim.file_name(), "karpenter.sh_nodeclaims.yaml");
+    }
+}

@@ -1,0 +1,48 @@
+//! Evaluates the CRDs' `x-kubernetes-validations` CEL rules client-side, as the API server
+//! does on create (rules that compare with `oldSelf` only apply to updates and are skipped).
+
+use std::sync::OnceLock;
+
+use kube_cel::{CompiledSchema, ErrorKind, Validator, compile_schema};
+use serde_json::Value;
+
+use super::{Problem, ProblemKind};
+use crate::crd::Crd;
+
+fn compiled(crd: Crd) -> &'static CompiledSchema {
+    static SCHEMAS: OnceLock<Vec<CompiledSchema>> = OnceLock::new();
+    let schemas = SCHEMAS.get_or_init(|| {
+        Crd::ALL
+            .iter()
+            .map(|c| compile_schema(&c.schema()))
+            .collect()
+    });
+    let index = Crd::ALL
+        .iter()
+        .position(|c| *c == crd)
+        .expect("every CRD is in Crd::ALL");
+    &schemas[index]
+}
+
+/// Appends a problem for every CEL rule the object breaks.
+pub fn check(crd: Crd, object: &Value, problems: &mut Vec<Problem>) {
+    let Err(errors) = Validator::new().validate_compiled(compiled(crd), object, None) else {
+        return;
+    };
+    for error in errors.iter() {
+        let message = match error.kind {
+            ErrorKind::ValidationFailure => error.message.clone(),
+            // A rule that cannot run on this value (e.g. `int("a")`) fails the object, as
+            // the API server's would.
+            _ => format!(
+                "rule `{}` could not be evaluated: {}",
+                error.rule, error.message
+            ),
+        };
+        problems.push(Problem {
+            path: error.field_path.clone(),
+            message,
+            kind: ProblemKind::Rejected,
+        });
+    }
+}
