@@ -1,1 +1,80 @@
-fn main() {}
+//! `karpenter-rs`: a Kubernetes node autoscaler, drop-in for Karpenter.
+
+mod commands;
+mod manifest;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "karpenter-rs",
+    version,
+    about = "A Kubernetes node autoscaler, drop-in for Karpenter"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the CustomResourceDefinitions (NodePool, NodeClaim, KWOKNodeClass) as YAML.
+    Crds {
+        /// Write one file per CRD into this directory instead of printing.
+        #[arg(long)]
+        output_dir: Option<PathBuf>,
+    },
+    /// Check NodePool, NodeClaim and KWOKNodeClass manifests as the API server and karpenter
+    /// would: one line per problem, exit 1 if any, 2 if a file cannot be read.
+    Validate {
+        /// Manifest files (multi-document YAML; `-` for standard input).
+        #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
+    },
+    /// Print the karpenter.sh/v1 form of karpenter.sh/v1beta1 NodePools and NodeClaims, and
+    /// what changed (on standard error).
+    Convert {
+        /// Manifest files (multi-document YAML; `-` for standard input).
+        #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
+        /// The NodeClass as GROUP/KIND, when neither the nodeClassRef nor the requirements
+        /// say which provider a NodePool is for.
+        #[arg(long)]
+        nodeclass: Option<String>,
+    },
+}
+
+fn main() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Crds {
+            output_dir: Some(dir),
+        } => {
+            commands::crds::write(&dir)?;
+            eprintln!("wrote CRDs to {}", dir.display());
+        }
+        Command::Crds { output_dir: None } => print!("{}", commands::crds::print()),
+        Command::Validate { files } => {
+            let outcome = commands::validate::run(&files);
+            for line in &outcome.lines {
+                println!("{line}");
+            }
+            for error in &outcome.unreadable {
+                eprintln!("{error}");
+            }
+            eprintln!("{}", outcome.summary());
+            return Ok(ExitCode::from(outcome.exit_code()));
+        }
+        Command::Convert { files, nodeclass } => {
+            let converted = commands::convert::run(&files, nodeclass.as_deref())?;
+            print!("{}", converted.yaml);
+            for note in &converted.notes {
+                eprintln!("{note}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

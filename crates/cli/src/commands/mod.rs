@@ -1,0 +1,5 @@
+//! One module per subcommand.
+
+pub mod convert;
+pub mod crds;
+pub mod validate;

@@ -1,0 +1,162 @@
+//! The `karpenter-rs` binary, run as a user would.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn karpenter_rs(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_karpenter-rs"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("karpenter-rs-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn example_nodepools_validate() {
+    let out = karpenter_rs(&[
+        "validate",
+        "-f",
+        "examples/nodepools/aws-general-purpose.yaml",
+        "examples/nodepools/huawei-cpu-burst.yaml",
+        "examples/nodepools/kwok.yaml",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stdout(&out).is_empty());
+    assert!(
+        stderr(&out).contains("4 objects checked, 0 invalid, 1 of other kinds skipped"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn problems_are_one_line_each_naming_file_object_and_field() {
+    let path = temp_file(
+        "bad.yaml",
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: broken\nspec:\n  weight: 0\n  disruption:\n    budgets:\n    - nodes: \"110%\"\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}\n      requirements: []\n      taints:\n      - key: dedicated\n",
+    );
+    let out = karpenter_rs(&["validate", "-f", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    let file = path.display().to_string();
+    assert_eq!(lines.len(), 3, "{text}");
+    // In the order the fields appear in the file.
+    for (line, field) in lines.iter().zip([
+        "spec.weight",
+        "spec.disruption.budgets[0].nodes",
+        "spec.template.spec.taints[0].effect",
+    ]) {
+        assert!(
+            line.starts_with(&format!("{file}: NodePool/broken: {field}: ")),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn unparseable_and_missing_files_exit_2_with_a_location() {
+    let path = temp_file(
+        "unclosed.yaml",
+        "kind: NodePool\nmetadata:\n  name: [unclosed\n",
+    );
+    let out = karpenter_rs(&[
+        "validate",
+        "-f",
+        path.to_str().unwrap(),
+        "does-not-exist.yaml",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("{}:", path.display())) && err.contains("invalid YAML"),
+        "{err}"
+    );
+    assert!(err.contains("does-not-exist.yaml: cannot read"), "{err}");
+}
+
+#[test]
+fn v1beta1_is_pointed_at_convert_and_converts_to_valid_v1() {
+    let input = "examples/v1beta1/aks-nodepools.yaml";
+    let out = karpenter_rs(&["validate", "-f", input]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("karpenter-rs convert"));
+
+    let out = karpenter_rs(&["convert", "-f", input]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let notes = stderr(&out);
+    assert!(
+        notes.contains("WhenUnderutilized is now WhenEmptyOrUnderutilized"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("moved to spec.template.spec.expireAfter"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("group: karpenter.azure.com, kind: AKSNodeClass"),
+        "{notes}"
+    );
+    // The seed's "ondemand" was always wrong; convert says so rather than hiding it.
+    assert!(
+        notes.contains("still invalid") && notes.contains("ondemand"),
+        "{notes}"
+    );
+
+    let converted = temp_file("converted.yaml", &stdout(&out));
+    let out = karpenter_rs(&["validate", "-f", converted.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(
+        text.lines().count(),
+        1,
+        "only the ondemand capacity type remains: {text}"
+    );
+    assert!(
+        text.contains("NodePool/ondemand: spec.template.spec.requirements[2]"),
+        "{text}"
+    );
+}
+
+#[test]
+fn crds_print_all_three() {
+    let out = karpenter_rs(&["crds"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    for name in [
+        "nodepools.karpenter.sh",
+        "nodeclaims.karpenter.sh",
+        "kwoknodeclasses.karpenter.kwok.sh",
+    ] {
+        assert!(text.contains(&format!("name: {name}")), "{name}");
+    }
+    assert_eq!(
+        text.matches("\n---\n").count() + usize::from(text.starts_with("---\n")),
+        3
+    );
+}
