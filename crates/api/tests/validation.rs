@@ -512,3 +512,62 @@ fn other_kinds_are_not_ours() {
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}});
     assert!(validate_object(&deployment).is_none());
 }
+
+/// The Rust types' serde defaults must be the CRD's defaults: an object read by the controller
+/// must mean what the API server stored.
+#[test]
+fn type_defaults_match_crd_defaults() {
+    use karpenter_api::crd::Crd;
+    use karpenter_api::{NodeClaim, NodePool};
+    let schema = Crd::NodePool.schema();
+    let defaulted: NodePool =
+        serde_json::from_value(kube_cel::apply_defaults(&schema, &node_pool())).unwrap();
+    let typed: NodePool = serde_json::from_value(node_pool()).unwrap();
+    assert_eq!(typed, defaulted);
+    assert_eq!(typed.spec.disruption.budgets[0].nodes, "10%");
+    assert_eq!(
+        typed.spec.template.spec.expire_after.to_string(),
+        "720h0m0s"
+    );
+    // A fully written object survives the types unchanged in meaning.
+    let written = serde_json::to_value(&typed).unwrap();
+    assert!(validate_object(&written).unwrap().problems.is_empty());
+    assert_eq!(serde_json::from_value::<NodePool>(written).unwrap(), typed);
+
+    let schema = Crd::NodeClaim.schema();
+    let defaulted: NodeClaim =
+        serde_json::from_value(kube_cel::apply_defaults(&schema, &node_claim())).unwrap();
+    assert_eq!(
+        serde_json::from_value::<NodeClaim>(node_claim()).unwrap(),
+        defaulted
+    );
+}
+
+/// Every schema node says its type (the API server refuses non-structural CRDs).
+#[test]
+fn schemas_are_structural() {
+    fn walk(schema: &Value, path: &str, missing: &mut Vec<String>) {
+        let Some(map) = schema.as_object() else {
+            return;
+        };
+        let int_or_string = map.get("x-kubernetes-int-or-string") == Some(&json!(true));
+        if !map.contains_key("type") && !int_or_string {
+            missing.push(path.to_string());
+        }
+        if let Some(props) = map.get("properties").and_then(Value::as_object) {
+            for (k, v) in props {
+                walk(v, &format!("{path}.{k}"), missing);
+            }
+        }
+        for key in ["items", "additionalProperties"] {
+            if let Some(v) = map.get(key) {
+                walk(v, &format!("{path}[{key}]"), missing);
+            }
+        }
+    }
+    for crd in karpenter_api::crd::Crd::ALL {
+        let mut missing = Vec::new();
+        walk(&crd.schema(), crd.kind(), &mut missing);
+        assert!(missing.is_empty(), "untyped schema nodes: {missing:?}");
+    }
+}
