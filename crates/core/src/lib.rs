@@ -1,3 +1,5 @@
 //! The decisions of karpenter as pure functions over a snapshot of the cluster: resources,
 //! the requirements algebra, instance types, the scheduling simulation and disruption. Nothing
 //! here performs I/O, reads a clock or needs a runtime.
+
+pub mod scheduling;

@@ -1,0 +1,5 @@
+//! Provider-neutral scheduling primitives: label requirements, their algebra, and taints.
+
+pub mod requirement;
+
+pub use requirement::Requirement;
