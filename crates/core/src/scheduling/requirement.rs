@@ -338,7 +338,7 @@ mod tests {
             "lessThan9" => (Operator::Lt, &["9"]),
             other => panic!("unknown fixture {other}"),
         };
-        let min_values = flexible.then(|| match name {
+        let min_values = flexible.then_some(match name {
             "inAB" | "in19" | "notIn12" => 2,
             _ => 1,
         });
@@ -556,6 +556,3 @@ mod tests {
         }
     }
 }
-
-#[cfg(test)]
-use tests::Expected;

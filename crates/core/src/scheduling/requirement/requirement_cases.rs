@@ -3,7 +3,7 @@
 //! before a name says whether it is the variant created with `minValues`.
 #![allow(clippy::type_complexity)]
 
-use super::Expected::{self, *};
+use super::tests::Expected::{self, *};
 use karpenter_api::Operator;
 
 /// a ∩ b = expected (590 rows)
