@@ -479,7 +479,7 @@ mod tests {
             None,
         );
         let r = pod_requests(&p).unwrap();
-        assert_eq!((r.cpu, r.memory / 1000 >> 30, r.pods), (1500, 2, 1000));
+        assert_eq!((r.cpu, (r.memory / 1000) >> 30, r.pods), (1500, 2, 1000));
         // A large init container sets the floor.
         let p = pod(
             vec![container("1", "1Gi", None)],

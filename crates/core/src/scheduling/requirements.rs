@@ -212,7 +212,8 @@ impl Requirements {
         };
         for (key, a) in &small.0 {
             let Some(b) = large.0.get(key) else { continue };
-            if !a.intersects(b) && !(is_negative(a) && is_negative(b)) {
+            let agree = a.intersects(b) || (is_negative(a) && is_negative(b));
+            if !agree {
                 let (existing, incoming) = if swapped { (b, a) } else { (a, b) };
                 return Err(Incompatible::NoIntersection {
                     key: key.clone(),
