@@ -2,5 +2,6 @@
 //! the requirements algebra, instance types, the scheduling simulation and disruption. Nothing
 //! here performs I/O, reads a clock or needs a runtime.
 
+pub mod cloudprovider;
 pub mod resources;
 pub mod scheduling;

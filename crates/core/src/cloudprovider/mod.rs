@@ -1,0 +1,132 @@
+//! The provider-neutral model of what can be launched: instance types, their offerings (zone ×
+//! capacity type, with a price and availability) and the resources a node of each type offers.
+
+pub mod fake;
+
+use karpenter_api::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
+
+use crate::resources::Resources;
+use crate::scheduling::Requirements;
+
+/// One way to buy an instance type: a zone and a capacity type, at a price.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Offering {
+    /// The zone (`topology.kubernetes.io/zone`).
+    pub zone: String,
+    /// `spot`, `on-demand` or `reserved` (`karpenter.sh/capacity-type`).
+    pub capacity_type: String,
+    /// Price per hour.
+    pub price: f64,
+    /// Whether it can be launched now (capacity errors mark offerings unavailable for a while).
+    pub available: bool,
+}
+
+impl Offering {
+    /// Whether `requirements` allow this offering's zone and capacity type.
+    pub fn is_compatible(&self, requirements: &Requirements) -> bool {
+        requirements.allows(ZONE_LABEL, &self.zone)
+            && requirements.allows(CAPACITY_TYPE_LABEL, &self.capacity_type)
+    }
+}
+
+/// What the node reserves for itself out of the instance's capacity.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overhead {
+    /// Reserved for Kubernetes daemons (kubelet, container runtime).
+    pub kube_reserved: Resources,
+    /// Reserved for the operating system.
+    pub system_reserved: Resources,
+    /// Kept free so the kubelet can evict before the node runs out.
+    pub eviction_threshold: Resources,
+}
+
+impl Overhead {
+    /// The sum of all reservations.
+    pub fn total(&self) -> Resources {
+        let mut total = self.kube_reserved.clone();
+        total.add(&self.system_reserved);
+        total.add(&self.eviction_threshold);
+        total
+    }
+}
+
+/// A kind of machine a provider can launch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstanceType {
+    /// The name, also the node's `node.kubernetes.io/instance-type` label.
+    pub name: String,
+    /// The labels a node of this type has, as requirements (zone and capacity type span the
+    /// offerings).
+    pub requirements: Requirements,
+    /// The ways to buy it.
+    pub offerings: Vec<Offering>,
+    /// The machine's resources.
+    pub capacity: Resources,
+    /// What the node keeps for itself.
+    pub overhead: Overhead,
+    allocatable: Resources,
+}
+
+impl InstanceType {
+    /// An instance type; allocatable is computed once here.
+    pub fn new(
+        name: impl Into<String>,
+        requirements: Requirements,
+        offerings: Vec<Offering>,
+        capacity: Resources,
+        overhead: Overhead,
+    ) -> Self {
+        let mut allocatable = capacity.clone();
+        allocatable.sub(&overhead.total());
+        // Huge pages are carved out of memory.
+        let huge_pages: i64 = capacity
+            .iter()
+            .filter(|(n, _)| n.starts_with("hugepages-"))
+            .map(|(_, v)| v)
+            .sum();
+        allocatable.memory = (allocatable.memory - huge_pages).max(0);
+        Self {
+            name: name.into(),
+            requirements,
+            offerings,
+            capacity,
+            overhead,
+            allocatable,
+        }
+    }
+
+    /// What pods can use: capacity less overhead and huge pages.
+    pub fn allocatable(&self) -> &Resources {
+        &self.allocatable
+    }
+
+    /// The available offerings `requirements` allow.
+    pub fn compatible_offerings<'a>(
+        &'a self,
+        requirements: &'a Requirements,
+    ) -> impl Iterator<Item = &'a Offering> + 'a {
+        self.offerings
+            .iter()
+            .filter(move |o| o.available && o.is_compatible(requirements))
+    }
+
+    /// The cheapest available offering `requirements` allow, if any.
+    pub fn cheapest_price(&self, requirements: &Requirements) -> Option<f64> {
+        self.compatible_offerings(requirements)
+            .map(|o| o.price)
+            .min_by(f64::total_cmp)
+    }
+}
+
+/// Orders instance types by their cheapest compatible available offering; types without one go
+/// last. Ties keep their order (upstream's sort is unstable; a stable order is reproducible).
+pub fn order_by_price<T: std::borrow::Borrow<InstanceType>>(
+    types: &mut [T],
+    requirements: &Requirements,
+) {
+    types.sort_by_cached_key(|it| {
+        let price = it.borrow().cheapest_price(requirements).unwrap_or(f64::MAX);
+        // Prices are finite and non-negative, so their bit patterns order like the numbers.
+        price.to_bits()
+    });
+}
