@@ -34,6 +34,11 @@ enum Command {
         #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
         files: Vec<PathBuf>,
     },
+    /// Measure performance on fixed workloads.
+    Bench {
+        #[command(subcommand)]
+        bench: Bench,
+    },
     /// Print the karpenter.sh/v1 form of karpenter.sh/v1beta1 NodePools and NodeClaims, and
     /// what changed (on standard error).
     Convert {
@@ -44,6 +49,26 @@ enum Command {
         /// say which provider a NodePool is for.
         #[arg(long)]
         nodeclass: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Upstream's scheduling benchmark: 400 fake instance types, one NodePool, and a five-way
+    /// mix of generic, zonal-spread, hostname-spread, zonal-affinity and anti-affinity pods.
+    Scheduling {
+        /// How many pods.
+        #[arg(long, default_value_t = 10_000)]
+        pods: usize,
+        /// How many fake instance types.
+        #[arg(long, default_value_t = 400)]
+        instance_types: usize,
+        /// Seed of the pod generator.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Use upstream's pod dump (pods-N.csv) instead of generating pods.
+        #[arg(long)]
+        pods_csv: Option<PathBuf>,
     },
 }
 
@@ -67,6 +92,25 @@ fn main() -> anyhow::Result<ExitCode> {
             }
             eprintln!("{}", outcome.summary());
             return Ok(ExitCode::from(outcome.exit_code()));
+        }
+        Command::Bench {
+            bench:
+                Bench::Scheduling {
+                    pods,
+                    instance_types,
+                    seed,
+                    pods_csv,
+                },
+        } => {
+            let options = commands::bench::SchedulingBench {
+                pods,
+                instance_types,
+                seed,
+                pods_csv,
+            };
+            for line in commands::bench::scheduling(&options)? {
+                println!("{line}");
+            }
         }
         Command::Convert { files, nodeclass } => {
             let converted = commands::convert::run(&files, nodeclass.as_deref())?;

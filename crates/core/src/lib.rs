@@ -2,6 +2,8 @@
 //! the requirements algebra, instance types, the scheduling simulation and disruption. Nothing
 //! here performs I/O, reads a clock or needs a runtime.
 
+pub mod benchmark;
 pub mod cloudprovider;
+pub mod provisioning;
 pub mod resources;
 pub mod scheduling;

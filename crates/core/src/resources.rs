@@ -101,6 +101,62 @@ pub fn parse_milli(input: &str) -> Result<i64, QuantityError> {
     Ok(if negative { -value } else { value })
 }
 
+/// Like [`parse_milli`], but a quantity too large for the representation becomes `i64::MAX`
+/// (for limits, where "more than can be counted" means unlimited).
+pub fn parse_milli_saturating(input: &str) -> Result<i64, QuantityError> {
+    match parse_milli(input) {
+        Err(e) if e.reason == "too large" => Ok(if input.trim_start().starts_with('-') {
+            i64::MIN
+        } else {
+            i64::MAX
+        }),
+        other => other,
+    }
+}
+
+/// Upper bounds on some resources (a NodePool's `limits`); resources without a bound are
+/// unlimited. `nodes` counts nodes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Limits(Vec<(String, i64)>);
+
+impl Limits {
+    /// Reads a NodePool's limits.
+    pub fn from_list(list: &BTreeMap<String, Quantity>) -> Result<Self, QuantityError> {
+        list.iter()
+            .map(|(n, q)| Ok((n.clone(), parse_milli_saturating(&q.0)?)))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Self)
+    }
+
+    /// The first bounded resource that `capacity` exceeds.
+    pub fn exceeded_by(&self, capacity: &Resources) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, limit)| n != NODES && capacity.get(n) > *limit)
+            .map(|(n, _)| n.as_str())
+    }
+
+    /// Takes `used` off every bounded resource.
+    pub fn subtract(&mut self, used: &Resources) {
+        for (n, limit) in &mut self.0 {
+            *limit = limit.saturating_sub(used.get(n));
+        }
+    }
+
+    /// The bound on `name`, if any.
+    pub fn get(&self, name: &str) -> Option<i64> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+
+    /// Sets the bound on `name`.
+    pub fn set(&mut self, name: &str, value: i64) {
+        match self.0.iter_mut().find(|(n, _)| n == name) {
+            Some(entry) => entry.1 = value,
+            None => self.0.push((name.to_string(), value)),
+        }
+    }
+}
+
 /// Formats thousandths of a unit the way Kubernetes prints a canonical quantity for `name`.
 pub fn format_milli(name: &str, milli: i64) -> String {
     let binary = matches!(name, MEMORY | EPHEMERAL_STORAGE) || name.starts_with("hugepages-");

@@ -1,7 +1,9 @@
 //! Provider-neutral scheduling primitives: label requirements, their algebra, and taints.
 
+pub mod hostports;
 pub mod requirement;
 pub mod requirements;
+pub mod selector;
 pub mod taints;
 
 pub use requirement::Requirement;

@@ -1,0 +1,64 @@
+//! `karpenter-rs bench`: performance figures on fixed workloads.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use karpenter_core::benchmark::{self, PodSpecRow};
+use karpenter_core::provisioning::scheduling::{Scheduler, SchedulerOptions};
+
+/// Options of `bench scheduling`.
+pub struct SchedulingBench {
+    /// How many pods to generate.
+    pub pods: usize,
+    /// How many fake instance types.
+    pub instance_types: usize,
+    /// The generator's seed.
+    pub seed: u64,
+    /// Upstream's pod dump to use instead of the generator.
+    pub pods_csv: Option<PathBuf>,
+}
+
+/// Runs upstream's scheduling benchmark shape once and returns the report lines; the last is
+/// `scheduling pods=N scheduled=S nodes=M seconds=T pods_per_sec=R`.
+pub fn scheduling(options: &SchedulingBench) -> anyhow::Result<Vec<String>> {
+    let rows: Vec<PodSpecRow> = match &options.pods_csv {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            benchmark::rows_from_csv(&text).map_err(anyhow::Error::msg)?
+        }
+        None => benchmark::diverse_rows(options.pods, options.seed),
+    };
+    let pods: Vec<_> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| benchmark::pod(i, r))
+        .collect();
+    let pool = benchmark::node_pool(options.instance_types);
+    // As upstream, only the solve is timed; building the scheduler is not.
+    let mut scheduler = Scheduler::new(
+        std::slice::from_ref(&pool),
+        &[],
+        &[],
+        SchedulerOptions::default(),
+    );
+    let start = Instant::now();
+    let results = scheduler.solve(&pods, &|| false);
+    let seconds = start.elapsed().as_secs_f64();
+    let mut lines = Vec::new();
+    if let Some((pod, reason)) = results.pod_errors.iter().next() {
+        lines.push(format!(
+            "{} pods failed to schedule, e.g. pod {pod}: {reason}",
+            results.pod_errors.len()
+        ));
+    }
+    lines.push(format!(
+        "scheduling pods={} scheduled={} nodes={} seconds={seconds:.3} pods_per_sec={:.0}",
+        pods.len(),
+        results.pods_scheduled(),
+        results.new_node_claims.len(),
+        pods.len() as f64 / seconds
+    ));
+    Ok(lines)
+}

@@ -1,0 +1,257 @@
+//! Upstream's scheduling benchmark workload (`scheduling_benchmark_test.go`): one NodePool, 400
+//! fake instance types, and a five-way mix of pods — generic, zonal spread, hostname spread,
+//! zonal self-affinity and hostname self-anti-affinity. Pods come from a seeded generator, or
+//! from upstream's own dumps (CSV) so results can be compared pod for pod.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec,
+    ResourceRequirements, TopologySpreadConstraint,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use karpenter_api::labels::{HOSTNAME_LABEL, ZONE_LABEL};
+use karpenter_api::{NodeClassReference, NodePool};
+
+use crate::cloudprovider::{InstanceType, fake};
+use crate::provisioning::scheduling::NodePoolInput;
+
+/// The kinds of pods in the mix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodKind {
+    /// Requests only.
+    Generic,
+    /// Spread across zones (maxSkew 1) over pods with `my-label`.
+    ZonalSpread,
+    /// Spread across nodes (maxSkew 1) over pods with `my-label`.
+    HostnameSpread,
+    /// Required affinity to its own `my-affininity` group, by zone.
+    ZonalAffinity,
+    /// Required anti-affinity to every `app: nginx` pod, by node.
+    HostnameAntiAffinity,
+}
+
+/// A small deterministic generator (SplitMix64), so a seed always gives the same workload.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[(self.next() % items.len() as u64) as usize]
+    }
+}
+
+const LABEL_VALUES: [&str; 7] = ["a", "b", "c", "d", "e", "f", "g"];
+const CPU_MILLI: [i64; 5] = [100, 250, 500, 1000, 1500];
+const MEMORY_MI: [i64; 6] = [100, 256, 512, 1024, 2048, 4096];
+
+/// One pod of the mix, in the terms of upstream's dump files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodSpecRow {
+    /// What constrains it.
+    pub kind: PodKind,
+    /// Its own label value (`my-label`, or `my-affininity` for affinity pods).
+    pub label: String,
+    /// The value its spread constraint selects.
+    pub selector: String,
+    /// CPU request in millicores.
+    pub cpu_milli: i64,
+    /// Memory request in MiB.
+    pub memory_mi: i64,
+}
+
+/// `count` pods in upstream's proportions (a fifth of each kind, the remainder generic), with
+/// labels and sizes drawn from `seed`.
+pub fn diverse_rows(count: usize, seed: u64) -> Vec<PodSpecRow> {
+    let mut rng = Rng(seed);
+    let n = count / 5;
+    let kinds = [
+        PodKind::Generic,
+        PodKind::ZonalSpread,
+        PodKind::HostnameSpread,
+        PodKind::ZonalAffinity,
+        PodKind::HostnameAntiAffinity,
+    ];
+    let mut rows = Vec::with_capacity(count);
+    for kind in kinds
+        .iter()
+        .flat_map(|k| std::iter::repeat_n(*k, n))
+        .chain(std::iter::repeat_n(PodKind::Generic, count - 5 * n))
+    {
+        let label = rng.pick(&LABEL_VALUES).to_string();
+        let selector = rng.pick(&LABEL_VALUES).to_string();
+        rows.push(PodSpecRow {
+            kind,
+            label,
+            selector,
+            cpu_milli: rng.pick(&CPU_MILLI),
+            memory_mi: rng.pick(&MEMORY_MI),
+        });
+    }
+    rows
+}
+
+/// Reads upstream's dump (`index,kind,label_key,label_value,selector_key,selector_value,cpu_milli,memory_mi`).
+pub fn rows_from_csv(text: &str) -> Result<Vec<PodSpecRow>, String> {
+    text.lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let f: Vec<&str> = line.split(',').collect();
+            if f.len() != 8 {
+                return Err(format!("expected 8 fields: {line}"));
+            }
+            let kind = match f[1] {
+                "generic" => PodKind::Generic,
+                "topology-spread/topology.kubernetes.io/zone" => PodKind::ZonalSpread,
+                "topology-spread/kubernetes.io/hostname" => PodKind::HostnameSpread,
+                "pod-affinity/topology.kubernetes.io/zone" => PodKind::ZonalAffinity,
+                "pod-anti-affinity/kubernetes.io/hostname" => PodKind::HostnameAntiAffinity,
+                other => return Err(format!("unknown pod kind {other}")),
+            };
+            let number = |s: &str| s.parse::<i64>().map_err(|e| format!("{s}: {e}"));
+            Ok(PodSpecRow {
+                kind,
+                label: f[3].to_string(),
+                selector: f[5].to_string(),
+                cpu_milli: number(f[6])?,
+                memory_mi: number(f[7])?,
+            })
+        })
+        .collect()
+}
+
+fn selector(key: &str, value: &str) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some([(key.to_string(), value.to_string())].into()),
+        ..Default::default()
+    }
+}
+
+/// The Kubernetes pod for a row; `index` names it and keeps creation order.
+pub fn pod(index: usize, row: &PodSpecRow) -> Pod {
+    let mut labels: BTreeMap<String, String> =
+        [("testing/cluster".to_string(), "unspecified".to_string())].into();
+    let mut spec = PodSpec {
+        containers: vec![Container {
+            name: "pause".into(),
+            resources: Some(ResourceRequirements {
+                requests: Some(
+                    [
+                        ("cpu".to_string(), Quantity(format!("{}m", row.cpu_milli))),
+                        (
+                            "memory".to_string(),
+                            Quantity(format!("{}Mi", row.memory_mi)),
+                        ),
+                    ]
+                    .into(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let spread = |key: &str| TopologySpreadConstraint {
+        max_skew: 1,
+        topology_key: key.into(),
+        when_unsatisfiable: "DoNotSchedule".into(),
+        label_selector: Some(selector("my-label", &row.selector)),
+        ..Default::default()
+    };
+    match row.kind {
+        PodKind::Generic => {
+            labels.insert("my-label".into(), row.label.clone());
+        }
+        PodKind::ZonalSpread | PodKind::HostnameSpread => {
+            labels.insert("my-label".into(), row.label.clone());
+            let key = if row.kind == PodKind::ZonalSpread {
+                ZONE_LABEL
+            } else {
+                HOSTNAME_LABEL
+            };
+            spec.topology_spread_constraints = Some(vec![spread(key)]);
+        }
+        PodKind::ZonalAffinity => {
+            labels.insert("my-affininity".into(), row.label.clone());
+            let term = PodAffinityTerm {
+                label_selector: Some(selector("my-affininity", &row.label)),
+                topology_key: ZONE_LABEL.into(),
+                ..Default::default()
+            };
+            spec.affinity = Some(Affinity {
+                pod_affinity: Some(PodAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(vec![term]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        }
+        PodKind::HostnameAntiAffinity => {
+            labels.insert("app".into(), "nginx".into());
+            let term = PodAffinityTerm {
+                label_selector: Some(selector("app", "nginx")),
+                topology_key: HOSTNAME_LABEL.into(),
+                ..Default::default()
+            };
+            spec.affinity = Some(Affinity {
+                pod_anti_affinity: Some(PodAntiAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(vec![term]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        }
+    }
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(format!("pod-{index}")),
+            namespace: Some("default".into()),
+            uid: Some(format!("uid-{index:08}")),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        spec: Some(spec),
+        ..Default::default()
+    }
+}
+
+/// The benchmark's NodePool: no requirements, limits far above anything used.
+pub fn node_pool(instance_types: usize) -> NodePoolInput {
+    let mut np = NodePool::default();
+    np.metadata.name = Some("default".into());
+    np.spec
+        .template
+        .metadata
+        .labels
+        .insert("testing/cluster".into(), "unspecified".into());
+    np.spec.template.spec.node_class_ref = NodeClassReference {
+        group: "karpenter.test.sh".into(),
+        kind: "TestNodeClass".into(),
+        name: "default".into(),
+    };
+    np.spec.limits = Some(
+        [
+            ("cpu".to_string(), Quantity("10000000".into())),
+            ("memory".to_string(), Quantity("10000000Gi".into())),
+        ]
+        .into(),
+    );
+    let types: Vec<Arc<InstanceType>> = fake::instance_types(instance_types)
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    NodePoolInput {
+        node_pool: np,
+        instance_types: types,
+    }
+}

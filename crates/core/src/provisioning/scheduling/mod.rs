@@ -1,0 +1,681 @@
+//! The scheduling simulation: given pending pods, existing nodes and NodePools, decide which
+//! pods fit on existing nodes and which new NodeClaims to launch for the rest — upstream's
+//! algorithm, deterministic and without I/O.
+//!
+//! Pods are taken largest first (CPU, then memory). Each goes to the first existing node that
+//! takes it, else to the in-flight NodeClaim with the fewest pods that takes it, else to a new
+//! NodeClaim from the heaviest NodePool that can hold it. A pod that fits nowhere has its
+//! preferences relaxed one at a time and is tried again; one that still fits nowhere is
+//! reported with the reason.
+
+mod existing;
+pub mod nodeclaim;
+pub mod preferences;
+pub mod topology;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, Taint, Toleration};
+use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL};
+use karpenter_api::{NodePool, Operator};
+
+use existing::ExistingNode;
+pub use existing::ExistingNodeInput;
+use nodeclaim::{InflightClaim, NodeClaimTemplate, unmet_min_values};
+use topology::{CountedNode, PodRef, Topology};
+
+use crate::cloudprovider::InstanceType;
+use crate::resources::{Limits, NODES, QuantityError, Resources, pod_requests};
+use crate::scheduling::hostports::{HostPort, host_ports};
+use crate::scheduling::{AllowUndefined, Requirement, Requirements};
+
+/// The most instance types a NodeClaim lists (upstream's `MaxInstanceTypes`).
+pub const MAX_INSTANCE_TYPES: usize = 600;
+
+/// A NodePool and the instance types its provider offers for it.
+#[derive(Clone, Debug)]
+pub struct NodePoolInput {
+    /// The NodePool.
+    pub node_pool: NodePool,
+    /// Every instance type the provider has for it.
+    pub instance_types: Vec<Arc<InstanceType>>,
+}
+
+/// How the simulation treats soft constraints and `minValues`.
+#[derive(Clone, Debug)]
+pub struct SchedulerOptions {
+    /// Honour preferred affinities and `ScheduleAnyway` spread until they must be relaxed
+    /// (upstream's `--preference-policy=Respect`); false ignores them.
+    pub respect_preferences: bool,
+    /// Fail a NodeClaim that cannot keep `minValues` (upstream's default, `Strict`).
+    pub strict_min_values: bool,
+    /// How many instance types a new NodeClaim lists at most, cheapest first.
+    pub max_instance_types: usize,
+}
+
+impl Default for SchedulerOptions {
+    fn default() -> Self {
+        Self {
+            respect_preferences: true,
+            strict_min_values: true,
+            max_instance_types: MAX_INSTANCE_TYPES,
+        }
+    }
+}
+
+/// What the scheduler needs of a pod, computed once per pod (and again after relaxation).
+#[derive(Clone, Debug)]
+pub struct PodData {
+    /// The pod's requests, with `pods: 1`.
+    pub requests: Resources,
+    /// What the pod requires of its node, the heaviest preference included while respected.
+    pub requirements: Requirements,
+    /// Without preferences.
+    pub strict_requirements: Requirements,
+    /// The pod's tolerations.
+    pub tolerations: Vec<Toleration>,
+    /// Host ports the pod binds.
+    pub host_ports: Vec<HostPort>,
+}
+
+impl PodData {
+    /// Computes a pod's scheduling data.
+    pub fn new(pod: &Pod, respect_preferences: bool) -> Result<Self, QuantityError> {
+        let strict_requirements = Requirements::for_pod(pod, false);
+        let requirements = if respect_preferences {
+            Requirements::for_pod(pod, true)
+        } else {
+            strict_requirements.clone()
+        };
+        Ok(Self {
+            requests: pod_requests(pod)?,
+            requirements,
+            strict_requirements,
+            tolerations: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.tolerations.clone())
+                .unwrap_or_default(),
+            host_ports: host_ports(pod),
+        })
+    }
+}
+
+/// A NodeClaim the simulation decided to launch.
+#[derive(Clone, Debug)]
+pub struct NewNodeClaim {
+    /// The NodePool it comes from.
+    pub node_pool: String,
+    /// What the node's labels must satisfy, with `node.kubernetes.io/instance-type` and
+    /// `karpenter.sh/capacity-type` narrowed to the listed options.
+    pub requirements: Requirements,
+    /// The instance types that fit, cheapest first.
+    pub instance_types: Vec<Arc<InstanceType>>,
+    /// The pods it was opened for (indices into the batch).
+    pub pods: Vec<usize>,
+    /// The pods' requests plus the smallest DaemonSet overhead among the options.
+    pub requests: Resources,
+    /// Labels the node gets (the template's and the single-valued requirements).
+    pub labels: BTreeMap<String, String>,
+    /// Taints the node gets.
+    pub taints: Vec<Taint>,
+    /// Startup taints.
+    pub startup_taints: Vec<Taint>,
+}
+
+impl NewNodeClaim {
+    /// The price of the cheapest option, the most the launch should cost.
+    pub fn cheapest_price(&self) -> Option<f64> {
+        self.instance_types
+            .first()
+            .and_then(|it| it.cheapest_price(&self.requirements))
+    }
+}
+
+/// The decisions of one simulation.
+#[derive(Clone, Debug, Default)]
+pub struct Results {
+    /// NodeClaims to create.
+    pub new_node_claims: Vec<NewNodeClaim>,
+    /// Pods that fit on existing (or in-flight) nodes, by node name.
+    pub existing_nodes: BTreeMap<String, Vec<usize>>,
+    /// Pods that fit nowhere, with the reason (indices into the batch).
+    pub pod_errors: BTreeMap<usize, String>,
+    /// The simulation stopped before every pod was tried (its time budget ran out).
+    pub interrupted: bool,
+}
+
+impl Results {
+    /// How many pods were placed.
+    pub fn pods_scheduled(&self) -> usize {
+        self.new_node_claims
+            .iter()
+            .map(|c| c.pods.len())
+            .sum::<usize>()
+            + self.existing_nodes.values().map(Vec::len).sum::<usize>()
+    }
+}
+
+/// One scheduling simulation over a fixed set of NodePools and nodes.
+pub struct Scheduler {
+    templates: Vec<NodeClaimTemplate>,
+    /// Remaining NodePool limits per template.
+    remaining: Vec<Limits>,
+    existing: Vec<ExistingNode>,
+    topology: Topology,
+    claims: Vec<InflightClaim>,
+    /// Claim indices, fewest pods first (ties in the order a stable sort would keep).
+    claim_order: Vec<usize>,
+    options: SchedulerOptions,
+    prefer_no_schedule_taints: bool,
+    next_hostname: usize,
+}
+
+/// Pods that could not be read (a malformed quantity) are reported, not scheduled.
+fn pod_data_or_error(pod: &Pod, respect: bool) -> Result<PodData, String> {
+    PodData::new(pod, respect).map_err(|e| format!("ignoring pod, {e}"))
+}
+
+impl Scheduler {
+    /// Prepares a simulation. NodePools are tried by weight (highest first), ties by name in
+    /// reverse order, as upstream does; DaemonSet pods add their overhead to every node they
+    /// would run on.
+    pub fn new(
+        node_pools: &[NodePoolInput],
+        existing_nodes: &[ExistingNodeInput],
+        daemonset_pods: &[Pod],
+        options: SchedulerOptions,
+    ) -> Self {
+        let daemons: Vec<(Pod, PodData)> = daemonset_pods
+            .iter()
+            .filter_map(|p| PodData::new(p, false).ok().map(|d| (p.clone(), d)))
+            .collect();
+        let mut pools: Vec<&NodePoolInput> = node_pools
+            .iter()
+            .filter(|p| p.node_pool.spec.replicas.is_none())
+            .collect();
+        pools.sort_by(|a, b| {
+            b.node_pool
+                .weight()
+                .cmp(&a.node_pool.weight())
+                .then_with(|| b.node_pool.name().cmp(a.node_pool.name()))
+        });
+        let templates: Vec<NodeClaimTemplate> = pools
+            .iter()
+            .map(|p| NodeClaimTemplate::new(&p.node_pool, &p.instance_types, &daemons))
+            .collect();
+        let mut remaining = Vec::new();
+        for pool in &pools {
+            // Limits the API server admitted always parse; a bad one limits nothing.
+            let mut limits = pool
+                .node_pool
+                .spec
+                .limits
+                .as_ref()
+                .and_then(|l| Limits::from_list(l).ok())
+                .unwrap_or_default();
+            for node in existing_nodes
+                .iter()
+                .filter(|n| n.node_pool.as_deref() == Some(pool.node_pool.name()))
+            {
+                limits.subtract(&node.capacity);
+                if let Some(n) = limits.get(NODES) {
+                    limits.set(NODES, n - 1000);
+                }
+            }
+            remaining.push(limits);
+        }
+        let universe = domain_universe(&templates);
+        let counted: Vec<CountedNode<'_>> = existing_nodes
+            .iter()
+            .map(|n| CountedNode {
+                name: &n.name,
+                labels: &n.labels,
+                taints: &n.taints,
+                pods: &n.pods,
+            })
+            .collect();
+        let mut topology =
+            Topology::new(universe, &counted, Vec::new(), options.respect_preferences);
+        for node in existing_nodes {
+            for pod in &node.pods {
+                topology.track_placed_pod(pod, &node.labels, &node.name);
+            }
+        }
+        let mut existing: Vec<ExistingNode> = existing_nodes
+            .iter()
+            .map(|n| ExistingNode::new(n, &daemons))
+            .collect();
+        existing.sort_by(|a, b| {
+            b.initialized
+                .cmp(&a.initialized)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        let prefer_no_schedule_taints = templates
+            .iter()
+            .any(|t| t.taints.iter().any(|t| t.effect == "PreferNoSchedule"));
+        Self {
+            templates,
+            remaining,
+            existing,
+            topology,
+            claims: Vec::new(),
+            claim_order: Vec::new(),
+            options,
+            prefer_no_schedule_taints,
+            next_hostname: 0,
+        }
+    }
+
+    /// Schedules `pods`. `interrupt` is polled between pods; when it returns true the results so
+    /// far are returned (upstream's one-minute budget, kept out of this pure code).
+    pub fn solve(&mut self, pods: &[Pod], interrupt: &dyn Fn() -> bool) -> Results {
+        let mut results = Results::default();
+        let respect = self.options.respect_preferences;
+        let mut working: Vec<Pod> = pods.to_vec();
+        let mut data: Vec<Option<PodData>> = Vec::with_capacity(pods.len());
+        for (i, pod) in pods.iter().enumerate() {
+            match pod_data_or_error(pod, respect) {
+                Ok(d) => data.push(Some(d)),
+                Err(e) => {
+                    results.pod_errors.insert(i, e);
+                    data.push(None);
+                }
+            }
+        }
+        // Largest first; ties keep the batch order (creation order).
+        let mut queue: std::collections::VecDeque<usize> = {
+            let mut order: Vec<usize> = (0..pods.len()).filter(|i| data[*i].is_some()).collect();
+            order.sort_by(|a, b| {
+                let (ra, rb) = (
+                    &data[*a].as_ref().map(|d| &d.requests),
+                    &data[*b].as_ref().map(|d| &d.requests),
+                );
+                let (ra, rb) = (
+                    ra.expect("queued pods have data"),
+                    rb.expect("queued pods have data"),
+                );
+                rb.cpu.cmp(&ra.cpu).then(rb.memory.cmp(&ra.memory))
+            });
+            order.into()
+        };
+        for &i in &queue {
+            self.topology.update(PodRef {
+                id: i,
+                pod: &working[i],
+            });
+        }
+        let mut pushed_at: HashMap<usize, usize> = HashMap::new();
+        while let Some(&i) = queue.front() {
+            if pushed_at.get(&i) == Some(&queue.len()) {
+                break; // a whole pass without progress
+            }
+            if interrupt() {
+                results.interrupted = true;
+                break;
+            }
+            queue.pop_front();
+            match self.try_schedule(
+                i,
+                &mut working[i],
+                data[i].as_mut().expect("queued pods have data"),
+                &mut results,
+            ) {
+                Ok(()) => {
+                    results.pod_errors.remove(&i);
+                }
+                Err(e) => {
+                    results.pod_errors.insert(i, e);
+                    // Retry later from the original pod: another placement may make room.
+                    working[i] = pods[i].clone();
+                    if let Ok(d) = PodData::new(&working[i], respect) {
+                        data[i] = Some(d);
+                    }
+                    self.topology.update(PodRef {
+                        id: i,
+                        pod: &working[i],
+                    });
+                    queue.push_back(i);
+                    pushed_at.insert(i, queue.len());
+                }
+            }
+        }
+        self.finish(&mut results);
+        results
+    }
+
+    fn try_schedule(
+        &mut self,
+        id: usize,
+        pod: &mut Pod,
+        data: &mut PodData,
+        results: &mut Results,
+    ) -> Result<(), String> {
+        loop {
+            let err = match self.add(id, pod, data, results) {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            if preferences::relax(pod, self.prefer_no_schedule_taints).is_none() {
+                return Err(err);
+            }
+            *data =
+                PodData::new(pod, self.options.respect_preferences).map_err(|e| e.to_string())?;
+            self.topology.update(PodRef { id, pod });
+        }
+    }
+
+    fn add(
+        &mut self,
+        id: usize,
+        pod: &Pod,
+        data: &PodData,
+        results: &mut Results,
+    ) -> Result<(), String> {
+        let pod_ref = PodRef { id, pod };
+        let constrained = self.topology.constrains(&pod_ref);
+        // 1. Existing nodes.
+        for node in &mut self.existing {
+            let topology = &self.topology;
+            let narrowed = node.can_add(data, |reqs| {
+                if !constrained {
+                    return Ok(None);
+                }
+                topology
+                    .add_requirements(
+                        &pod_ref,
+                        &node.taints,
+                        &data.requirements,
+                        reqs,
+                        AllowUndefined::Nothing,
+                    )
+                    .map_err(|e| e.to_string())
+            });
+            if let Ok(requirements) = narrowed {
+                node.add(data);
+                let reqs = requirements.as_ref().unwrap_or(&node.requirements).clone();
+                self.topology
+                    .record(&pod_ref, &node.taints, &reqs, AllowUndefined::Nothing);
+                results
+                    .existing_nodes
+                    .entry(node.name.clone())
+                    .or_default()
+                    .push(id);
+                return Ok(());
+            }
+        }
+        // 2. NodeClaims opened in this simulation, fewest pods first.
+        for pos in 0..self.claim_order.len() {
+            let c = self.claim_order[pos];
+            let claim = &self.claims[c];
+            let template = &self.templates[claim.template];
+            let topology = &self.topology;
+            let addition = claim.can_add(
+                template,
+                data,
+                |reqs| {
+                    if !constrained {
+                        return Ok(None);
+                    }
+                    topology
+                        .add_requirements(
+                            &pod_ref,
+                            &template.taints,
+                            &data.requirements,
+                            reqs,
+                            AllowUndefined::WellKnownLabels,
+                        )
+                        .map_err(|e| e.to_string())
+                },
+                self.options.strict_min_values,
+            );
+            if let Ok(addition) = addition {
+                self.claims[c].add(id, data, addition);
+                let claim = &self.claims[c];
+                self.topology.record(
+                    &pod_ref,
+                    &self.templates[claim.template].taints,
+                    &claim.requirements,
+                    AllowUndefined::WellKnownLabels,
+                );
+                self.reorder_after_add(pos);
+                return Ok(());
+            }
+        }
+        // 3. A new NodeClaim from each NodePool, by weight.
+        let mut errors = Vec::new();
+        if self.templates.is_empty() {
+            return Err("no nodepools found".into());
+        }
+        for t in 0..self.templates.len() {
+            match self.open_claim(t, id, &pod_ref, data, constrained) {
+                Ok(()) => return Ok(()),
+                Err(e) => errors.push(format!("nodepool {:?}: {e}", self.templates[t].node_pool)),
+            }
+        }
+        Err(errors.join("; "))
+    }
+
+    fn open_claim(
+        &mut self,
+        t: usize,
+        id: usize,
+        pod_ref: &PodRef<'_>,
+        data: &PodData,
+        constrained: bool,
+    ) -> Result<(), String> {
+        if self.remaining[t].get(NODES).is_some_and(|n| n < 1000) {
+            return Err("node limits have been exhausted for nodepool".into());
+        }
+        let template = &self.templates[t];
+        if template.instance_types.is_empty() {
+            return Err("nodepool requirements filtered out all available instance types".into());
+        }
+        let options: Vec<u32> = (0..template.instance_types.len() as u32)
+            .filter(|&i| {
+                self.remaining[t]
+                    .exceeded_by(&template.instance_types[i as usize].capacity)
+                    .is_none()
+            })
+            .collect();
+        if options.is_empty() {
+            return Err("all available instance types exceed limits for nodepool".into());
+        }
+        let hostname = format!("hostname-placeholder-{:04}", self.next_hostname);
+        let mut requirements = template.requirements.clone();
+        requirements.add(Requirement::new(
+            HOSTNAME_LABEL,
+            Operator::In,
+            &[hostname.as_str()],
+        ));
+        let claim = InflightClaim {
+            template: t,
+            hostname: hostname.clone(),
+            requirements,
+            options,
+            requests: Resources::new(),
+            pods: Vec::new(),
+            host_ports: Vec::new(),
+        };
+        self.topology.register(HOSTNAME_LABEL, &hostname);
+        let topology = &self.topology;
+        let addition = claim.can_add(
+            template,
+            data,
+            |reqs| {
+                if !constrained {
+                    return Ok(None);
+                }
+                topology
+                    .add_requirements(
+                        pod_ref,
+                        &template.taints,
+                        &data.requirements,
+                        reqs,
+                        AllowUndefined::WellKnownLabels,
+                    )
+                    .map_err(|e| e.to_string())
+            },
+            self.options.strict_min_values,
+        );
+        let addition = match addition {
+            Ok(a) => a,
+            Err(e) => {
+                self.topology.unregister(HOSTNAME_LABEL, &hostname);
+                return Err(e);
+            }
+        };
+        self.next_hostname += 1;
+        let mut claim = claim;
+        claim.add(id, data, addition);
+        // Pessimistic: the NodePool pays for the largest instance type the claim might become.
+        let mut largest = Resources::new();
+        for &i in &claim.options {
+            largest.max_with(&template.instance_types[i as usize].capacity);
+        }
+        let limits = &mut self.remaining[t];
+        limits.subtract(&largest);
+        if let Some(n) = limits.get(NODES) {
+            limits.set(NODES, n - 1000);
+        }
+        self.topology.record(
+            pod_ref,
+            &template.taints,
+            &claim.requirements,
+            AllowUndefined::WellKnownLabels,
+        );
+        self.claims.push(claim);
+        let c = self.claims.len() - 1;
+        // A new claim has one pod: it goes after the other one-pod claims.
+        let at = self
+            .claim_order
+            .iter()
+            .position(|&o| self.claims[o].pods.len() > 1)
+            .unwrap_or(self.claim_order.len());
+        self.claim_order.insert(at, c);
+        Ok(())
+    }
+
+    /// Keeps `claim_order` as a stable sort by pod count would leave it after the claim at
+    /// `pos` gained a pod: first among the claims with its new count.
+    fn reorder_after_add(&mut self, pos: usize) {
+        let count = self.claims[self.claim_order[pos]].pods.len();
+        let mut end = pos + 1;
+        while end < self.claim_order.len() && self.claims[self.claim_order[end]].pods.len() < count
+        {
+            end += 1;
+        }
+        self.claim_order[pos..end].rotate_left(1);
+    }
+
+    fn finish(&mut self, results: &mut Results) {
+        for claim in &self.claims {
+            let template = &self.templates[claim.template];
+            let mut requirements = claim.requirements.clone();
+            requirements.remove(HOSTNAME_LABEL);
+            let mut types: Vec<(Arc<InstanceType>, usize)> = claim
+                .options
+                .iter()
+                .map(|&i| (template.instance_types[i as usize].clone(), i as usize))
+                .collect();
+            types.sort_by_cached_key(|(it, _)| {
+                it.cheapest_price(&requirements)
+                    .unwrap_or(f64::MAX)
+                    .to_bits()
+            });
+            types.truncate(self.options.max_instance_types);
+            if self.options.strict_min_values
+                && unmet_min_values(&requirements, types.iter().map(|(it, _)| &**it)).is_some()
+            {
+                for &p in &claim.pods {
+                    results.pod_errors.insert(
+                        p,
+                        "pod didn't schedule because NodePool couldn't meet minValues requirements"
+                            .into(),
+                    );
+                }
+                continue;
+            }
+            let mut overhead: Option<Resources> = None;
+            for (_, i) in &types {
+                let o = &template.daemon_overhead[*i];
+                overhead = Some(match overhead {
+                    None => o.clone(),
+                    Some(mut m) => {
+                        m.cpu = m.cpu.min(o.cpu);
+                        m.memory = m.memory.min(o.memory);
+                        m.pods = m.pods.min(o.pods);
+                        m.ephemeral_storage = m.ephemeral_storage.min(o.ephemeral_storage);
+                        m
+                    }
+                });
+            }
+            let names: Vec<&str> = types.iter().map(|(it, _)| it.name.as_str()).collect();
+            let min_values = requirements
+                .get(INSTANCE_TYPE_LABEL)
+                .and_then(Requirement::min_values);
+            requirements.remove(INSTANCE_TYPE_LABEL);
+            requirements.add(Requirement::with_min_values(
+                INSTANCE_TYPE_LABEL,
+                Operator::In,
+                &names,
+                min_values,
+            ));
+            let capacity_types: BTreeSet<&str> = types
+                .iter()
+                .flat_map(|(it, _)| {
+                    it.compatible_offerings(&requirements)
+                        .map(|o| o.capacity_type.as_str())
+                })
+                .collect();
+            let capacity_types: Vec<&str> = capacity_types.into_iter().collect();
+            requirements.add(Requirement::new(
+                CAPACITY_TYPE_LABEL,
+                Operator::In,
+                &capacity_types,
+            ));
+            let mut labels = template.labels.clone();
+            labels.extend(requirements.single_valued_labels());
+            let requests = claim.requests.plus(&overhead.unwrap_or_default());
+            results.new_node_claims.push(NewNodeClaim {
+                node_pool: template.node_pool.clone(),
+                requirements,
+                instance_types: types.into_iter().map(|(it, _)| it).collect(),
+                pods: claim.pods.clone(),
+                requests,
+                labels,
+                taints: template.taints.clone(),
+                startup_taints: template.startup_taints.clone(),
+            });
+        }
+    }
+}
+
+/// Every value each label key can take on a node of any NodePool: the topology domains.
+fn domain_universe(templates: &[NodeClaimTemplate]) -> HashMap<String, BTreeSet<String>> {
+    let mut universe: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for t in templates {
+        for it in &t.instance_types {
+            let mut r = t.requirements.clone();
+            r.add_all(&it.requirements);
+            for req in r.iter().filter(|r| r.operator() == Operator::In) {
+                universe
+                    .entry(req.key().to_string())
+                    .or_default()
+                    .extend(req.values().map(str::to_string));
+            }
+        }
+        for req in t
+            .requirements
+            .iter()
+            .filter(|r| r.operator() == Operator::In)
+        {
+            universe
+                .entry(req.key().to_string())
+                .or_default()
+                .extend(req.values().map(str::to_string));
+        }
+    }
+    universe
+}

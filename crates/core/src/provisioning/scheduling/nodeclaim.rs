@@ -1,0 +1,289 @@
+//! NodeClaim templates (one per NodePool) and the NodeClaims a simulation opens from them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, Taint};
+use karpenter_api::labels::{NODE_POOL_LABEL, node_class_label_key};
+use karpenter_api::{NodePool, Operator};
+
+use super::PodData;
+use crate::cloudprovider::InstanceType;
+use crate::resources::Resources;
+use crate::scheduling::hostports::{self, HostPort};
+use crate::scheduling::{AllowUndefined, Requirement, Requirements, taints};
+
+/// A NodePool prepared for scheduling: its requirements, the instance types that can satisfy
+/// them, and the DaemonSet overhead each instance type would carry.
+#[derive(Debug)]
+pub struct NodeClaimTemplate {
+    /// The NodePool's name.
+    pub node_pool: String,
+    /// The NodePool's weight.
+    pub weight: i32,
+    /// Labels every node gets.
+    pub labels: BTreeMap<String, String>,
+    /// Taints every node gets.
+    pub taints: Vec<Taint>,
+    /// Taints removed after startup (pods need not tolerate them).
+    pub startup_taints: Vec<Taint>,
+    /// Template requirements ∩ labels ∩ the NodePool and NodeClass labels.
+    pub requirements: Requirements,
+    /// The instance types compatible with the template, in the provider's order.
+    pub instance_types: Vec<Arc<InstanceType>>,
+    /// DaemonSet requests per instance type (index-aligned with `instance_types`).
+    pub daemon_overhead: Vec<Resources>,
+    /// DaemonSet host ports per instance type.
+    pub daemon_host_ports: Vec<Vec<HostPort>>,
+}
+
+impl NodeClaimTemplate {
+    /// Prepares a NodePool, keeping the instance types that could launch for it at all.
+    pub fn new(
+        node_pool: &NodePool,
+        instance_types: &[Arc<InstanceType>],
+        daemonsets: &[(Pod, PodData)],
+    ) -> Self {
+        let spec = &node_pool.spec.template.spec;
+        let labels = node_pool.spec.template.metadata.labels.clone();
+        let mut requirements = Requirements::from_node_claim(&spec.requirements);
+        requirements.add_all(&Requirements::from_labels(&labels));
+        requirements.add(Requirement::new(
+            NODE_POOL_LABEL,
+            Operator::In,
+            &[node_pool.name()],
+        ));
+        let class = &spec.node_class_ref;
+        if !class.group.is_empty() {
+            requirements.add(Requirement::new(
+                &node_class_label_key(&class.group, &class.kind),
+                Operator::In,
+                &[class.name.as_str()],
+            ));
+        }
+        let taints = spec.taints.clone();
+        // A DaemonSet pod runs on the node if it tolerates the taints (PreferNoSchedule is
+        // only a preference) and its strict requirements fit the template.
+        let daemons: Vec<&(Pod, PodData)> = daemonsets
+            .iter()
+            .filter(|(_, d)| {
+                let hard: Vec<Taint> = taints
+                    .iter()
+                    .filter(|t| t.effect != "PreferNoSchedule")
+                    .cloned()
+                    .collect();
+                taints::first_untolerated(&hard, &d.tolerations).is_none()
+                    && requirements
+                        .compatible(&d.strict_requirements, AllowUndefined::WellKnownLabels)
+                        .is_ok()
+            })
+            .collect();
+        let mut kept = Vec::new();
+        let mut daemon_overhead = Vec::new();
+        let mut daemon_host_ports = Vec::new();
+        for it in instance_types {
+            if it.requirements.intersects(&requirements).is_err()
+                || it.compatible_offerings(&requirements).next().is_none()
+            {
+                continue;
+            }
+            let mut overhead = Resources::new();
+            let mut ports = Vec::new();
+            for (_, d) in daemons
+                .iter()
+                .filter(|(_, d)| it.requirements.intersects(&d.strict_requirements).is_ok())
+            {
+                overhead.add(&d.requests);
+                ports.extend(d.host_ports.iter().cloned());
+            }
+            if !overhead.fits(it.allocatable()) {
+                continue;
+            }
+            kept.push(it.clone());
+            daemon_overhead.push(overhead);
+            daemon_host_ports.push(ports);
+        }
+        Self {
+            node_pool: node_pool.name().to_string(),
+            weight: node_pool.weight(),
+            labels,
+            taints,
+            startup_taints: spec.startup_taints.clone(),
+            requirements,
+            instance_types: kept,
+            daemon_overhead,
+            daemon_host_ports,
+        }
+    }
+}
+
+/// A NodeClaim the simulation has opened and is packing pods onto.
+#[derive(Clone, Debug)]
+pub struct InflightClaim {
+    /// Index of its template.
+    pub template: usize,
+    /// The placeholder hostname that stands for the node until it exists.
+    pub hostname: String,
+    /// What the node's labels must satisfy, narrowed by every pod added.
+    pub requirements: Requirements,
+    /// Indices into the template's instance types that can still hold every pod.
+    pub options: Vec<u32>,
+    /// The pods' requests (DaemonSet overhead is added per instance type when checking).
+    pub requests: Resources,
+    /// The pods, by index into the batch.
+    pub pods: Vec<usize>,
+    /// Host ports the pods bind.
+    pub host_ports: Vec<HostPort>,
+}
+
+/// The outcome of a successful check: the claim's state with the pod added.
+pub struct Addition {
+    /// The narrowed requirements.
+    pub requirements: Option<Requirements>,
+    /// The instance types that can still hold everything.
+    pub options: Vec<u32>,
+}
+
+/// Why no instance type of a claim can take a pod.
+pub fn instance_type_error(
+    fits_requirements: bool,
+    fits_resources: bool,
+    requirements: &Requirements,
+    requests: &Resources,
+) -> String {
+    let what = match (fits_requirements, fits_resources) {
+        (false, _) => "no instance type met the scheduling requirements",
+        (true, false) => "no instance type has enough resources",
+        (true, true) => "no instance type met the requirements/resources/offering tuple",
+    };
+    let typo = if requests.cpu >= 1_000_000_000 {
+        " (CPU request >= 1 Million, m vs M typo?)"
+    } else {
+        ""
+    };
+    format!("{what}{typo}, requirements={requirements}, resources={requests}")
+}
+
+impl InflightClaim {
+    /// Checks whether `pod` can join, returning the narrowed state (not yet applied).
+    pub fn can_add(
+        &self,
+        template: &NodeClaimTemplate,
+        pod: &PodData,
+        topology_requirements: impl FnOnce(&Requirements) -> Result<Option<Requirements>, String>,
+        strict_min_values: bool,
+    ) -> Result<Addition, String> {
+        if let Some(t) = taints::first_untolerated(&template.taints, &pod.tolerations) {
+            return Err(format!("did not tolerate taint {}", taints::describe(t)));
+        }
+        if let Some(port) = hostports::first_conflict(&pod.host_ports, &self.host_ports) {
+            return Err(format!(
+                "checking host port usage, port {} {} conflicts",
+                port.port, port.protocol
+            ));
+        }
+        self.requirements
+            .compatible(&pod.requirements, AllowUndefined::WellKnownLabels)
+            .map_err(|e| format!("incompatible requirements, {e}"))?;
+        let mut merged: Option<Requirements> = None;
+        if !pod.requirements.is_empty() {
+            let mut r = self.requirements.clone();
+            r.add_all(&pod.requirements);
+            if r != self.requirements {
+                merged = Some(r);
+            }
+        }
+        let base = merged.as_ref().unwrap_or(&self.requirements);
+        if let Some(narrowed) = topology_requirements(base)? {
+            merged = Some(narrowed);
+        }
+        let total = self.requests.plus(&pod.requests);
+        let changed = merged.is_some();
+        let requirements = merged.as_ref().unwrap_or(&self.requirements);
+        let mut fits_requirements = !changed;
+        let mut fits_resources = false;
+        let options: Vec<u32> = self
+            .options
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let i = i as usize;
+                let it = &template.instance_types[i];
+                if changed
+                    && (it.requirements.intersects(requirements).is_err()
+                        || it.compatible_offerings(requirements).next().is_none())
+                {
+                    return false;
+                }
+                fits_requirements = true;
+                if hostports::first_conflict(&pod.host_ports, &template.daemon_host_ports[i])
+                    .is_some()
+                {
+                    return false;
+                }
+                let ok = total
+                    .plus(&template.daemon_overhead[i])
+                    .fits(it.allocatable());
+                fits_resources |= ok;
+                ok
+            })
+            .collect();
+        if options.is_empty() {
+            return Err(instance_type_error(
+                fits_requirements,
+                fits_resources,
+                requirements,
+                &total,
+            ));
+        }
+        if strict_min_values
+            && let Some(key) = unmet_min_values(
+                requirements,
+                options
+                    .iter()
+                    .map(|&i| &*template.instance_types[i as usize]),
+            )
+        {
+            return Err(format!(
+                "minValues requirement is not met for label(s) {key}"
+            ));
+        }
+        Ok(Addition {
+            requirements: merged,
+            options,
+        })
+    }
+
+    /// Applies a successful [`InflightClaim::can_add`].
+    pub fn add(&mut self, pod_id: usize, pod: &PodData, addition: Addition) {
+        if let Some(r) = addition.requirements {
+            self.requirements = r;
+        }
+        self.options = addition.options;
+        self.requests.add(&pod.requests);
+        self.pods.push(pod_id);
+        self.host_ports.extend(pod.host_ports.iter().cloned());
+    }
+}
+
+/// The first key whose `minValues` the instance types no longer satisfy.
+pub fn unmet_min_values<'a>(
+    requirements: &Requirements,
+    types: impl Iterator<Item = &'a InstanceType> + Clone,
+) -> Option<String> {
+    for r in requirements.iter() {
+        let Some(min) = r.min_values() else { continue };
+        let mut values = BTreeSet::new();
+        for it in types.clone() {
+            if let Some(own) = it.requirements.get(r.key())
+                && own.operator() == Operator::In
+            {
+                values.extend(own.values().filter(|v| r.has(v)));
+            }
+        }
+        if (values.len() as i64) < i64::from(min) {
+            return Some(r.key().to_string());
+        }
+    }
+    None
+}

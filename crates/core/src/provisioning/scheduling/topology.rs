@@ -1,0 +1,795 @@
+//! Topology: pod topology spread, pod affinity and pod anti-affinity, as domain counts per
+//! topology key. Pods that share a constraint share one group (a Deployment of 1,000 replicas
+//! with self anti-affinity is one group with 1,000 owners).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use karpenter_api::Operator;
+use karpenter_api::labels::HOSTNAME_LABEL;
+
+use crate::scheduling::{AllowUndefined, Requirement, Requirements, selector, taints};
+
+/// What a group constrains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GroupKind {
+    /// A topology spread constraint.
+    Spread,
+    /// Pod affinity: go where the selected pods are.
+    Affinity,
+    /// Pod anti-affinity: stay away from where the selected pods are.
+    AntiAffinity,
+}
+
+/// Which nodes a spread constraint counts (`nodeAffinityPolicy`/`nodeTaintsPolicy: Honor`).
+#[derive(Clone, Debug, Default, PartialEq)]
+struct NodeFilter {
+    /// OR-ed requirement terms; empty matches every node.
+    terms: Vec<Requirements>,
+    /// Tolerations a node's taints must satisfy, when taints are honoured.
+    tolerations: Option<Vec<k8s_openapi::api::core::v1::Toleration>>,
+}
+
+impl NodeFilter {
+    fn matches(
+        &self,
+        node_taints: &[Taint],
+        requirements: &Requirements,
+        allow: AllowUndefined,
+    ) -> bool {
+        let taints_ok = self
+            .tolerations
+            .as_ref()
+            .is_none_or(|t| taints::first_untolerated(node_taints, t).is_none());
+        taints_ok
+            && (self.terms.is_empty()
+                || self
+                    .terms
+                    .iter()
+                    .any(|term| requirements.compatible(term, allow).is_ok()))
+    }
+}
+
+/// Pods that constrain each other in one topology key.
+#[derive(Clone, Debug)]
+pub struct TopologyGroup {
+    kind: GroupKind,
+    key: String,
+    namespaces: BTreeSet<String>,
+    selector: LabelSelector,
+    max_skew: i32,
+    min_domains: Option<i32>,
+    filter: NodeFilter,
+    /// Matching pods per domain.
+    domains: BTreeMap<String, i32>,
+    empty_domains: BTreeSet<String>,
+    owners: HashSet<usize>,
+}
+
+impl TopologyGroup {
+    fn identity(&self) -> String {
+        format!(
+            "{:?}|{}|{:?}|{}|{:?}|{:?}|{}",
+            self.kind,
+            self.key,
+            self.namespaces,
+            self.max_skew,
+            self.min_domains,
+            self.filter,
+            selector::canonical(&self.selector)
+        )
+    }
+
+    fn selects(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.namespaces.contains(namespace) && selector::matches(&self.selector, labels)
+    }
+
+    fn register(&mut self, domain: &str) {
+        if !self.domains.contains_key(domain) {
+            self.domains.insert(domain.to_string(), 0);
+            self.empty_domains.insert(domain.to_string());
+        }
+    }
+
+    fn record(&mut self, domain: &str) {
+        *self.domains.entry(domain.to_string()).or_insert(0) += 1;
+        self.empty_domains.remove(domain);
+    }
+
+    /// The domains a pod may go to, as a requirement on the key (`DoesNotExist` when none).
+    fn next_domains(
+        &self,
+        self_selecting: bool,
+        pod_domains: &Requirement,
+        node_domains: &Requirement,
+    ) -> Requirement {
+        match self.kind {
+            GroupKind::Spread => self.next_spread(self_selecting, pod_domains, node_domains),
+            GroupKind::Affinity => self.next_affinity(self_selecting, pod_domains, node_domains),
+            GroupKind::AntiAffinity => self.next_anti_affinity(pod_domains, node_domains),
+        }
+    }
+
+    fn single_node_domain<'a>(&self, node_domains: &'a Requirement) -> Option<&'a str> {
+        (self.key == HOSTNAME_LABEL
+            && node_domains.operator() == Operator::In
+            && node_domains.values().len() == 1)
+            .then(|| node_domains.values().next())
+            .flatten()
+    }
+
+    fn none(&self) -> Requirement {
+        Requirement::new::<&str>(&self.key, Operator::DoesNotExist, &[])
+    }
+
+    fn one(&self, domain: &str) -> Requirement {
+        Requirement::new(&self.key, Operator::In, &[domain])
+    }
+
+    fn min_count(&self, pod_domains: &Requirement) -> i32 {
+        // A new node is always an empty hostname domain.
+        if self.key == HOSTNAME_LABEL {
+            return 0;
+        }
+        let supported: Vec<i32> = self
+            .domains
+            .iter()
+            .filter(|(d, _)| pod_domains.has(d))
+            .map(|(_, c)| *c)
+            .collect();
+        if self
+            .min_domains
+            .is_some_and(|m| (supported.len() as i32) < m)
+        {
+            return 0;
+        }
+        supported.into_iter().min().unwrap_or(i32::MAX)
+    }
+
+    fn next_spread(
+        &self,
+        self_selecting: bool,
+        pod_domains: &Requirement,
+        node_domains: &Requirement,
+    ) -> Requirement {
+        let own = i32::from(self_selecting);
+        if let Some(host) = self.single_node_domain(node_domains) {
+            let count = self.domains.get(host).copied().unwrap_or(0) + own;
+            return if count <= self.max_skew {
+                self.one(host)
+            } else {
+                self.none()
+            };
+        }
+        let min = self.min_count(pod_domains);
+        let candidates: Vec<(&str, i32)> = if node_domains.operator() == Operator::In {
+            node_domains
+                .values()
+                .filter_map(|d| self.domains.get(d).map(|c| (d, *c)))
+                .collect()
+        } else {
+            self.domains
+                .iter()
+                .filter(|(d, _)| node_domains.has(d))
+                .map(|(d, c)| (d.as_str(), *c))
+                .collect()
+        };
+        let mut best: Option<(&str, i32)> = None;
+        for (domain, count) in candidates {
+            let count = count + own;
+            if count.saturating_sub(min) <= self.max_skew && best.is_none_or(|(_, c)| count < c) {
+                best = Some((domain, count));
+            }
+        }
+        best.map_or_else(|| self.none(), |(d, _)| self.one(d))
+    }
+
+    fn any_populated(&self, pod_domains: &Requirement) -> bool {
+        self.domains
+            .iter()
+            .any(|(d, c)| *c > 0 && pod_domains.has(d))
+    }
+
+    fn next_affinity(
+        &self,
+        self_selecting: bool,
+        pod_domains: &Requirement,
+        node_domains: &Requirement,
+    ) -> Requirement {
+        let bootstrap = self_selecting
+            && (self.domains.len() == self.empty_domains.len() || !self.any_populated(pod_domains));
+        if let Some(host) = self.single_node_domain(node_domains) {
+            if !pod_domains.has(host) {
+                return self.none();
+            }
+            let populated = self.domains.get(host).is_some_and(|c| *c > 0);
+            return if populated || bootstrap {
+                self.one(host)
+            } else {
+                self.none()
+            };
+        }
+        let populated: Vec<&str> = self
+            .domains
+            .iter()
+            .filter(|(d, c)| **c > 0 && pod_domains.has(d) && node_domains.has(d))
+            .map(|(d, _)| d.as_str())
+            .collect();
+        if !populated.is_empty() {
+            return Requirement::new(&self.key, Operator::In, &populated);
+        }
+        if bootstrap {
+            // Prefer a domain the node already allows, so an in-flight node keeps its zone.
+            let both = pod_domains.intersection(node_domains);
+            let chosen = self
+                .domains
+                .keys()
+                .find(|d| both.has(d))
+                .or_else(|| self.domains.keys().find(|d| pod_domains.has(d)));
+            if let Some(domain) = chosen {
+                return self.one(domain);
+            }
+        }
+        self.none()
+    }
+
+    fn next_anti_affinity(
+        &self,
+        pod_domains: &Requirement,
+        node_domains: &Requirement,
+    ) -> Requirement {
+        if let Some(host) = self.single_node_domain(node_domains) {
+            return if self.domains.get(host).copied().unwrap_or(0) == 0 {
+                self.one(host)
+            } else {
+                self.none()
+            };
+        }
+        let allowed: Vec<&str> = self
+            .empty_domains
+            .iter()
+            .filter(|d| node_domains.has(d) && pod_domains.has(d))
+            .map(String::as_str)
+            .collect();
+        if allowed.is_empty() {
+            self.none()
+        } else {
+            Requirement::new(&self.key, Operator::In, &allowed)
+        }
+    }
+}
+
+/// A pod the topology needs to know about: its namespace and labels.
+pub struct PodRef<'a> {
+    /// The pod's index in the batch being scheduled.
+    pub id: usize,
+    /// The pod.
+    pub pod: &'a Pod,
+}
+
+impl PodRef<'_> {
+    fn namespace(&self) -> &str {
+        self.pod.metadata.namespace.as_deref().unwrap_or("default")
+    }
+
+    fn labels(&self) -> &BTreeMap<String, String> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        self.pod.metadata.labels.as_ref().unwrap_or(&EMPTY)
+    }
+}
+
+/// A node already in the cluster, for counting the pods on it.
+pub struct CountedNode<'a> {
+    /// The node's name (its hostname domain when it has no hostname label).
+    pub name: &'a str,
+    /// The node's labels.
+    pub labels: &'a BTreeMap<String, String>,
+    /// The node's taints.
+    pub taints: &'a [Taint],
+    /// The pods bound to it.
+    pub pods: &'a [Pod],
+}
+
+/// Why a pod's topology cannot be satisfied on a node.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unsatisfiable topology constraint for {kind}, key={key} (pod domains = {pod_domains}, node domains = {node_domains})"
+)]
+pub struct TopologyError {
+    kind: &'static str,
+    key: String,
+    pod_domains: String,
+    node_domains: String,
+}
+
+/// The topology state of one scheduling simulation.
+pub struct Topology {
+    groups: Vec<TopologyGroup>,
+    group_index: HashMap<String, usize>,
+    /// Anti-affinity of pods (placed or being placed) against others, tracked from the side of
+    /// the pod holding the term: it records where its owners are.
+    inverse: Vec<TopologyGroup>,
+    inverse_index: HashMap<String, usize>,
+    /// Every value of each key that any NodePool could produce.
+    universe: HashMap<String, BTreeSet<String>>,
+    namespaces_by_label: Vec<(String, BTreeMap<String, String>)>,
+    /// Existing nodes' requirements (labels and hostname), labels, taints and pods.
+    nodes: Vec<(
+        String,
+        Requirements,
+        BTreeMap<String, String>,
+        Vec<Taint>,
+        Vec<(String, BTreeMap<String, String>)>,
+    )>,
+    respect_preferences: bool,
+}
+
+fn kind_name(kind: GroupKind) -> &'static str {
+    match kind {
+        GroupKind::Spread => "topology spread",
+        GroupKind::Affinity => "pod affinity",
+        GroupKind::AntiAffinity => "pod anti-affinity",
+    }
+}
+
+impl Topology {
+    /// A topology over the domains the NodePools can produce (`universe`, by key) and the
+    /// existing nodes with their pods. `namespaces` lists namespaces with their labels, for
+    /// terms with a namespace selector.
+    pub fn new(
+        universe: HashMap<String, BTreeSet<String>>,
+        nodes: &[CountedNode<'_>],
+        namespaces: Vec<(String, BTreeMap<String, String>)>,
+        respect_preferences: bool,
+    ) -> Self {
+        let nodes = nodes
+            .iter()
+            .map(|n| {
+                let mut requirements = Requirements::from_labels(n.labels);
+                if !n.labels.contains_key(HOSTNAME_LABEL) {
+                    requirements.add(Requirement::new(HOSTNAME_LABEL, Operator::In, &[n.name]));
+                }
+                let pods = n
+                    .pods
+                    .iter()
+                    .filter(|p| !is_terminal(p))
+                    .map(|p| {
+                        (
+                            p.metadata
+                                .namespace
+                                .clone()
+                                .unwrap_or_else(|| "default".into()),
+                            p.metadata.labels.clone().unwrap_or_default(),
+                        )
+                    })
+                    .collect();
+                (
+                    n.name.to_string(),
+                    requirements,
+                    n.labels.clone(),
+                    n.taints.to_vec(),
+                    pods,
+                )
+            })
+            .collect();
+        Self {
+            groups: Vec::new(),
+            group_index: HashMap::new(),
+            inverse: Vec::new(),
+            inverse_index: HashMap::new(),
+            universe,
+            namespaces_by_label: namespaces,
+            nodes,
+            respect_preferences,
+        }
+    }
+
+    /// Registers (or re-registers after relaxation) the groups a pod owns.
+    pub fn update(&mut self, pod: PodRef<'_>) {
+        for group in &mut self.groups {
+            group.owners.remove(&pod.id);
+        }
+        let spec = pod.pod.spec.as_ref();
+        let anti = spec
+            .and_then(|s| s.affinity.as_ref())
+            .and_then(|a| a.pod_anti_affinity.as_ref());
+        if let Some(anti) = anti {
+            for term in anti
+                .required_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+            {
+                let group = self.group_for_term(pod.namespace(), GroupKind::AntiAffinity, term);
+                let i = Self::intern(&mut self.inverse, &mut self.inverse_index, group, |_| {});
+                self.inverse[i].owners.insert(pod.id);
+            }
+        }
+        for group in self.groups_of(&pod) {
+            let nodes = &self.nodes;
+            let universe = &self.universe;
+            let i = Self::intern(&mut self.groups, &mut self.group_index, group, |g| {
+                count_domains(g, universe, nodes)
+            });
+            self.groups[i].owners.insert(pod.id);
+        }
+    }
+
+    fn intern(
+        groups: &mut Vec<TopologyGroup>,
+        index: &mut HashMap<String, usize>,
+        group: TopologyGroup,
+        init: impl FnOnce(&mut TopologyGroup),
+    ) -> usize {
+        let identity = group.identity();
+        if let Some(i) = index.get(&identity) {
+            return *i;
+        }
+        let mut group = group;
+        init(&mut group);
+        groups.push(group);
+        index.insert(identity, groups.len() - 1);
+        groups.len() - 1
+    }
+
+    fn namespaces_for(&self, own: &str, term: &PodAffinityTerm) -> BTreeSet<String> {
+        let mut namespaces: BTreeSet<String> = term.namespaces.iter().flatten().cloned().collect();
+        if let Some(selector) = &term.namespace_selector {
+            namespaces.extend(
+                self.namespaces_by_label
+                    .iter()
+                    .filter(|(_, labels)| selector::matches(selector, labels))
+                    .map(|(n, _)| n.clone()),
+            );
+        }
+        if namespaces.is_empty() && term.namespace_selector.is_none() {
+            namespaces.insert(own.to_string());
+        }
+        namespaces
+    }
+
+    fn group_for_term(
+        &self,
+        namespace: &str,
+        kind: GroupKind,
+        term: &PodAffinityTerm,
+    ) -> TopologyGroup {
+        TopologyGroup {
+            kind,
+            key: term.topology_key.clone(),
+            namespaces: self.namespaces_for(namespace, term),
+            // A term without a selector selects nothing.
+            selector: term
+                .label_selector
+                .clone()
+                .unwrap_or_else(|| LabelSelector {
+                    match_expressions: Some(vec![
+                        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                            key: "karpenter-rs.internal/selects-nothing".into(),
+                            operator: "Exists".into(),
+                            values: None,
+                        },
+                    ]),
+                    ..Default::default()
+                }),
+            max_skew: i32::MAX,
+            min_domains: None,
+            filter: NodeFilter::default(),
+            domains: BTreeMap::new(),
+            empty_domains: BTreeSet::new(),
+            owners: HashSet::new(),
+        }
+    }
+
+    fn groups_of(&self, pod: &PodRef<'_>) -> Vec<TopologyGroup> {
+        let Some(spec) = pod.pod.spec.as_ref() else {
+            return Vec::new();
+        };
+        let mut groups = Vec::new();
+        for c in spec.topology_spread_constraints.iter().flatten() {
+            let mut selector = c.label_selector.clone().unwrap_or_default();
+            for key in c.match_label_keys.iter().flatten() {
+                if let Some(value) = pod.labels().get(key) {
+                    selector
+                        .match_labels
+                        .get_or_insert_with(Default::default)
+                        .insert(key.clone(), value.clone());
+                }
+            }
+            let honor_affinity = c.node_affinity_policy.as_deref() != Some("Ignore");
+            let honor_taints = c.node_taints_policy.as_deref() == Some("Honor");
+            let mut filter = NodeFilter::default();
+            if honor_affinity {
+                let node_selector = spec
+                    .node_selector
+                    .as_ref()
+                    .map(Requirements::from_labels)
+                    .unwrap_or_default();
+                let terms = spec
+                    .affinity
+                    .as_ref()
+                    .and_then(|a| a.node_affinity.as_ref())
+                    .and_then(|n| {
+                        n.required_during_scheduling_ignored_during_execution
+                            .as_ref()
+                    })
+                    .map(|r| r.node_selector_terms.as_slice())
+                    .unwrap_or_default();
+                if terms.is_empty() {
+                    if !node_selector.is_empty() {
+                        filter.terms.push(node_selector);
+                    }
+                } else {
+                    for term in terms {
+                        let mut r = node_selector.clone();
+                        r.add_all(&Requirements::from_node_selector(
+                            term.match_expressions.as_deref().unwrap_or_default(),
+                        ));
+                        filter.terms.push(r);
+                    }
+                }
+            }
+            if honor_taints {
+                filter.tolerations = Some(spec.tolerations.clone().unwrap_or_default());
+            }
+            groups.push(TopologyGroup {
+                kind: GroupKind::Spread,
+                key: c.topology_key.clone(),
+                namespaces: [pod.namespace().to_string()].into(),
+                selector,
+                max_skew: c.max_skew,
+                min_domains: c.min_domains,
+                filter,
+                domains: BTreeMap::new(),
+                empty_domains: BTreeSet::new(),
+                owners: HashSet::new(),
+            });
+        }
+        let affinity = spec.affinity.as_ref();
+        let pod_affinity = affinity.and_then(|a| a.pod_affinity.as_ref());
+        let anti = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
+        let mut terms: Vec<(GroupKind, &PodAffinityTerm)> = Vec::new();
+        terms.extend(
+            pod_affinity
+                .iter()
+                .flat_map(|a| {
+                    a.required_during_scheduling_ignored_during_execution
+                        .iter()
+                        .flatten()
+                })
+                .map(|t| (GroupKind::Affinity, t)),
+        );
+        terms.extend(
+            anti.iter()
+                .flat_map(|a| {
+                    a.required_during_scheduling_ignored_during_execution
+                        .iter()
+                        .flatten()
+                })
+                .map(|t| (GroupKind::AntiAffinity, t)),
+        );
+        if self.respect_preferences {
+            terms.extend(
+                pod_affinity
+                    .iter()
+                    .flat_map(|a| {
+                        a.preferred_during_scheduling_ignored_during_execution
+                            .iter()
+                            .flatten()
+                    })
+                    .map(|t| (GroupKind::Affinity, &t.pod_affinity_term)),
+            );
+            terms.extend(
+                anti.iter()
+                    .flat_map(|a| {
+                        a.preferred_during_scheduling_ignored_during_execution
+                            .iter()
+                            .flatten()
+                    })
+                    .map(|t| (GroupKind::AntiAffinity, &t.pod_affinity_term)),
+            );
+        }
+        groups.extend(
+            terms
+                .into_iter()
+                .map(|(kind, term)| self.group_for_term(pod.namespace(), kind, term)),
+        );
+        groups
+    }
+
+    /// Records the anti-affinity of a pod already running on an existing node, so new pods it
+    /// repels avoid its domains.
+    pub fn track_placed_pod(
+        &mut self,
+        pod: &Pod,
+        node_labels: &BTreeMap<String, String>,
+        node_name: &str,
+    ) {
+        let Some(anti) = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.affinity.as_ref())
+            .and_then(|a| a.pod_anti_affinity.as_ref())
+        else {
+            return;
+        };
+        let namespace = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        for term in anti
+            .required_during_scheduling_ignored_during_execution
+            .iter()
+            .flatten()
+        {
+            let group = self.group_for_term(&namespace, GroupKind::AntiAffinity, term);
+            let i = Self::intern(&mut self.inverse, &mut self.inverse_index, group, |_| {});
+            let domain = node_labels
+                .get(&term.topology_key)
+                .cloned()
+                .or_else(|| (term.topology_key == HOSTNAME_LABEL).then(|| node_name.to_string()));
+            if let Some(domain) = domain {
+                self.inverse[i].record(&domain);
+            }
+        }
+    }
+
+    /// Makes a new hostname (or other) domain known to every group on `key`.
+    pub fn register(&mut self, key: &str, domain: &str) {
+        for g in self
+            .groups
+            .iter_mut()
+            .chain(self.inverse.iter_mut())
+            .filter(|g| g.key == key)
+        {
+            g.register(domain);
+        }
+    }
+
+    /// Forgets a domain registered for a node that was not created.
+    pub fn unregister(&mut self, key: &str, domain: &str) {
+        for g in self
+            .groups
+            .iter_mut()
+            .chain(self.inverse.iter_mut())
+            .filter(|g| g.key == key)
+        {
+            if g.domains.get(domain) == Some(&0) {
+                g.domains.remove(domain);
+                g.empty_domains.remove(domain);
+            }
+        }
+    }
+
+    /// Whether any group constrains this pod (owned groups or inverse anti-affinity that
+    /// selects it) — when none does, topology cannot change where it may go.
+    pub fn constrains(&self, pod: &PodRef<'_>) -> bool {
+        self.groups.iter().any(|g| g.owners.contains(&pod.id))
+            || self
+                .inverse
+                .iter()
+                .any(|g| g.selects(pod.namespace(), pod.labels()))
+    }
+
+    /// Narrows `node_requirements` to the domains the pod's topology allows on this node.
+    pub fn add_requirements(
+        &self,
+        pod: &PodRef<'_>,
+        taints: &[Taint],
+        pod_requirements: &Requirements,
+        node_requirements: &Requirements,
+        allow: AllowUndefined,
+    ) -> Result<Option<Requirements>, TopologyError> {
+        let mut narrowed: Option<Requirements> = None;
+        let exists = |key: &str| Requirement::new::<&str>(key, Operator::Exists, &[]);
+        let owned = self.groups.iter().filter(|g| g.owners.contains(&pod.id));
+        let inverse = self.inverse.iter().filter(|g| {
+            g.selects(pod.namespace(), pod.labels())
+                && g.filter.matches(taints, node_requirements, allow)
+        });
+        for group in owned.chain(inverse) {
+            let pod_domains = pod_requirements
+                .get(&group.key)
+                .cloned()
+                .unwrap_or_else(|| exists(&group.key));
+            let current = narrowed.as_ref().unwrap_or(node_requirements);
+            let node_domains = current
+                .get(&group.key)
+                .cloned()
+                .unwrap_or_else(|| exists(&group.key));
+            let self_selecting = group.selects(pod.namespace(), pod.labels());
+            let domains = group.next_domains(self_selecting, &pod_domains, &node_domains);
+            if domains.is_empty() {
+                return Err(TopologyError {
+                    kind: kind_name(group.kind),
+                    key: group.key.clone(),
+                    pod_domains: pod_domains.to_string(),
+                    node_domains: node_domains.to_string(),
+                });
+            }
+            narrowed
+                .get_or_insert_with(|| node_requirements.clone())
+                .add(domains);
+        }
+        Ok(narrowed)
+    }
+
+    /// Records a pod's placement on a node with `requirements` in every group that counts it.
+    pub fn record(
+        &mut self,
+        pod: &PodRef<'_>,
+        taints: &[Taint],
+        requirements: &Requirements,
+        allow: AllowUndefined,
+    ) {
+        let (namespace, labels) = (pod.namespace(), pod.labels());
+        for group in &mut self.groups {
+            if !(group.selects(namespace, labels)
+                && group.filter.matches(taints, requirements, allow))
+            {
+                continue;
+            }
+            let Some(domains) = requirements.get(&group.key) else {
+                continue;
+            };
+            if group.kind == GroupKind::AntiAffinity {
+                // The pod could still land in any of these: block them all.
+                let values: Vec<String> = domains.values().map(str::to_string).collect();
+                values.iter().for_each(|d| group.record(d));
+            } else if domains.operator() == Operator::In && domains.values().len() == 1 {
+                let domain = domains.values().next().unwrap_or_default().to_string();
+                group.record(&domain);
+            }
+        }
+        for group in &mut self.inverse {
+            if group.owners.contains(&pod.id)
+                && let Some(domains) = requirements.get(&group.key)
+            {
+                let values: Vec<String> = domains.values().map(str::to_string).collect();
+                values.iter().for_each(|d| group.record(d));
+            }
+        }
+    }
+}
+
+fn is_terminal(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    matches!(phase, Some("Succeeded" | "Failed")) || pod.metadata.deletion_timestamp.is_some()
+}
+
+/// Registers a new group's domains and counts the matching pods already on existing nodes.
+fn count_domains(
+    group: &mut TopologyGroup,
+    universe: &HashMap<String, BTreeSet<String>>,
+    nodes: &[(
+        String,
+        Requirements,
+        BTreeMap<String, String>,
+        Vec<Taint>,
+        Vec<(String, BTreeMap<String, String>)>,
+    )],
+) {
+    for domain in universe.get(&group.key).into_iter().flatten() {
+        group.register(domain);
+    }
+    for (name, requirements, labels, taints, pods) in nodes {
+        let domain = labels
+            .get(&group.key)
+            .cloned()
+            .or_else(|| (group.key == HOSTNAME_LABEL).then(|| name.clone()));
+        let Some(domain) = domain else { continue };
+        if !group
+            .filter
+            .matches(taints, requirements, AllowUndefined::Nothing)
+        {
+            continue;
+        }
+        group.register(&domain);
+        for (namespace, pod_labels) in pods {
+            if group.selects(namespace, pod_labels) {
+                group.record(&domain);
+            }
+        }
+    }
+}
