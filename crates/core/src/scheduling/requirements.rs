@@ -48,6 +48,12 @@ fn is_negative(r: &Requirement) -> bool {
     matches!(r.operator(), Operator::NotIn | Operator::DoesNotExist)
 }
 
+/// Whether two requirements on one key can both hold: some value satisfies both, or both are
+/// negative (`NotIn`, `DoesNotExist`) and the label can simply be absent.
+pub fn agree(a: &Requirement, b: &Requirement) -> bool {
+    a.intersects(b) || (is_negative(a) && is_negative(b))
+}
+
 impl Requirements {
     /// No requirements.
     pub fn new() -> Self {
@@ -212,7 +218,7 @@ impl Requirements {
         };
         for (key, a) in &small.0 {
             let Some(b) = large.0.get(key) else { continue };
-            let agree = a.intersects(b) || (is_negative(a) && is_negative(b));
+            let agree = agree(a, b);
             if !agree {
                 let (existing, incoming) = if swapped { (b, a) } else { (a, b) };
                 return Err(Incompatible::NoIntersection {

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{Pod, Taint};
 use karpenter_api::Operator;
 use karpenter_api::labels::{HOSTNAME_LABEL, UNREGISTERED_TAINT_KEY};
 
-use super::PodData;
+use super::{PodData, Rejected};
 use crate::resources::{Resources, pod_requests};
 use crate::scheduling::hostports::{self, HostPort};
 use crate::scheduling::{AllowUndefined, Requirement, Requirements, taints};
@@ -127,23 +127,19 @@ impl ExistingNode {
     pub fn can_add(
         &self,
         pod: &PodData,
-        topology: impl FnOnce(&Requirements) -> Result<Option<Requirements>, String>,
-    ) -> Result<Option<Requirements>, String> {
-        if let Some(t) = taints::first_untolerated(&self.taints, &pod.tolerations) {
-            return Err(format!("did not tolerate taint {}", taints::describe(t)));
+        topology: impl FnOnce(&Requirements) -> Result<Option<Requirements>, Rejected>,
+    ) -> Result<Option<Requirements>, Rejected> {
+        let fits = taints::first_untolerated(&self.taints, &pod.tolerations).is_none()
+            && hostports::first_conflict(&pod.host_ports, &self.host_ports).is_none()
+            && pod.requests.fits(&self.remaining)
+            && self
+                .requirements
+                .compatible(&pod.requirements, AllowUndefined::Nothing)
+                .is_ok();
+        if !fits {
+            // Nobody reads why an existing node declined; the pod moves on to the next one.
+            return Err(Rejected);
         }
-        if let Some(p) = hostports::first_conflict(&pod.host_ports, &self.host_ports) {
-            return Err(format!(
-                "checking host port usage, port {} {} conflicts",
-                p.port, p.protocol
-            ));
-        }
-        if !pod.requests.fits(&self.remaining) {
-            return Err("exceeds node resources".into());
-        }
-        self.requirements
-            .compatible(&pod.requirements, AllowUndefined::Nothing)
-            .map_err(|e| format!("incompatible requirements, {e}"))?;
         topology(&self.requirements)
     }
 

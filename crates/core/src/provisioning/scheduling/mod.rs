@@ -23,7 +23,7 @@ use karpenter_api::{NodePool, Operator};
 use existing::ExistingNode;
 pub use existing::ExistingNodeInput;
 use nodeclaim::{InflightClaim, NodeClaimTemplate, unmet_min_values};
-use topology::{CountedNode, PodRef, Topology};
+use topology::{CountedNode, Matching, PodRef, Topology};
 
 use crate::cloudprovider::InstanceType;
 use crate::resources::{Limits, NODES, QuantityError, Resources, pod_requests};
@@ -171,6 +171,11 @@ pub struct Scheduler {
     prefer_no_schedule_taints: bool,
     next_hostname: usize,
 }
+
+/// A rejection whose reason nobody will read: a pod tried against many nodes keeps only the
+/// reasons of the NodePools it could not open a NodeClaim from.
+#[derive(Debug)]
+struct Rejected;
 
 /// Pods that could not be read (a malformed quantity) are reported, not scheduled.
 fn pod_data_or_error(pod: &Pod, respect: bool) -> Result<PodData, String> {
@@ -374,23 +379,23 @@ impl Scheduler {
         results: &mut Results,
     ) -> Result<(), String> {
         let pod_ref = PodRef { id, pod };
-        let constrained = self.topology.constrains(&pod_ref);
+        let matching = self.topology.matching(&pod_ref);
         // 1. Existing nodes.
         for node in &mut self.existing {
             let topology = &self.topology;
             let narrowed = node.can_add(data, |reqs| {
-                if !constrained {
+                if matching.is_empty() {
                     return Ok(None);
                 }
                 topology
                     .add_requirements(
-                        &pod_ref,
+                        &matching,
                         &node.taints,
                         &data.requirements,
                         reqs,
                         AllowUndefined::Nothing,
                     )
-                    .map_err(|e| e.to_string())
+                    .map_err(|_| Rejected)
             });
             if let Ok(requirements) = narrowed {
                 node.add(data);
@@ -415,20 +420,21 @@ impl Scheduler {
                 template,
                 data,
                 |reqs| {
-                    if !constrained {
+                    if matching.is_empty() {
                         return Ok(None);
                     }
                     topology
                         .add_requirements(
-                            &pod_ref,
+                            &matching,
                             &template.taints,
                             &data.requirements,
                             reqs,
                             AllowUndefined::WellKnownLabels,
                         )
-                        .map_err(|e| e.to_string())
+                        .map_err(|_| String::new())
                 },
                 self.options.strict_min_values,
+                false,
             );
             if let Ok(addition) = addition {
                 self.claims[c].add(id, data, addition);
@@ -449,7 +455,7 @@ impl Scheduler {
             return Err("no nodepools found".into());
         }
         for t in 0..self.templates.len() {
-            match self.open_claim(t, id, &pod_ref, data, constrained) {
+            match self.open_claim(t, id, &pod_ref, data, &matching) {
                 Ok(()) => return Ok(()),
                 Err(e) => errors.push(format!("nodepool {:?}: {e}", self.templates[t].node_pool)),
             }
@@ -463,7 +469,7 @@ impl Scheduler {
         id: usize,
         pod_ref: &PodRef<'_>,
         data: &PodData,
-        constrained: bool,
+        matching: &Matching,
     ) -> Result<(), String> {
         if self.remaining[t].get(NODES).is_some_and(|n| n < 1000) {
             return Err("node limits have been exhausted for nodepool".into());
@@ -504,20 +510,21 @@ impl Scheduler {
             template,
             data,
             |reqs| {
-                if !constrained {
+                if matching.is_empty() {
                     return Ok(None);
                 }
                 topology
                     .add_requirements(
-                        pod_ref,
+                        matching,
                         &template.taints,
                         &data.requirements,
                         reqs,
                         AllowUndefined::WellKnownLabels,
                     )
-                    .map_err(|e| e.to_string())
+                    .map_err(|g| topology.explain(g, &data.requirements, reqs).to_string())
             },
             self.options.strict_min_values,
+            true,
         );
         let addition = match addition {
             Ok(a) => a,

@@ -4,13 +4,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, Taint};
-use karpenter_api::labels::{NODE_POOL_LABEL, node_class_label_key};
+use karpenter_api::labels::{
+    CAPACITY_TYPE_LABEL, NODE_POOL_LABEL, ZONE_LABEL, node_class_label_key,
+};
 use karpenter_api::{NodePool, Operator};
 
 use super::PodData;
 use crate::cloudprovider::InstanceType;
 use crate::resources::Resources;
 use crate::scheduling::hostports::{self, HostPort};
+use crate::scheduling::requirements::agree;
 use crate::scheduling::{AllowUndefined, Requirement, Requirements, taints};
 
 /// A NodePool prepared for scheduling: its requirements, the instance types that can satisfy
@@ -165,26 +168,37 @@ pub fn instance_type_error(
 }
 
 impl InflightClaim {
-    /// Checks whether `pod` can join, returning the narrowed state (not yet applied).
+    /// Checks whether `pod` can join, returning the narrowed state (not yet applied). Reasons
+    /// are only written out when `explain` is set: most checks fail for most claims, and
+    /// nobody reads those.
     pub fn can_add(
         &self,
         template: &NodeClaimTemplate,
         pod: &PodData,
         topology_requirements: impl FnOnce(&Requirements) -> Result<Option<Requirements>, String>,
         strict_min_values: bool,
+        explain: bool,
     ) -> Result<Addition, String> {
+        let reject = |why: &dyn Fn() -> String| if explain { why() } else { String::new() };
         if let Some(t) = taints::first_untolerated(&template.taints, &pod.tolerations) {
-            return Err(format!("did not tolerate taint {}", taints::describe(t)));
+            return Err(reject(&|| {
+                format!("did not tolerate taint {}", taints::describe(t))
+            }));
         }
         if let Some(port) = hostports::first_conflict(&pod.host_ports, &self.host_ports) {
-            return Err(format!(
-                "checking host port usage, port {} {} conflicts",
-                port.port, port.protocol
-            ));
+            return Err(reject(&|| {
+                format!(
+                    "checking host port usage, port {} {} conflicts",
+                    port.port, port.protocol
+                )
+            }));
         }
-        self.requirements
+        if let Err(e) = self
+            .requirements
             .compatible(&pod.requirements, AllowUndefined::WellKnownLabels)
-            .map_err(|e| format!("incompatible requirements, {e}"))?;
+        {
+            return Err(reject(&|| format!("incompatible requirements, {e}")));
+        }
         let mut merged: Option<Requirements> = None;
         if !pod.requirements.is_empty() {
             let mut r = self.requirements.clone();
@@ -193,14 +207,25 @@ impl InflightClaim {
                 merged = Some(r);
             }
         }
-        let base = merged.as_ref().unwrap_or(&self.requirements);
-        if let Some(narrowed) = topology_requirements(base)? {
+        if let Some(narrowed) =
+            topology_requirements(merged.as_ref().unwrap_or(&self.requirements))?
+        {
             merged = Some(narrowed);
         }
         let total = self.requests.plus(&pod.requests);
-        let changed = merged.is_some();
         let requirements = merged.as_ref().unwrap_or(&self.requirements);
-        let mut fits_requirements = !changed;
+        // The options already agree with every key that did not change; check only the rest.
+        let changed: Vec<&Requirement> = match &merged {
+            Some(m) => m
+                .iter()
+                .filter(|r| self.requirements.get(r.key()) != Some(*r))
+                .collect(),
+            None => Vec::new(),
+        };
+        let offerings_changed = changed
+            .iter()
+            .any(|r| r.key() == ZONE_LABEL || r.key() == CAPACITY_TYPE_LABEL);
+        let mut fits_requirements = changed.is_empty();
         let mut fits_resources = false;
         let options: Vec<u32> = self
             .options
@@ -209,9 +234,11 @@ impl InflightClaim {
             .filter(|&i| {
                 let i = i as usize;
                 let it = &template.instance_types[i];
-                if changed
-                    && (it.requirements.intersects(requirements).is_err()
-                        || it.compatible_offerings(requirements).next().is_none())
+                let agrees = changed
+                    .iter()
+                    .all(|r| it.requirements.get(r.key()).is_none_or(|own| agree(own, r)));
+                if !agrees
+                    || (offerings_changed && it.compatible_offerings(requirements).next().is_none())
                 {
                     return false;
                 }
@@ -229,12 +256,9 @@ impl InflightClaim {
             })
             .collect();
         if options.is_empty() {
-            return Err(instance_type_error(
-                fits_requirements,
-                fits_resources,
-                requirements,
-                &total,
-            ));
+            return Err(reject(&|| {
+                instance_type_error(fits_requirements, fits_resources, requirements, &total)
+            }));
         }
         if strict_min_values
             && let Some(key) = unmet_min_values(
@@ -244,9 +268,9 @@ impl InflightClaim {
                     .map(|&i| &*template.instance_types[i as usize]),
             )
         {
-            return Err(format!(
-                "minValues requirement is not met for label(s) {key}"
-            ));
+            return Err(reject(&|| {
+                format!("minValues requirement is not met for label(s) {key}")
+            }));
         }
         Ok(Addition {
             requirements: merged,

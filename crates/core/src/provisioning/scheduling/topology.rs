@@ -2,7 +2,7 @@
 //! topology key. Pods that share a constraint share one group (a Deployment of 1,000 replicas
 //! with self anti-affinity is one group with 1,000 owners).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -64,7 +64,6 @@ pub struct TopologyGroup {
     /// Matching pods per domain.
     domains: BTreeMap<String, i32>,
     empty_domains: BTreeSet<String>,
-    owners: HashSet<usize>,
 }
 
 impl TopologyGroup {
@@ -260,6 +259,29 @@ impl TopologyGroup {
     }
 }
 
+/// A group, by where it is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupId {
+    /// A group owned by pods being scheduled.
+    Owned(usize),
+    /// An anti-affinity group seen from the pods that hold the term.
+    Inverse(usize),
+}
+
+/// The groups that constrain one pod, with whether each selects the pod itself.
+#[derive(Clone, Debug, Default)]
+pub struct Matching {
+    owned: Vec<(usize, bool)>,
+    inverse: Vec<usize>,
+}
+
+impl Matching {
+    /// Whether no group constrains the pod (topology cannot change where it may go).
+    pub fn is_empty(&self) -> bool {
+        self.owned.is_empty() && self.inverse.is_empty()
+    }
+}
+
 /// A pod the topology needs to know about: its namespace and labels.
 pub struct PodRef<'a> {
     /// The pod's index in the batch being scheduled.
@@ -311,6 +333,9 @@ pub struct Topology {
     /// the pod holding the term: it records where its owners are.
     inverse: Vec<TopologyGroup>,
     inverse_index: HashMap<String, usize>,
+    /// The groups each pod (by batch index) owns, and the inverse groups it holds terms in.
+    owned: Vec<Vec<usize>>,
+    inverse_owned: Vec<Vec<usize>>,
     /// Every value of each key that any NodePool could produce.
     universe: HashMap<String, BTreeSet<String>>,
     namespaces_by_label: Vec<(String, BTreeMap<String, String>)>,
@@ -378,6 +403,8 @@ impl Topology {
             group_index: HashMap::new(),
             inverse: Vec::new(),
             inverse_index: HashMap::new(),
+            owned: Vec::new(),
+            inverse_owned: Vec::new(),
             universe,
             namespaces_by_label: namespaces,
             nodes,
@@ -387,9 +414,11 @@ impl Topology {
 
     /// Registers (or re-registers after relaxation) the groups a pod owns.
     pub fn update(&mut self, pod: PodRef<'_>) {
-        for group in &mut self.groups {
-            group.owners.remove(&pod.id);
+        if self.owned.len() <= pod.id {
+            self.owned.resize(pod.id + 1, Vec::new());
+            self.inverse_owned.resize(pod.id + 1, Vec::new());
         }
+        self.owned[pod.id].clear();
         let spec = pod.pod.spec.as_ref();
         let anti = spec
             .and_then(|s| s.affinity.as_ref())
@@ -402,7 +431,9 @@ impl Topology {
             {
                 let group = self.group_for_term(pod.namespace(), GroupKind::AntiAffinity, term);
                 let i = Self::intern(&mut self.inverse, &mut self.inverse_index, group, |_| {});
-                self.inverse[i].owners.insert(pod.id);
+                if !self.inverse_owned[pod.id].contains(&i) {
+                    self.inverse_owned[pod.id].push(i);
+                }
             }
         }
         for group in self.groups_of(&pod) {
@@ -411,7 +442,9 @@ impl Topology {
             let i = Self::intern(&mut self.groups, &mut self.group_index, group, |g| {
                 count_domains(g, universe, nodes)
             });
-            self.groups[i].owners.insert(pod.id);
+            if !self.owned[pod.id].contains(&i) {
+                self.owned[pod.id].push(i);
+            }
         }
     }
 
@@ -477,7 +510,6 @@ impl Topology {
             filter: NodeFilter::default(),
             domains: BTreeMap::new(),
             empty_domains: BTreeSet::new(),
-            owners: HashSet::new(),
         }
     }
 
@@ -542,7 +574,6 @@ impl Topology {
                 filter,
                 domains: BTreeMap::new(),
                 empty_domains: BTreeSet::new(),
-                owners: HashSet::new(),
             });
         }
         let affinity = spec.affinity.as_ref();
@@ -662,57 +693,97 @@ impl Topology {
         }
     }
 
-    /// Whether any group constrains this pod (owned groups or inverse anti-affinity that
-    /// selects it) — when none does, topology cannot change where it may go.
-    pub fn constrains(&self, pod: &PodRef<'_>) -> bool {
-        self.groups.iter().any(|g| g.owners.contains(&pod.id))
-            || self
-                .inverse
-                .iter()
-                .any(|g| g.selects(pod.namespace(), pod.labels()))
+    /// The groups that constrain a pod: those it owns, and inverse anti-affinity groups that
+    /// select it. Computed once per attempt, then checked against each candidate node.
+    pub fn matching(&self, pod: &PodRef<'_>) -> Matching {
+        let (namespace, labels) = (pod.namespace(), pod.labels());
+        let owned = self
+            .owned
+            .get(pod.id)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|&g| (g, self.groups[g].selects(namespace, labels)))
+            .collect();
+        let inverse = (0..self.inverse.len())
+            .filter(|&g| self.inverse[g].selects(namespace, labels))
+            .collect();
+        Matching { owned, inverse }
     }
 
-    /// Narrows `node_requirements` to the domains the pod's topology allows on this node.
+    /// Narrows `node_requirements` to the domains the pod's topology allows on this node; the
+    /// error names the group that allows none (see [`Topology::explain`]).
     pub fn add_requirements(
         &self,
-        pod: &PodRef<'_>,
+        matching: &Matching,
         taints: &[Taint],
         pod_requirements: &Requirements,
         node_requirements: &Requirements,
         allow: AllowUndefined,
-    ) -> Result<Option<Requirements>, TopologyError> {
+    ) -> Result<Option<Requirements>, GroupId> {
         let mut narrowed: Option<Requirements> = None;
-        let exists = |key: &str| Requirement::new::<&str>(key, Operator::Exists, &[]);
-        let owned = self.groups.iter().filter(|g| g.owners.contains(&pod.id));
-        let inverse = self.inverse.iter().filter(|g| {
-            g.selects(pod.namespace(), pod.labels())
-                && g.filter.matches(taints, node_requirements, allow)
-        });
-        for group in owned.chain(inverse) {
-            let pod_domains = pod_requirements
-                .get(&group.key)
-                .cloned()
-                .unwrap_or_else(|| exists(&group.key));
+        let owned = matching
+            .owned
+            .iter()
+            .map(|&(g, self_selecting)| (GroupId::Owned(g), &self.groups[g], self_selecting));
+        let inverse = matching
+            .inverse
+            .iter()
+            .map(|&g| (GroupId::Inverse(g), &self.inverse[g], true))
+            .filter(|(_, g, _)| g.filter.matches(taints, node_requirements, allow));
+        for (id, group, self_selecting) in owned.chain(inverse) {
+            let exists = || Requirement::new::<&str>(&group.key, Operator::Exists, &[]);
+            let pod_exists;
+            let pod_domains = match pod_requirements.get(&group.key) {
+                Some(r) => r,
+                None => {
+                    pod_exists = exists();
+                    &pod_exists
+                }
+            };
             let current = narrowed.as_ref().unwrap_or(node_requirements);
-            let node_domains = current
-                .get(&group.key)
-                .cloned()
-                .unwrap_or_else(|| exists(&group.key));
-            let self_selecting = group.selects(pod.namespace(), pod.labels());
-            let domains = group.next_domains(self_selecting, &pod_domains, &node_domains);
+            let node_exists;
+            let node_domains = match current.get(&group.key) {
+                Some(r) => r,
+                None => {
+                    node_exists = exists();
+                    &node_exists
+                }
+            };
+            let domains = group.next_domains(self_selecting, pod_domains, node_domains);
             if domains.is_empty() {
-                return Err(TopologyError {
-                    kind: kind_name(group.kind),
-                    key: group.key.clone(),
-                    pod_domains: pod_domains.to_string(),
-                    node_domains: node_domains.to_string(),
-                });
+                return Err(id);
             }
-            narrowed
-                .get_or_insert_with(|| node_requirements.clone())
-                .add(domains);
+            if *node_domains != domains {
+                narrowed
+                    .get_or_insert_with(|| node_requirements.clone())
+                    .add(domains);
+            }
         }
         Ok(narrowed)
+    }
+
+    /// Why group `id` allows the pod no domain on a node with `node_requirements`.
+    pub fn explain(
+        &self,
+        id: GroupId,
+        pod_requirements: &Requirements,
+        node_requirements: &Requirements,
+    ) -> TopologyError {
+        let group = match id {
+            GroupId::Owned(g) => &self.groups[g],
+            GroupId::Inverse(g) => &self.inverse[g],
+        };
+        let describe = |r: &Requirements| {
+            r.get(&group.key)
+                .map_or_else(|| format!("{} Exists", group.key), ToString::to_string)
+        };
+        TopologyError {
+            kind: kind_name(group.kind),
+            key: group.key.clone(),
+            pod_domains: describe(pod_requirements),
+            node_domains: describe(node_requirements),
+        }
     }
 
     /// Records a pod's placement on a node with `requirements` in every group that counts it.
@@ -742,10 +813,14 @@ impl Topology {
                 group.record(&domain);
             }
         }
-        for group in &mut self.inverse {
-            if group.owners.contains(&pod.id)
-                && let Some(domains) = requirements.get(&group.key)
-            {
+        for &g in self
+            .inverse_owned
+            .get(pod.id)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            let group = &mut self.inverse[g];
+            if let Some(domains) = requirements.get(&group.key) {
                 let values: Vec<String> = domains.values().map(str::to_string).collect();
                 values.iter().for_each(|d| group.record(d));
             }
