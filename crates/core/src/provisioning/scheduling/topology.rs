@@ -4,6 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use rustc_hash::{FxHashMap, FxHashSet};
+
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use karpenter_api::Operator;
@@ -62,8 +64,8 @@ pub struct TopologyGroup {
     min_domains: Option<i32>,
     filter: NodeFilter,
     /// Matching pods per domain.
-    domains: BTreeMap<String, i32>,
-    empty_domains: BTreeSet<String>,
+    domains: FxHashMap<String, i32>,
+    empty_domains: FxHashSet<String>,
 }
 
 impl TopologyGroup {
@@ -96,13 +98,14 @@ impl TopologyGroup {
         self.empty_domains.remove(domain);
     }
 
-    /// The domains a pod may go to, as a requirement on the key (`DoesNotExist` when none).
+    /// The domains a pod may go to on a node whose requirement on the key is `node_domains`
+    /// (`None` means unconstrained, as does a missing pod requirement).
     fn next_domains(
         &self,
         self_selecting: bool,
-        pod_domains: &Requirement,
-        node_domains: &Requirement,
-    ) -> Requirement {
+        pod_domains: Option<&Requirement>,
+        node_domains: Option<&Requirement>,
+    ) -> Choice {
         match self.kind {
             GroupKind::Spread => self.next_spread(self_selecting, pod_domains, node_domains),
             GroupKind::Affinity => self.next_affinity(self_selecting, pod_domains, node_domains),
@@ -110,153 +113,198 @@ impl TopologyGroup {
         }
     }
 
-    fn single_node_domain<'a>(&self, node_domains: &'a Requirement) -> Option<&'a str> {
-        (self.key == HOSTNAME_LABEL
-            && node_domains.operator() == Operator::In
-            && node_domains.values().len() == 1)
-            .then(|| node_domains.values().next())
-            .flatten()
+    /// A new NodeClaim is one hostname domain of its own, known only by its placeholder.
+    fn single_node_domain<'a>(&self, node_domains: Option<&'a Requirement>) -> Option<&'a str> {
+        let r = node_domains?;
+        if self.key != HOSTNAME_LABEL || r.operator() != Operator::In || r.values().len() != 1 {
+            return None;
+        }
+        r.values().next()
     }
 
-    fn none(&self) -> Requirement {
-        Requirement::new::<&str>(&self.key, Operator::DoesNotExist, &[])
+    fn count(&self, domain: &str) -> i32 {
+        self.domains.get(domain).copied().unwrap_or(0)
     }
 
-    fn one(&self, domain: &str) -> Requirement {
-        Requirement::new(&self.key, Operator::In, &[domain])
+    fn one(&self, domain: &str, node_domains: Option<&Requirement>) -> Choice {
+        if node_domains
+            .is_some_and(|r| r.operator() == Operator::In && r.values().len() == 1 && r.has(domain))
+        {
+            Choice::Keep
+        } else {
+            Choice::Narrow(Requirement::new(&self.key, Operator::In, &[domain]))
+        }
     }
 
-    fn min_count(&self, pod_domains: &Requirement) -> i32 {
+    fn min_count(&self, pod_domains: Option<&Requirement>) -> i32 {
         // A new node is always an empty hostname domain.
         if self.key == HOSTNAME_LABEL {
             return 0;
         }
-        let supported: Vec<i32> = self
-            .domains
-            .iter()
-            .filter(|(d, _)| pod_domains.has(d))
-            .map(|(_, c)| *c)
-            .collect();
-        if self
-            .min_domains
-            .is_some_and(|m| (supported.len() as i32) < m)
-        {
+        let mut supported = 0;
+        let mut min = i32::MAX;
+        for (d, c) in &self.domains {
+            if allows(pod_domains, d) {
+                supported += 1;
+                min = min.min(*c);
+            }
+        }
+        if self.min_domains.is_some_and(|m| supported < m) {
             return 0;
         }
-        supported.into_iter().min().unwrap_or(i32::MAX)
+        min
     }
 
     fn next_spread(
         &self,
         self_selecting: bool,
-        pod_domains: &Requirement,
-        node_domains: &Requirement,
-    ) -> Requirement {
+        pod_domains: Option<&Requirement>,
+        node_domains: Option<&Requirement>,
+    ) -> Choice {
         let own = i32::from(self_selecting);
         if let Some(host) = self.single_node_domain(node_domains) {
-            let count = self.domains.get(host).copied().unwrap_or(0) + own;
-            return if count <= self.max_skew {
-                self.one(host)
+            return if self.count(host) + own <= self.max_skew {
+                Choice::Keep
             } else {
-                self.none()
+                Choice::Nothing
             };
         }
         let min = self.min_count(pod_domains);
-        let candidates: Vec<(&str, i32)> = if node_domains.operator() == Operator::In {
-            node_domains
-                .values()
-                .filter_map(|d| self.domains.get(d).map(|c| (d, *c)))
-                .collect()
-        } else {
-            self.domains
-                .iter()
-                .filter(|(d, _)| node_domains.has(d))
-                .map(|(d, c)| (d.as_str(), *c))
-                .collect()
-        };
-        let mut best: Option<(&str, i32)> = None;
-        for (domain, count) in candidates {
+        // The emptiest valid domain; ties go to the first name, so runs are reproducible.
+        let consider = |domain: &'_ str, count: i32| -> Option<(i32, String)> {
             let count = count + own;
-            if count.saturating_sub(min) <= self.max_skew && best.is_none_or(|(_, c)| count < c) {
-                best = Some((domain, count));
+            (count.saturating_sub(min) <= self.max_skew).then(|| (count, domain.to_string()))
+        };
+        let mut chosen: Option<(i32, String)> = None;
+        match node_domains.filter(|r| r.operator() == Operator::In) {
+            Some(r) => {
+                for d in r.values() {
+                    if let Some(c) = self.domains.get(d)
+                        && let Some(candidate) = consider(d, *c)
+                        && chosen.as_ref().is_none_or(|b| candidate < *b)
+                    {
+                        chosen = Some(candidate);
+                    }
+                }
+            }
+            None => {
+                for (d, c) in &self.domains {
+                    if allows(node_domains, d)
+                        && let Some(candidate) = consider(d, *c)
+                        && chosen.as_ref().is_none_or(|b| candidate < *b)
+                    {
+                        chosen = Some(candidate);
+                    }
+                }
             }
         }
-        best.map_or_else(|| self.none(), |(d, _)| self.one(d))
+        chosen.map_or(Choice::Nothing, |(_, d)| self.one(&d, node_domains))
     }
 
-    fn any_populated(&self, pod_domains: &Requirement) -> bool {
+    fn any_populated(&self, pod_domains: Option<&Requirement>) -> bool {
         self.domains
             .iter()
-            .any(|(d, c)| *c > 0 && pod_domains.has(d))
+            .any(|(d, c)| *c > 0 && allows(pod_domains, d))
     }
 
     fn next_affinity(
         &self,
         self_selecting: bool,
-        pod_domains: &Requirement,
-        node_domains: &Requirement,
-    ) -> Requirement {
-        let bootstrap = self_selecting
-            && (self.domains.len() == self.empty_domains.len() || !self.any_populated(pod_domains));
+        pod_domains: Option<&Requirement>,
+        node_domains: Option<&Requirement>,
+    ) -> Choice {
+        let bootstrap = || {
+            self_selecting
+                && (self.domains.len() == self.empty_domains.len()
+                    || !self.any_populated(pod_domains))
+        };
         if let Some(host) = self.single_node_domain(node_domains) {
-            if !pod_domains.has(host) {
-                return self.none();
+            if !allows(pod_domains, host) {
+                return Choice::Nothing;
             }
-            let populated = self.domains.get(host).is_some_and(|c| *c > 0);
-            return if populated || bootstrap {
-                self.one(host)
+            return if self.count(host) > 0 || bootstrap() {
+                Choice::Keep
             } else {
-                self.none()
+                Choice::Nothing
             };
         }
         let populated: Vec<&str> = self
             .domains
             .iter()
-            .filter(|(d, c)| **c > 0 && pod_domains.has(d) && node_domains.has(d))
+            .filter(|(d, c)| **c > 0 && allows(pod_domains, d) && allows(node_domains, d))
             .map(|(d, _)| d.as_str())
             .collect();
         if !populated.is_empty() {
-            return Requirement::new(&self.key, Operator::In, &populated);
+            let r = Requirement::new(&self.key, Operator::In, &populated);
+            return if node_domains == Some(&r) {
+                Choice::Keep
+            } else {
+                Choice::Narrow(r)
+            };
         }
-        if bootstrap {
+        if bootstrap() {
             // Prefer a domain the node already allows, so an in-flight node keeps its zone.
-            let both = pod_domains.intersection(node_domains);
-            let chosen = self
-                .domains
-                .keys()
-                .find(|d| both.has(d))
-                .or_else(|| self.domains.keys().find(|d| pod_domains.has(d)));
+            let first = |pred: &dyn Fn(&str) -> bool| {
+                self.domains.keys().filter(|d| pred(d)).min().cloned()
+            };
+            let chosen = first(&|d| allows(pod_domains, d) && allows(node_domains, d))
+                .or_else(|| first(&|d| allows(pod_domains, d)));
             if let Some(domain) = chosen {
-                return self.one(domain);
+                return self.one(&domain, node_domains);
             }
         }
-        self.none()
+        Choice::Nothing
     }
 
     fn next_anti_affinity(
         &self,
-        pod_domains: &Requirement,
-        node_domains: &Requirement,
-    ) -> Requirement {
+        pod_domains: Option<&Requirement>,
+        node_domains: Option<&Requirement>,
+    ) -> Choice {
         if let Some(host) = self.single_node_domain(node_domains) {
-            return if self.domains.get(host).copied().unwrap_or(0) == 0 {
-                self.one(host)
+            return if self.count(host) == 0 {
+                Choice::Keep
             } else {
-                self.none()
+                Choice::Nothing
             };
         }
-        let allowed: Vec<&str> = self
-            .empty_domains
-            .iter()
-            .filter(|d| node_domains.has(d) && pod_domains.has(d))
-            .map(String::as_str)
-            .collect();
+        let allowed: Vec<&str> = match node_domains.filter(|r| r.operator() == Operator::In) {
+            Some(r) => r
+                .values()
+                .filter(|d| self.count(d) == 0 && allows(pod_domains, d))
+                .collect(),
+            None => self
+                .empty_domains
+                .iter()
+                .filter(|d| allows(node_domains, d) && allows(pod_domains, d))
+                .map(String::as_str)
+                .collect(),
+        };
         if allowed.is_empty() {
-            self.none()
+            return Choice::Nothing;
+        }
+        let r = Requirement::new(&self.key, Operator::In, &allowed);
+        if node_domains == Some(&r) {
+            Choice::Keep
         } else {
-            Requirement::new(&self.key, Operator::In, &allowed)
+            Choice::Narrow(r)
         }
     }
+}
+
+/// Whether a requirement (`None`: unconstrained) allows a domain.
+fn allows(requirement: Option<&Requirement>, domain: &str) -> bool {
+    requirement.is_none_or(|r| r.has(domain))
+}
+
+/// What a group allows on a node.
+enum Choice {
+    /// No domain.
+    Nothing,
+    /// Whatever the node already allows.
+    Keep,
+    /// Only these domains.
+    Narrow(Requirement),
 }
 
 /// A group, by where it is kept.
@@ -508,8 +556,8 @@ impl Topology {
             max_skew: i32::MAX,
             min_domains: None,
             filter: NodeFilter::default(),
-            domains: BTreeMap::new(),
-            empty_domains: BTreeSet::new(),
+            domains: FxHashMap::default(),
+            empty_domains: FxHashSet::default(),
         }
     }
 
@@ -572,8 +620,8 @@ impl Topology {
                 max_skew: c.max_skew,
                 min_domains: c.min_domains,
                 filter,
-                domains: BTreeMap::new(),
-                empty_domains: BTreeSet::new(),
+                domains: FxHashMap::default(),
+                empty_domains: FxHashSet::default(),
             });
         }
         let affinity = spec.affinity.as_ref();
@@ -732,32 +780,17 @@ impl Topology {
             .map(|&g| (GroupId::Inverse(g), &self.inverse[g], true))
             .filter(|(_, g, _)| g.filter.matches(taints, node_requirements, allow));
         for (id, group, self_selecting) in owned.chain(inverse) {
-            let exists = || Requirement::new::<&str>(&group.key, Operator::Exists, &[]);
-            let pod_exists;
-            let pod_domains = match pod_requirements.get(&group.key) {
-                Some(r) => r,
-                None => {
-                    pod_exists = exists();
-                    &pod_exists
-                }
-            };
             let current = narrowed.as_ref().unwrap_or(node_requirements);
-            let node_exists;
-            let node_domains = match current.get(&group.key) {
-                Some(r) => r,
-                None => {
-                    node_exists = exists();
-                    &node_exists
-                }
-            };
-            let domains = group.next_domains(self_selecting, pod_domains, node_domains);
-            if domains.is_empty() {
-                return Err(id);
-            }
-            if *node_domains != domains {
-                narrowed
+            match group.next_domains(
+                self_selecting,
+                pod_requirements.get(&group.key),
+                current.get(&group.key),
+            ) {
+                Choice::Nothing => return Err(id),
+                Choice::Keep => {}
+                Choice::Narrow(domains) => narrowed
                     .get_or_insert_with(|| node_requirements.clone())
-                    .add(domains);
+                    .add(domains),
             }
         }
         Ok(narrowed)
