@@ -107,8 +107,9 @@ impl PodData {
 pub struct NewNodeClaim {
     /// The NodePool it comes from.
     pub node_pool: String,
-    /// What the node's labels must satisfy, with `node.kubernetes.io/instance-type` and
-    /// `karpenter.sh/capacity-type` narrowed to the listed options.
+    /// What the node's labels must satisfy, with `karpenter.sh/capacity-type` narrowed to
+    /// what the options offer; [`NewNodeClaim::node_claim_requirements`] adds the
+    /// instance-type list.
     pub requirements: Requirements,
     /// The instance types that fit, cheapest first.
     pub instance_types: Vec<Arc<InstanceType>>,
@@ -125,6 +126,27 @@ pub struct NewNodeClaim {
 }
 
 impl NewNodeClaim {
+    /// The requirements as the NodeClaim is created with them: `node.kubernetes.io/instance-type
+    /// In [...]` lists the options, cheapest first, keeping any `minValues`.
+    pub fn node_claim_requirements(&self) -> Requirements {
+        let mut requirements = self.requirements.clone();
+        let min_values = requirements
+            .remove(INSTANCE_TYPE_LABEL)
+            .and_then(|r| r.min_values());
+        let names: Vec<&str> = self
+            .instance_types
+            .iter()
+            .map(|it| it.name.as_str())
+            .collect();
+        requirements.add(Requirement::with_min_values(
+            INSTANCE_TYPE_LABEL,
+            Operator::In,
+            &names,
+            min_values,
+        ));
+        requirements
+    }
+
     /// The price of the cheapest option, the most the launch should cost.
     pub fn cheapest_price(&self) -> Option<f64> {
         self.instance_types
@@ -167,6 +189,10 @@ pub struct Scheduler {
     claims: Vec<InflightClaim>,
     /// Claim indices, fewest pods first (ties in the order a stable sort would keep).
     claim_order: Vec<usize>,
+    /// Each claim's index in `claim_order`.
+    claim_position: Vec<usize>,
+    /// Claims by placeholder hostname.
+    claim_by_host: rustc_hash::FxHashMap<String, usize>,
     options: SchedulerOptions,
     prefer_no_schedule_taints: bool,
     next_hostname: usize,
@@ -267,6 +293,8 @@ impl Scheduler {
             topology,
             claims: Vec::new(),
             claim_order: Vec::new(),
+            claim_position: Vec::new(),
+            claim_by_host: Default::default(),
             options,
             prefer_no_schedule_taints,
             next_hostname: 0,
@@ -410,8 +438,27 @@ impl Scheduler {
                 return Ok(());
             }
         }
-        // 2. NodeClaims opened in this simulation, fewest pods first.
-        for pos in 0..self.claim_order.len() {
+        // 2. NodeClaims opened in this simulation, fewest pods first. With hostname
+        // anti-affinity only the claims on still-empty hostnames can take the pod, and with
+        // many claims it is cheaper to try just those, in the same order.
+        let candidates: Option<Vec<usize>> = self
+            .topology
+            .free_hosts(&matching)
+            .filter(|free| free.len() * 4 < self.claims.len())
+            .map(|free| {
+                let mut positions: Vec<usize> = free
+                    .iter()
+                    .filter_map(|h| self.claim_by_host.get(h))
+                    .map(|&c| self.claim_position[c])
+                    .collect();
+                positions.sort_unstable();
+                positions
+            });
+        let positions: Box<dyn Iterator<Item = usize>> = match candidates {
+            Some(list) => Box::new(list.into_iter()),
+            None => Box::new(0..self.claim_order.len()),
+        };
+        for pos in positions {
             let c = self.claim_order[pos];
             let claim = &self.claims[c];
             let template = &self.templates[claim.template];
@@ -552,15 +599,19 @@ impl Scheduler {
             &claim.requirements,
             AllowUndefined::WellKnownLabels,
         );
+        self.claim_by_host
+            .insert(claim.hostname.clone(), self.claims.len());
         self.claims.push(claim);
         let c = self.claims.len() - 1;
         // A new claim has one pod: it goes after the other one-pod claims.
         let at = self
             .claim_order
-            .iter()
-            .position(|&o| self.claims[o].pods.len() > 1)
-            .unwrap_or(self.claim_order.len());
+            .partition_point(|&o| self.claims[o].pods.len() <= 1);
         self.claim_order.insert(at, c);
+        self.claim_position.push(0);
+        for (pos, &claim) in self.claim_order.iter().enumerate().skip(at) {
+            self.claim_position[claim] = pos;
+        }
         Ok(())
     }
 
@@ -574,6 +625,9 @@ impl Scheduler {
             end += 1;
         }
         self.claim_order[pos..end].rotate_left(1);
+        for p in pos..end {
+            self.claim_position[self.claim_order[p]] = p;
+        }
     }
 
     fn finish(&mut self, results: &mut Results) {
@@ -581,19 +635,28 @@ impl Scheduler {
             let template = &self.templates[claim.template];
             let mut requirements = claim.requirements.clone();
             requirements.remove(HOSTNAME_LABEL);
-            let mut types: Vec<(Arc<InstanceType>, usize)> = claim
+            let allowed = template.offerings.allowed(&requirements);
+            let mut types: Vec<(usize, f64)> = claim
                 .options
                 .iter()
-                .map(|&i| (template.instance_types[i as usize].clone(), i as usize))
+                .map(|&i| {
+                    (
+                        i as usize,
+                        template
+                            .cheapest_price(i as usize, allowed)
+                            .unwrap_or(f64::MAX),
+                    )
+                })
                 .collect();
-            types.sort_by_cached_key(|(it, _)| {
-                it.cheapest_price(&requirements)
-                    .unwrap_or(f64::MAX)
-                    .to_bits()
-            });
+            // Cheapest first; equal prices keep the provider's order.
+            types.sort_by(|a, b| a.1.total_cmp(&b.1));
             types.truncate(self.options.max_instance_types);
             if self.options.strict_min_values
-                && unmet_min_values(&requirements, types.iter().map(|(it, _)| &**it)).is_some()
+                && unmet_min_values(
+                    &requirements,
+                    types.iter().map(|(i, _)| &*template.instance_types[*i]),
+                )
+                .is_some()
             {
                 for &p in &claim.pods {
                     results.pod_errors.insert(
@@ -604,8 +667,9 @@ impl Scheduler {
                 }
                 continue;
             }
+            // The smallest DaemonSet overhead any remaining option carries.
             let mut overhead: Option<Resources> = None;
-            for (_, i) in &types {
+            for (i, _) in &types {
                 let o = &template.daemon_overhead[*i];
                 overhead = Some(match overhead {
                     None => o.clone(),
@@ -618,39 +682,26 @@ impl Scheduler {
                     }
                 });
             }
-            let names: Vec<&str> = types.iter().map(|(it, _)| it.name.as_str()).collect();
-            let min_values = requirements
-                .get(INSTANCE_TYPE_LABEL)
-                .and_then(Requirement::min_values);
-            requirements.remove(INSTANCE_TYPE_LABEL);
-            requirements.add(Requirement::with_min_values(
-                INSTANCE_TYPE_LABEL,
-                Operator::In,
-                &names,
-                min_values,
-            ));
-            let capacity_types: BTreeSet<&str> = types
+            let offered = types
                 .iter()
-                .flat_map(|(it, _)| {
-                    it.compatible_offerings(&requirements)
-                        .map(|o| o.capacity_type.as_str())
-                })
-                .collect();
-            let capacity_types: Vec<&str> = capacity_types.into_iter().collect();
+                .fold(0u128, |m, (i, _)| m | template.offering_masks[*i])
+                & allowed;
             requirements.add(Requirement::new(
                 CAPACITY_TYPE_LABEL,
                 Operator::In,
-                &capacity_types,
+                &template.offerings.capacity_types(offered),
             ));
             let mut labels = template.labels.clone();
             labels.extend(requirements.single_valued_labels());
-            let requests = claim.requests.plus(&overhead.unwrap_or_default());
             results.new_node_claims.push(NewNodeClaim {
                 node_pool: template.node_pool.clone(),
                 requirements,
-                instance_types: types.into_iter().map(|(it, _)| it).collect(),
+                instance_types: types
+                    .into_iter()
+                    .map(|(i, _)| template.instance_types[i].clone())
+                    .collect(),
                 pods: claim.pods.clone(),
-                requests,
+                requests: claim.requests.plus(&overhead.unwrap_or_default()),
                 labels,
                 taints: template.taints.clone(),
                 startup_taints: template.startup_taints.clone(),

@@ -1,7 +1,11 @@
 //! NodeClaim templates (one per NodePool) and the NodeClaims a simulation opens from them.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use k8s_openapi::api::core::v1::{Pod, Taint};
 use karpenter_api::labels::{
@@ -10,7 +14,7 @@ use karpenter_api::labels::{
 use karpenter_api::{NodePool, Operator};
 
 use super::PodData;
-use crate::cloudprovider::InstanceType;
+use crate::cloudprovider::{InstanceType, Offering};
 use crate::resources::Resources;
 use crate::scheduling::hostports::{self, HostPort};
 use crate::scheduling::requirements::agree;
@@ -38,6 +42,70 @@ pub struct NodeClaimTemplate {
     pub daemon_overhead: Vec<Resources>,
     /// DaemonSet host ports per instance type.
     pub daemon_host_ports: Vec<Vec<HostPort>>,
+    /// The zone × capacity-type pairs of the instance types' offerings, so offering checks
+    /// are bit operations.
+    pub offerings: OfferingSpace,
+    /// Per instance type: which pairs it has an available offering in.
+    pub offering_masks: Vec<u128>,
+    /// Per instance type: the price of each available offering, by pair.
+    offering_prices: Vec<Vec<(u32, f64)>>,
+    /// Which instance types agree with a requirement, by requirement (checked often, with
+    /// few distinct requirements).
+    agreement: RefCell<FxHashMap<Requirement, Rc<[u64]>>>,
+}
+
+/// The zones and capacity types a template's offerings span.
+#[derive(Debug, Default)]
+pub struct OfferingSpace {
+    zones: Vec<String>,
+    capacity_types: Vec<String>,
+}
+
+impl OfferingSpace {
+    fn index(&mut self, offering: &Offering) -> Option<u32> {
+        let find = |list: &mut Vec<String>, v: &str| match list.iter().position(|x| x == v) {
+            Some(i) => i,
+            None => {
+                list.push(v.to_string());
+                list.len() - 1
+            }
+        };
+        let z = find(&mut self.zones, &offering.zone);
+        let c = find(&mut self.capacity_types, &offering.capacity_type);
+        let bit = z * 4 + c;
+        (c < 4 && bit < 128).then_some(bit as u32)
+    }
+
+    /// The pairs `requirements` allow.
+    pub fn allowed(&self, requirements: &Requirements) -> u128 {
+        let zone = requirements.get(ZONE_LABEL);
+        let capacity_type = requirements.get(CAPACITY_TYPE_LABEL);
+        let mut mask = 0u128;
+        for (z, zone_name) in self.zones.iter().enumerate() {
+            if zone.is_some_and(|r| !r.has(zone_name)) {
+                continue;
+            }
+            for (c, ct) in self.capacity_types.iter().enumerate() {
+                if capacity_type.is_none_or(|r| r.has(ct)) && z * 4 + c < 128 {
+                    mask |= 1 << (z * 4 + c);
+                }
+            }
+        }
+        mask
+    }
+
+    /// The capacity types among the pairs in `mask`.
+    pub fn capacity_types(&self, mask: u128) -> Vec<&str> {
+        let mut out: Vec<&str> = self
+            .capacity_types
+            .iter()
+            .enumerate()
+            .filter(|(c, _)| (0..self.zones.len()).any(|z| mask & (1 << (z * 4 + c)) != 0))
+            .map(|(_, ct)| ct.as_str())
+            .collect();
+        out.sort_unstable();
+        out
+    }
 }
 
 impl NodeClaimTemplate {
@@ -84,6 +152,9 @@ impl NodeClaimTemplate {
         let mut kept = Vec::new();
         let mut daemon_overhead = Vec::new();
         let mut daemon_host_ports = Vec::new();
+        let mut offerings = OfferingSpace::default();
+        let mut offering_masks = Vec::new();
+        let mut offering_prices = Vec::new();
         for it in instance_types {
             if it.requirements.intersects(&requirements).is_err()
                 || it.compatible_offerings(&requirements).next().is_none()
@@ -102,6 +173,15 @@ impl NodeClaimTemplate {
             if !overhead.fits(it.allocatable()) {
                 continue;
             }
+            // More than 32 zones does not fit the masks; such offerings are ignored.
+            let prices: Vec<(u32, f64)> = it
+                .offerings
+                .iter()
+                .filter(|o| o.available)
+                .filter_map(|o| offerings.index(o).map(|b| (b, o.price)))
+                .collect();
+            offering_masks.push(prices.iter().fold(0u128, |m, (b, _)| m | 1 << b));
+            offering_prices.push(prices);
             kept.push(it.clone());
             daemon_overhead.push(overhead);
             daemon_host_ports.push(ports);
@@ -116,7 +196,45 @@ impl NodeClaimTemplate {
             instance_types: kept,
             daemon_overhead,
             daemon_host_ports,
+            offerings,
+            offering_masks,
+            offering_prices,
+            agreement: RefCell::default(),
         }
+    }
+}
+
+impl NodeClaimTemplate {
+    /// The instance types (as a bitset over `instance_types`) whose own requirement on
+    /// `requirement`'s key agrees with it.
+    pub fn agreeing(&self, requirement: &Requirement) -> Rc<[u64]> {
+        if let Some(bits) = self.agreement.borrow().get(requirement) {
+            return bits.clone();
+        }
+        let mut bits = vec![0u64; self.instance_types.len().div_ceil(64)];
+        for (i, it) in self.instance_types.iter().enumerate() {
+            if it
+                .requirements
+                .get(requirement.key())
+                .is_none_or(|own| agree(own, requirement))
+            {
+                bits[i / 64] |= 1 << (i % 64);
+            }
+        }
+        let bits: Rc<[u64]> = bits.into();
+        self.agreement
+            .borrow_mut()
+            .insert(requirement.clone(), bits.clone());
+        bits
+    }
+
+    /// The cheapest offering of instance type `i` among the pairs in `allowed`.
+    pub fn cheapest_price(&self, i: usize, allowed: u128) -> Option<f64> {
+        self.offering_prices[i]
+            .iter()
+            .filter(|(b, _)| allowed & (1 << b) != 0)
+            .map(|(_, p)| *p)
+            .min_by(f64::total_cmp)
     }
 }
 

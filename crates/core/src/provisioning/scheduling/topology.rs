@@ -396,6 +396,9 @@ pub struct Topology {
         Vec<(String, BTreeMap<String, String>)>,
     )>,
     respect_preferences: bool,
+    /// Placeholder hostnames of the NodeClaims opened so far, so groups created later know
+    /// those (empty) domains too.
+    hosts: Vec<String>,
 }
 
 fn kind_name(kind: GroupKind) -> &'static str {
@@ -453,6 +456,7 @@ impl Topology {
             inverse_index: HashMap::new(),
             owned: Vec::new(),
             inverse_owned: Vec::new(),
+            hosts: Vec::new(),
             universe,
             namespaces_by_label: namespaces,
             nodes,
@@ -478,7 +482,12 @@ impl Topology {
                 .flatten()
             {
                 let group = self.group_for_term(pod.namespace(), GroupKind::AntiAffinity, term);
-                let i = Self::intern(&mut self.inverse, &mut self.inverse_index, group, |_| {});
+                let hosts = &self.hosts;
+                let i = Self::intern(&mut self.inverse, &mut self.inverse_index, group, |g| {
+                    if g.key == HOSTNAME_LABEL {
+                        hosts.iter().for_each(|h| g.register(h));
+                    }
+                });
                 if !self.inverse_owned[pod.id].contains(&i) {
                     self.inverse_owned[pod.id].push(i);
                 }
@@ -487,8 +496,12 @@ impl Topology {
         for group in self.groups_of(&pod) {
             let nodes = &self.nodes;
             let universe = &self.universe;
+            let hosts = &self.hosts;
             let i = Self::intern(&mut self.groups, &mut self.group_index, group, |g| {
-                count_domains(g, universe, nodes)
+                count_domains(g, universe, nodes);
+                if g.key == HOSTNAME_LABEL {
+                    hosts.iter().for_each(|h| g.register(h));
+                }
             });
             if !self.owned[pod.id].contains(&i) {
                 self.owned[pod.id].push(i);
@@ -716,6 +729,9 @@ impl Topology {
 
     /// Makes a new hostname (or other) domain known to every group on `key`.
     pub fn register(&mut self, key: &str, domain: &str) {
+        if key == HOSTNAME_LABEL {
+            self.hosts.push(domain.to_string());
+        }
         for g in self
             .groups
             .iter_mut()
@@ -728,6 +744,9 @@ impl Topology {
 
     /// Forgets a domain registered for a node that was not created.
     pub fn unregister(&mut self, key: &str, domain: &str) {
+        if key == HOSTNAME_LABEL && self.hosts.last().is_some_and(|h| h == domain) {
+            self.hosts.pop();
+        }
         for g in self
             .groups
             .iter_mut()
@@ -757,6 +776,26 @@ impl Topology {
             .filter(|&g| self.inverse[g].selects(namespace, labels))
             .collect();
         Matching { owned, inverse }
+    }
+
+    /// When a hostname anti-affinity group constrains the pod, the hostnames it may still go
+    /// to (its empty domains, fewest first); every other node is certain to refuse it.
+    pub fn free_hosts(&self, matching: &Matching) -> Option<&FxHashSet<String>> {
+        let owned = matching
+            .owned
+            .iter()
+            .map(|(g, _)| &self.groups[*g])
+            .filter(|g| g.kind == GroupKind::AntiAffinity);
+        let inverse = matching
+            .inverse
+            .iter()
+            .map(|g| &self.inverse[*g])
+            .filter(|g| g.filter.terms.is_empty() && g.filter.tolerations.is_none());
+        owned
+            .chain(inverse)
+            .filter(|g| g.key == HOSTNAME_LABEL)
+            .map(|g| &g.empty_domains)
+            .min_by_key(|d| d.len())
     }
 
     /// Narrows `node_requirements` to the domains the pod's topology allows on this node; the
