@@ -458,8 +458,19 @@ impl Scheduler {
             Some(list) => Box::new(list.into_iter()),
             None => Box::new(0..self.claim_order.len()),
         };
+        let required_domains = self
+            .topology
+            .node_independent_domains(&matching, &data.requirements);
         for pos in positions {
             let c = self.claim_order[pos];
+            let claim_requirements = &self.claims[c].requirements;
+            if !required_domains.iter().all(|(key, domains)| {
+                claim_requirements
+                    .get(key)
+                    .is_none_or(|r| domains.iter().any(|d| r.has(d)))
+            }) {
+                continue;
+            }
             let claim = &self.claims[c];
             let template = &self.templates[claim.template];
             let topology = &self.topology;

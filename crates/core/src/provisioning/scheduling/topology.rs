@@ -778,6 +778,57 @@ impl Topology {
         Matching { owned, inverse }
     }
 
+    /// For each group the pod owns whose valid domains do not depend on the node (any key but
+    /// hostname), the key and those domains. A node whose requirement on the key allows none
+    /// of them is certain to refuse the pod, so callers skip it without a full check.
+    pub fn node_independent_domains(
+        &self,
+        matching: &Matching,
+        pod_requirements: &Requirements,
+    ) -> Vec<(String, Vec<String>)> {
+        let mut out = Vec::new();
+        for &(g, self_selecting) in &matching.owned {
+            let group = &self.groups[g];
+            if group.key == HOSTNAME_LABEL {
+                continue;
+            }
+            let pod_domains = pod_requirements.get(&group.key);
+            let domains: Vec<String> = match group.kind {
+                GroupKind::Spread => {
+                    let min = group.min_count(pod_domains);
+                    let own = i32::from(self_selecting);
+                    group
+                        .domains
+                        .iter()
+                        .filter(|(_, c)| (**c + own).saturating_sub(min) <= group.max_skew)
+                        .map(|(d, _)| d.clone())
+                        .collect()
+                }
+                GroupKind::Affinity => {
+                    let populated: Vec<String> = group
+                        .domains
+                        .iter()
+                        .filter(|(d, c)| **c > 0 && allows(pod_domains, d))
+                        .map(|(d, _)| d.clone())
+                        .collect();
+                    if populated.is_empty() {
+                        // A first pod may bootstrap any domain.
+                        continue;
+                    }
+                    populated
+                }
+                GroupKind::AntiAffinity => group
+                    .empty_domains
+                    .iter()
+                    .filter(|d| allows(pod_domains, d))
+                    .cloned()
+                    .collect(),
+            };
+            out.push((group.key.clone(), domains));
+        }
+        out
+    }
+
     /// When a hostname anti-affinity group constrains the pod, the hostnames it may still go
     /// to (its empty domains, fewest first); every other node is certain to refuse it.
     pub fn free_hosts(&self, matching: &Matching) -> Option<&FxHashSet<String>> {
