@@ -323,22 +323,20 @@ impl Resources {
             && available.extended.iter().all(|(_, v)| *v >= 0)
     }
 
-    /// Whether any quantity exceeds `limits` (resources without a limit are unlimited).
-    pub fn exceeds_any(&self, limits: &Resources) -> Option<&'static str> {
-        let fixed = [
-            (CPU, self.cpu, limits.cpu),
-            (MEMORY, self.memory, limits.memory),
-            (PODS, self.pods, limits.pods),
-            (
-                EPHEMERAL_STORAGE,
-                self.ephemeral_storage,
-                limits.ephemeral_storage,
-            ),
-        ];
-        fixed
-            .into_iter()
-            .find(|(_, v, l)| *l != 0 && v > l)
-            .map(|(n, _, _)| n)
+    /// Whether `self + extra` fits in `available`, without building the sum.
+    pub fn fits_with(&self, extra: &Resources, available: &Resources) -> bool {
+        if extra.extended.is_empty() && self.extended.is_empty() {
+            return self.cpu + extra.cpu <= available.cpu
+                && self.memory + extra.memory <= available.memory
+                && self.pods + extra.pods <= available.pods
+                && self.ephemeral_storage + extra.ephemeral_storage <= available.ephemeral_storage
+                && available.cpu >= 0
+                && available.memory >= 0
+                && available.pods >= 0
+                && available.ephemeral_storage >= 0
+                && available.extended.iter().all(|(_, v)| *v >= 0);
+        }
+        self.plus(extra).fits(available)
     }
 
     /// Writes the list as Kubernetes quantities.

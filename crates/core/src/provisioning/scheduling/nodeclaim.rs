@@ -366,9 +366,7 @@ impl InflightClaim {
                 {
                     return false;
                 }
-                let ok = total
-                    .plus(&template.daemon_overhead[i])
-                    .fits(it.allocatable());
+                let ok = total.fits_with(&template.daemon_overhead[i], it.allocatable());
                 fits_resources |= ok;
                 ok
             })

@@ -399,6 +399,8 @@ pub struct Topology {
     /// Placeholder hostnames of the NodeClaims opened so far, so groups created later know
     /// those (empty) domains too.
     hosts: Vec<String>,
+    /// Per pod: how many groups were checked, and those that select it.
+    selected: Vec<(usize, Vec<usize>)>,
 }
 
 fn kind_name(kind: GroupKind) -> &'static str {
@@ -457,6 +459,7 @@ impl Topology {
             owned: Vec::new(),
             inverse_owned: Vec::new(),
             hosts: Vec::new(),
+            selected: Vec::new(),
             universe,
             namespaces_by_label: namespaces,
             nodes,
@@ -917,11 +920,18 @@ impl Topology {
         requirements: &Requirements,
         allow: AllowUndefined,
     ) {
+        if self.selected.len() <= pod.id {
+            self.selected.resize(pod.id + 1, (0, Vec::new()));
+        }
+        // Labels never change, so which groups select a pod is worked out once per group.
+        let (checked, mut selected) = std::mem::take(&mut self.selected[pod.id]);
         let (namespace, labels) = (pod.namespace(), pod.labels());
-        for group in &mut self.groups {
-            if !(group.selects(namespace, labels)
-                && group.filter.matches(taints, requirements, allow))
-            {
+        selected.extend(
+            (checked..self.groups.len()).filter(|&g| self.groups[g].selects(namespace, labels)),
+        );
+        for &g in &selected {
+            let group = &mut self.groups[g];
+            if !group.filter.matches(taints, requirements, allow) {
                 continue;
             }
             let Some(domains) = requirements.get(&group.key) else {
@@ -936,6 +946,7 @@ impl Topology {
                 group.record(&domain);
             }
         }
+        self.selected[pod.id] = (self.groups.len(), selected);
         for &g in self
             .inverse_owned
             .get(pod.id)
