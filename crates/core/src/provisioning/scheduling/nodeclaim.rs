@@ -343,6 +343,12 @@ impl InflightClaim {
         let offerings_changed = changed
             .iter()
             .any(|r| r.key() == ZONE_LABEL || r.key() == CAPACITY_TYPE_LABEL);
+        let allowed = if offerings_changed {
+            template.offerings.allowed(requirements)
+        } else {
+            u128::MAX
+        };
+        let agreeing: Vec<Rc<[u64]>> = changed.iter().map(|r| template.agreeing(r)).collect();
         let mut fits_requirements = changed.is_empty();
         let mut fits_resources = false;
         let options: Vec<u32> = self
@@ -352,12 +358,10 @@ impl InflightClaim {
             .filter(|&i| {
                 let i = i as usize;
                 let it = &template.instance_types[i];
-                let agrees = changed
+                let agrees = agreeing
                     .iter()
-                    .all(|r| it.requirements.get(r.key()).is_none_or(|own| agree(own, r)));
-                if !agrees
-                    || (offerings_changed && it.compatible_offerings(requirements).next().is_none())
-                {
+                    .all(|bits| bits[i / 64] & (1 << (i % 64)) != 0);
+                if !agrees || template.offering_masks[i] & allowed == 0 {
                     return false;
                 }
                 fits_requirements = true;
