@@ -10,19 +10,15 @@ use k8s_openapi::api::core::v1::{Pod, Toleration};
 /// `PreferNoSchedule` taints (only when some NodePool has one).
 pub fn relax(pod: &mut Pod, tolerate_prefer_no_schedule: bool) -> Option<&'static str> {
     let spec = pod.spec.as_mut()?;
-    if let Some(node_affinity) = spec
+    if let Some(required) = spec
         .affinity
         .as_mut()
         .and_then(|a| a.node_affinity.as_mut())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_mut())
+        && required.node_selector_terms.len() > 1
     {
-        if let Some(required) = node_affinity
-            .required_during_scheduling_ignored_during_execution
-            .as_mut()
-            && required.node_selector_terms.len() > 1
-        {
-            required.node_selector_terms.remove(0);
-            return Some("required node affinity term");
-        }
+        required.node_selector_terms.remove(0);
+        return Some("required node affinity term");
     }
     if let Some(affinity) = spec.affinity.as_mut() {
         if let Some(terms) = affinity.pod_affinity.as_mut().and_then(|a| {

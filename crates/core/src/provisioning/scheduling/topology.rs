@@ -361,6 +361,16 @@ pub struct CountedNode<'a> {
     pub pods: &'a [Pod],
 }
 
+/// An existing node as topology counts it.
+struct KnownNode {
+    name: String,
+    requirements: Requirements,
+    labels: BTreeMap<String, String>,
+    taints: Vec<Taint>,
+    /// Namespace and labels of each pod on it.
+    pods: Vec<(String, BTreeMap<String, String>)>,
+}
+
 /// Why a pod's topology cannot be satisfied on a node.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -388,12 +398,7 @@ pub struct Topology {
     universe: HashMap<String, BTreeSet<String>>,
     namespaces_by_label: Vec<(String, BTreeMap<String, String>)>,
     /// Existing nodes' requirements (labels and hostname), labels, taints and pods.
-    nodes: Vec<(
-        String,
-        Requirements,
-        BTreeMap<String, String>,
-        Vec<Taint>,
-        Vec<(String, BTreeMap<String, String>)>,
+    nodes: Vec<KnownNode>,
     )>,
     respect_preferences: bool,
     /// Placeholder hostnames of the NodeClaims opened so far, so groups created later know
@@ -442,13 +447,7 @@ impl Topology {
                         )
                     })
                     .collect();
-                (
-                    n.name.to_string(),
-                    requirements,
-                    n.labels.clone(),
-                    n.taints.to_vec(),
-                    pods,
-                )
+                KnownNode { name: n.name.to_string(), requirements, labels: n.labels.clone(), taints: n.taints.to_vec(), pods }
             })
             .collect();
         Self {
@@ -971,18 +970,12 @@ fn is_terminal(pod: &Pod) -> bool {
 fn count_domains(
     group: &mut TopologyGroup,
     universe: &HashMap<String, BTreeSet<String>>,
-    nodes: &[(
-        String,
-        Requirements,
-        BTreeMap<String, String>,
-        Vec<Taint>,
-        Vec<(String, BTreeMap<String, String>)>,
-    )],
+    nodes: &[KnownNode],
 ) {
     for domain in universe.get(&group.key).into_iter().flatten() {
         group.register(domain);
     }
-    for (name, requirements, labels, taints, pods) in nodes {
+    for KnownNode { name, requirements, labels, taints, pods } in nodes {
         let domain = labels
             .get(&group.key)
             .cloned()
