@@ -14,7 +14,10 @@ pub fn relax(pod: &mut Pod, tolerate_prefer_no_schedule: bool) -> Option<&'stati
         .affinity
         .as_mut()
         .and_then(|a| a.node_affinity.as_mut())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_mut())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_mut()
+        })
         && required.node_selector_terms.len() > 1
     {
         required.node_selector_terms.remove(0);

@@ -397,9 +397,8 @@ pub struct Topology {
     /// Every value of each key that any NodePool could produce.
     universe: HashMap<String, BTreeSet<String>>,
     namespaces_by_label: Vec<(String, BTreeMap<String, String>)>,
-    /// Existing nodes' requirements (labels and hostname), labels, taints and pods.
+    /// Existing nodes, for counting the pods on them.
     nodes: Vec<KnownNode>,
-    )>,
     respect_preferences: bool,
     /// Placeholder hostnames of the NodeClaims opened so far, so groups created later know
     /// those (empty) domains too.
@@ -447,7 +446,13 @@ impl Topology {
                         )
                     })
                     .collect();
-                KnownNode { name: n.name.to_string(), requirements, labels: n.labels.clone(), taints: n.taints.to_vec(), pods }
+                KnownNode {
+                    name: n.name.to_string(),
+                    requirements,
+                    labels: n.labels.clone(),
+                    taints: n.taints.to_vec(),
+                    pods,
+                }
             })
             .collect();
         Self {
@@ -975,7 +980,14 @@ fn count_domains(
     for domain in universe.get(&group.key).into_iter().flatten() {
         group.register(domain);
     }
-    for KnownNode { name, requirements, labels, taints, pods } in nodes {
+    for KnownNode {
+        name,
+        requirements,
+        labels,
+        taints,
+        pods,
+    } in nodes
+    {
         let domain = labels
             .get(&group.key)
             .cloned()
