@@ -18,12 +18,23 @@ pub struct Requirements(BTreeMap<String, Requirement>);
 /// Which keys may be required by the incoming side although the receiving side does not
 /// define them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AllowUndefined {
+pub enum AllowUndefined<'a> {
     /// Every key must be defined (an existing node's labels are all there is).
     Nothing,
-    /// Well-known labels (zone, arch, capacity type, …) may be undefined: the instance type
-    /// decides them later.
-    WellKnownLabels,
+    /// Well-known labels (zone, arch, capacity type, …) and the provider's own (listed) may be
+    /// undefined: the instance type decides them later.
+    WellKnownLabels(&'a [String]),
+}
+
+impl AllowUndefined<'_> {
+    fn allows(&self, key: &str) -> bool {
+        match self {
+            AllowUndefined::Nothing => false,
+            AllowUndefined::WellKnownLabels(provider) => {
+                is_well_known_label(key) || provider.iter().any(|k| k == key)
+            }
+        }
+    }
 }
 
 /// Why two sets of requirements conflict.
@@ -196,11 +207,10 @@ impl Requirements {
     pub fn compatible(
         &self,
         incoming: &Requirements,
-        allow: AllowUndefined,
+        allow: AllowUndefined<'_>,
     ) -> Result<(), Incompatible> {
         for (key, r) in &incoming.0 {
-            let allowed_undefined =
-                allow == AllowUndefined::WellKnownLabels && is_well_known_label(key);
+            let allowed_undefined = allow.allows(key);
             if !allowed_undefined && !self.has(key) && !is_negative(r) {
                 return Err(Incompatible::Undefined(key.clone()));
             }
@@ -288,7 +298,7 @@ mod tests {
         use Operator::*;
         let node = reqs(&[(ZONE, In, &["a", "b"]), ("custom", In, &["x"])]);
         // (incoming, allow, compatible)
-        let cases: Vec<(Requirements, AllowUndefined, bool)> = vec![
+        let cases: Vec<(Requirements, AllowUndefined<'_>, bool)> = vec![
             (reqs(&[(ZONE, In, &["a"])]), AllowUndefined::Nothing, true),
             (reqs(&[(ZONE, In, &["c"])]), AllowUndefined::Nothing, false),
             (
@@ -313,7 +323,7 @@ mod tests {
             ),
             (
                 reqs(&[("other", In, &["y"])]),
-                AllowUndefined::WellKnownLabels,
+                AllowUndefined::WellKnownLabels(&[]),
                 false,
             ),
             (
@@ -333,7 +343,7 @@ mod tests {
             ),
             (
                 reqs(&[("kubernetes.io/arch", In, &["arm64"])]),
-                AllowUndefined::WellKnownLabels,
+                AllowUndefined::WellKnownLabels(&[]),
                 true,
             ),
             (reqs(&[(ZONE, Exists, &[])]), AllowUndefined::Nothing, true),

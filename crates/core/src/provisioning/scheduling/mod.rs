@@ -52,6 +52,10 @@ pub struct SchedulerOptions {
     pub strict_min_values: bool,
     /// How many instance types a new NodeClaim lists at most, cheapest first.
     pub max_instance_types: usize,
+    /// Labels the provider defines on its instance types (AWS's `karpenter.k8s.aws/*`, KWOK's
+    /// `karpenter.kwok.sh/*`): like the well-known labels, pods may require them without the
+    /// NodePool setting them.
+    pub provider_labels: Vec<String>,
 }
 
 impl Default for SchedulerOptions {
@@ -60,6 +64,7 @@ impl Default for SchedulerOptions {
             respect_preferences: true,
             strict_min_values: true,
             max_instance_types: MAX_INSTANCE_TYPES,
+            provider_labels: Vec::new(),
         }
     }
 }
@@ -234,7 +239,14 @@ impl Scheduler {
         });
         let templates: Vec<NodeClaimTemplate> = pools
             .iter()
-            .map(|p| NodeClaimTemplate::new(&p.node_pool, &p.instance_types, &daemons))
+            .map(|p| {
+                NodeClaimTemplate::new(
+                    &p.node_pool,
+                    &p.instance_types,
+                    &daemons,
+                    &options.provider_labels,
+                )
+            })
             .collect();
         let mut remaining = Vec::new();
         for pool in &pools {
@@ -487,7 +499,7 @@ impl Scheduler {
                             &template.taints,
                             &data.requirements,
                             reqs,
-                            AllowUndefined::WellKnownLabels,
+                            AllowUndefined::WellKnownLabels(&self.options.provider_labels),
                         )
                         .map_err(|_| String::new())
                 },
@@ -501,7 +513,7 @@ impl Scheduler {
                     &pod_ref,
                     &self.templates[claim.template].taints,
                     &claim.requirements,
-                    AllowUndefined::WellKnownLabels,
+                    AllowUndefined::WellKnownLabels(&self.options.provider_labels),
                 );
                 self.reorder_after_add(pos);
                 return Ok(());
@@ -577,7 +589,7 @@ impl Scheduler {
                         &template.taints,
                         &data.requirements,
                         reqs,
-                        AllowUndefined::WellKnownLabels,
+                        AllowUndefined::WellKnownLabels(&self.options.provider_labels),
                     )
                     .map_err(|g| topology.explain(g, &data.requirements, reqs).to_string())
             },
@@ -608,7 +620,7 @@ impl Scheduler {
             pod_ref,
             &template.taints,
             &claim.requirements,
-            AllowUndefined::WellKnownLabels,
+            AllowUndefined::WellKnownLabels(&self.options.provider_labels),
         );
         self.claim_by_host
             .insert(claim.hostname.clone(), self.claims.len());

@@ -42,6 +42,9 @@ pub struct NodeClaimTemplate {
     pub daemon_overhead: Vec<Resources>,
     /// DaemonSet host ports per instance type.
     pub daemon_host_ports: Vec<Vec<HostPort>>,
+    /// The provider's well-known labels: pods may require them although the NodePool does not
+    /// set them, since the instance type decides them.
+    pub provider_labels: Vec<String>,
     /// The zone × capacity-type pairs of the instance types' offerings, so offering checks
     /// are bit operations.
     pub offerings: OfferingSpace,
@@ -114,7 +117,9 @@ impl NodeClaimTemplate {
         node_pool: &NodePool,
         instance_types: &[Arc<InstanceType>],
         daemonsets: &[(Pod, PodData)],
+        provider_labels: &[String],
     ) -> Self {
+        let well_known = provider_labels;
         let spec = &node_pool.spec.template.spec;
         let labels = node_pool.spec.template.metadata.labels.clone();
         let mut requirements = Requirements::from_node_claim(&spec.requirements);
@@ -145,7 +150,10 @@ impl NodeClaimTemplate {
                     .collect();
                 taints::first_untolerated(&hard, &d.tolerations).is_none()
                     && requirements
-                        .compatible(&d.strict_requirements, AllowUndefined::WellKnownLabels)
+                        .compatible(
+                            &d.strict_requirements,
+                            AllowUndefined::WellKnownLabels(well_known),
+                        )
                         .is_ok()
             })
             .collect();
@@ -196,6 +204,7 @@ impl NodeClaimTemplate {
             instance_types: kept,
             daemon_overhead,
             daemon_host_ports,
+            provider_labels: provider_labels.to_vec(),
             offerings,
             offering_masks,
             offering_prices,
@@ -311,10 +320,10 @@ impl InflightClaim {
                 )
             }));
         }
-        if let Err(e) = self
-            .requirements
-            .compatible(&pod.requirements, AllowUndefined::WellKnownLabels)
-        {
+        if let Err(e) = self.requirements.compatible(
+            &pod.requirements,
+            AllowUndefined::WellKnownLabels(&template.provider_labels),
+        ) {
             return Err(reject(&|| format!("incompatible requirements, {e}")));
         }
         let mut merged: Option<Requirements> = None;

@@ -38,7 +38,7 @@ impl NodeFilter {
         &self,
         node_taints: &[Taint],
         requirements: &Requirements,
-        allow: AllowUndefined,
+        allow: AllowUndefined<'_>,
     ) -> bool {
         let taints_ok = self
             .tolerations
@@ -864,7 +864,7 @@ impl Topology {
         taints: &[Taint],
         pod_requirements: &Requirements,
         node_requirements: &Requirements,
-        allow: AllowUndefined,
+        allow: AllowUndefined<'_>,
     ) -> Result<Option<Requirements>, GroupId> {
         let mut narrowed: Option<Requirements> = None;
         let owned = matching
@@ -922,7 +922,7 @@ impl Topology {
         pod: &PodRef<'_>,
         taints: &[Taint],
         requirements: &Requirements,
-        allow: AllowUndefined,
+        allow: AllowUndefined<'_>,
     ) {
         if self.selected.len() <= pod.id {
             self.selected.resize(pod.id + 1, (0, Vec::new()));
