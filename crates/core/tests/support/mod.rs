@@ -647,3 +647,92 @@ pub fn existing_node(
         ..Default::default()
     }
 }
+
+impl Outcome {
+    /// Pods per domain of `key`, counting only those whose labels include `labels`, sorted
+    /// ascending (upstream's `ExpectSkew`). `pods` is the batch, `existing` what ran before.
+    pub fn skew_of(
+        &self,
+        pods: &[Pod],
+        key: &str,
+        labels: &[(&str, &str)],
+        existing: &[ExistingNodeInput],
+    ) -> Vec<usize> {
+        let matches = |p: &Pod| {
+            labels.iter().all(|(k, v)| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(*k))
+                    .map(String::as_str)
+                    == Some(*v)
+            })
+        };
+        let mut per: BTreeMap<String, usize> = BTreeMap::new();
+        for node in existing {
+            let n = node.pods.iter().filter(|p| matches(p)).count();
+            if n > 0 {
+                *per.entry(
+                    node.labels
+                        .get(key)
+                        .cloned()
+                        .unwrap_or_else(|| node.name.clone()),
+                )
+                .or_default() += n;
+            }
+        }
+        for (i, p) in pods.iter().enumerate() {
+            if !matches(p) {
+                continue;
+            }
+            let domain = match &self.placement[i] {
+                Some(Placement::New(n)) => self.nodes[*n].labels.get(key).cloned(),
+                Some(Placement::Existing(name)) => existing
+                    .iter()
+                    .find(|e| &e.name == name)
+                    .and_then(|e| e.labels.get(key).cloned().or_else(|| Some(name.clone()))),
+                None => None,
+            };
+            if let Some(d) = domain {
+                *per.entry(d).or_default() += 1;
+            }
+        }
+        let mut v: Vec<usize> = per.into_values().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The cluster after this round: previous nodes plus the launched ones, with the pods bound.
+    pub fn cluster(
+        &self,
+        pods: &[Pod],
+        mut existing: Vec<ExistingNodeInput>,
+    ) -> Vec<ExistingNodeInput> {
+        for (i, p) in pods.iter().enumerate() {
+            if let Some(Placement::Existing(name)) = &self.placement[i]
+                && let Some(node) = existing.iter_mut().find(|e| &e.name == name)
+            {
+                node.pods.push(p.clone());
+            }
+        }
+        for (n, node) in self.nodes.iter().enumerate() {
+            let it = self.results.new_node_claims[n].instance_types[0].clone();
+            existing.push(ExistingNodeInput {
+                name: format!("round{}-{}", existing.len(), node.name),
+                labels: node
+                    .labels
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != HOSTNAME)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                allocatable: it.allocatable().clone(),
+                capacity: it.capacity.clone(),
+                pods: node.pods.iter().map(|&p| pods[p].clone()).collect(),
+                initialized: true,
+                node_pool: Some(node.node_pool.clone()),
+                ..Default::default()
+            });
+        }
+        existing
+    }
+}

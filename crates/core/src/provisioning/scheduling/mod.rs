@@ -431,7 +431,7 @@ impl Scheduler {
                     .add_requirements(
                         &matching,
                         &node.taints,
-                        &data.requirements,
+                        &data.strict_requirements,
                         reqs,
                         AllowUndefined::Nothing,
                     )
@@ -472,7 +472,7 @@ impl Scheduler {
         };
         let required_domains = self
             .topology
-            .node_independent_domains(&matching, &data.requirements);
+            .node_independent_domains(&matching, &data.strict_requirements);
         for pos in positions {
             let c = self.claim_order[pos];
             let claim_requirements = &self.claims[c].requirements;
@@ -497,7 +497,7 @@ impl Scheduler {
                         .add_requirements(
                             &matching,
                             &template.taints,
-                            &data.requirements,
+                            &data.strict_requirements,
                             reqs,
                             AllowUndefined::WellKnownLabels(&self.options.provider_labels),
                         )
@@ -587,11 +587,15 @@ impl Scheduler {
                     .add_requirements(
                         matching,
                         &template.taints,
-                        &data.requirements,
+                        &data.strict_requirements,
                         reqs,
                         AllowUndefined::WellKnownLabels(&self.options.provider_labels),
                     )
-                    .map_err(|g| topology.explain(g, &data.requirements, reqs).to_string())
+                    .map_err(|g| {
+                        topology
+                            .explain(g, &data.strict_requirements, reqs)
+                            .to_string()
+                    })
             },
             self.options.strict_min_values,
             true,

@@ -489,11 +489,9 @@ impl Topology {
                 .flatten()
             {
                 let group = self.group_for_term(pod.namespace(), GroupKind::AntiAffinity, term);
-                let hosts = &self.hosts;
+                let (hosts, universe) = (&self.hosts, &self.universe);
                 let i = Self::intern(&mut self.inverse, &mut self.inverse_index, group, |g| {
-                    if g.key == HOSTNAME_LABEL {
-                        hosts.iter().for_each(|h| g.register(h));
-                    }
+                    register_known_domains(g, universe, hosts)
                 });
                 if !self.inverse_owned[pod.id].contains(&i) {
                     self.inverse_owned[pod.id].push(i);
@@ -505,10 +503,8 @@ impl Topology {
             let universe = &self.universe;
             let hosts = &self.hosts;
             let i = Self::intern(&mut self.groups, &mut self.group_index, group, |g| {
-                count_domains(g, universe, nodes);
-                if g.key == HOSTNAME_LABEL {
-                    hosts.iter().for_each(|h| g.register(h));
-                }
+                register_known_domains(g, universe, hosts);
+                count_domains(g, nodes);
             });
             if !self.owned[pod.id].contains(&i) {
                 self.owned[pod.id].push(i);
@@ -723,7 +719,10 @@ impl Topology {
             .flatten()
         {
             let group = self.group_for_term(&namespace, GroupKind::AntiAffinity, term);
-            let i = Self::intern(&mut self.inverse, &mut self.inverse_index, group, |_| {});
+            let (hosts, universe) = (&self.hosts, &self.universe);
+            let i = Self::intern(&mut self.inverse, &mut self.inverse_index, group, |g| {
+                register_known_domains(g, universe, hosts)
+            });
             let domain = node_labels
                 .get(&term.topology_key)
                 .cloned()
@@ -971,15 +970,23 @@ fn is_terminal(pod: &Pod) -> bool {
     matches!(phase, Some("Succeeded" | "Failed")) || pod.metadata.deletion_timestamp.is_some()
 }
 
-/// Registers a new group's domains and counts the matching pods already on existing nodes.
-fn count_domains(
+/// Makes a new group aware of every domain a NodePool can produce and of the NodeClaims
+/// opened so far (their hostnames).
+fn register_known_domains(
     group: &mut TopologyGroup,
     universe: &HashMap<String, BTreeSet<String>>,
-    nodes: &[KnownNode],
+    hosts: &[String],
 ) {
     for domain in universe.get(&group.key).into_iter().flatten() {
         group.register(domain);
     }
+    if group.key == HOSTNAME_LABEL {
+        hosts.iter().for_each(|h| group.register(h));
+    }
+}
+
+/// Counts the pods a new group selects on existing nodes, by the nodes' domains.
+fn count_domains(group: &mut TopologyGroup, nodes: &[KnownNode]) {
     for KnownNode {
         name,
         requirements,
