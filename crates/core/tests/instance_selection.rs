@@ -65,8 +65,9 @@ fn oracle(types: &[InstanceType], constraints: &[(&str, &str)]) -> Option<f64> {
 #[test]
 fn cheapest_instance_that_fits_the_constraints() {
     let types = fake::instance_types_assorted();
-    // (where the constraint is set: NodePool or pod, constraints)
-    let cases: Vec<(&str, bool, Vec<(&str, &str)>)> = vec![
+    // (name, whether the NodePool or the pod sets the constraints, constraints)
+    type Case<'a> = (&'a str, bool, Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case<'_>> = vec![
         ("no constraints", false, vec![]),
         ("pod arch amd64", false, vec![(ARCH, "amd64")]),
         ("pod arch arm64", false, vec![(ARCH, "arm64")]),
