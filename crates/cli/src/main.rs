@@ -67,8 +67,11 @@ enum Bench {
         #[arg(long, default_value_t = 42)]
         seed: u64,
         /// Use upstream's pod dump (pods-N.csv) instead of generating pods.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "preferences")]
         pods_csv: Option<PathBuf>,
+        /// Run upstream's preference workload (every pod relaxes its preferences) instead.
+        #[arg(long)]
+        preferences: bool,
     },
 }
 
@@ -100,6 +103,7 @@ fn main() -> anyhow::Result<ExitCode> {
                     instance_types,
                     seed,
                     pods_csv,
+                    preferences,
                 },
         } => {
             let options = commands::bench::SchedulingBench {
@@ -107,6 +111,7 @@ fn main() -> anyhow::Result<ExitCode> {
                 instance_types,
                 seed,
                 pods_csv,
+                preferences,
             };
             for line in commands::bench::scheduling(&options)? {
                 println!("{line}");

@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec,
-    ResourceRequirements, TopologySpreadConstraint,
+    Affinity, Container, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinity,
+    PodAffinityTerm, PodAntiAffinity, PodSpec, PreferredSchedulingTerm, ResourceRequirements,
+    TopologySpreadConstraint, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -225,6 +226,71 @@ pub fn pod(index: usize, row: &PodSpecRow) -> Pod {
     }
 }
 
+/// Upstream's preference workload (`makePreferencePods`): every pod `app: nginx`, one size for
+/// the whole batch, preferring zone 1 (weight 1), and preferring to avoid each other by zone
+/// (weight 10, unsatisfiable after three pods) and by node (weight 1).
+pub fn preference_pods(count: usize, seed: u64) -> Vec<Pod> {
+    let mut rng = Rng(seed);
+    let (cpu, memory) = (rng.pick(&CPU_MILLI), rng.pick(&MEMORY_MI));
+    let nginx = || selector("app", "nginx");
+    (0..count)
+        .map(|i| {
+            let mut pod = pod(
+                i,
+                &PodSpecRow {
+                    kind: PodKind::Generic,
+                    label: String::new(),
+                    selector: String::new(),
+                    cpu_milli: cpu,
+                    memory_mi: memory,
+                },
+            );
+            let labels = pod.metadata.labels.get_or_insert_with(Default::default);
+            labels.remove("my-label");
+            labels.insert("app".into(), "nginx".into());
+            let anti = |weight, key: &str| WeightedPodAffinityTerm {
+                weight,
+                pod_affinity_term: PodAffinityTerm {
+                    label_selector: Some(nginx()),
+                    topology_key: key.into(),
+                    ..Default::default()
+                },
+            };
+            let zone_1 = NodeSelectorTerm {
+                match_expressions: Some(vec![NodeSelectorRequirement {
+                    key: ZONE_LABEL.into(),
+                    operator: "In".into(),
+                    values: Some(vec!["test-zone-1".into()]),
+                }]),
+                ..Default::default()
+            };
+            pod.spec
+                .as_mut()
+                .expect("benchmark pods have a spec")
+                .affinity = Some(Affinity {
+                node_affinity: Some(NodeAffinity {
+                    preferred_during_scheduling_ignored_during_execution: Some(vec![
+                        PreferredSchedulingTerm {
+                            weight: 1,
+                            preference: zone_1,
+                        },
+                    ]),
+                    ..Default::default()
+                }),
+                pod_anti_affinity: Some(PodAntiAffinity {
+                    preferred_during_scheduling_ignored_during_execution: Some(vec![
+                        anti(10, ZONE_LABEL),
+                        anti(1, HOSTNAME_LABEL),
+                    ]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            pod
+        })
+        .collect()
+}
+
 /// The benchmark's NodePool: no requirements, limits far above anything used.
 pub fn node_pool(instance_types: usize) -> NodePoolInput {
     let mut np = NodePool::default();
@@ -253,5 +319,70 @@ pub fn node_pool(instance_types: usize) -> NodePoolInput {
     NodePoolInput {
         node_pool: np,
         instance_types: types,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provisioning::scheduling::{Scheduler, SchedulerOptions};
+
+    fn solve(pods: &[Pod]) -> crate::provisioning::scheduling::Results {
+        Scheduler::new(&[node_pool(400)], &[], &[], SchedulerOptions::default())
+            .solve(pods, &|| false)
+    }
+
+    /// Whatever the draw, the anti-affinity fifth forces one node per pod and everything else
+    /// packs around them: upstream's NodeClaim count is `pods / 5`.
+    #[test]
+    fn diverse_workload_needs_a_node_per_anti_affinity_pod() {
+        for (count, seed) in [(50, 1), (250, 42), (500, 7)] {
+            let pods: Vec<Pod> = diverse_rows(count, seed)
+                .iter()
+                .enumerate()
+                .map(|(i, r)| pod(i, r))
+                .collect();
+            let results = solve(&pods);
+            assert!(
+                results.pod_errors.is_empty(),
+                "{:?}",
+                results.pod_errors.values().next()
+            );
+            assert_eq!(
+                results.new_node_claims.len(),
+                count / 5,
+                "count {count} seed {seed}"
+            );
+            assert_eq!(results.pods_scheduled(), count);
+        }
+    }
+
+    /// Upstream's preference benchmark result: one node per pod, all in zone 1.
+    #[test]
+    fn preference_workload_gives_a_node_per_pod_in_zone_1() {
+        let results = solve(&preference_pods(60, 42));
+        assert_eq!(results.new_node_claims.len(), 60);
+        assert!(results.new_node_claims.iter().all(|c| {
+            c.requirements
+                .get(ZONE_LABEL)
+                .is_some_and(|z| z.values().eq(["test-zone-1"]))
+        }));
+    }
+
+    #[test]
+    fn reads_upstreams_dump_format() {
+        let csv = "index,kind,label_key,label_value,selector_key,selector_value,cpu_milli,memory_mi\n0,generic,my-label,f,,,500,512\n1,topology-spread/topology.kubernetes.io/zone,my-label,d,my-label,e,1500,4096\n";
+        let rows = rows_from_csv(csv).unwrap();
+        assert_eq!(
+            rows[1],
+            PodSpecRow {
+                kind: PodKind::ZonalSpread,
+                label: "d".into(),
+                selector: "e".into(),
+                cpu_milli: 1500,
+                memory_mi: 4096
+            }
+        );
+        assert!(rows_from_csv("header\n0,unknown,a,b,c,d,1,2\n").is_err());
     }
 }

@@ -950,3 +950,31 @@ fn unschedulable_pods_say_why() {
     .provision(&[pod().build()]);
     assert_eq!(o.results.pod_errors[&0], "no nodepools found");
 }
+
+#[test]
+fn an_interrupted_solve_returns_partial_results() {
+    use std::cell::Cell;
+    let pods = pod().cpu("1").times(20);
+    let polls = Cell::new(0);
+    let pools = vec![karpenter_core::provisioning::scheduling::NodePoolInput {
+        node_pool: node_pool("default").0,
+        instance_types: arc(fake::instance_types(8)),
+    }];
+    let mut scheduler = karpenter_core::provisioning::scheduling::Scheduler::new(
+        &pools,
+        &[],
+        &[],
+        Default::default(),
+    );
+    // The budget runs out after five pods.
+    let results = scheduler.solve(&pods, &|| {
+        polls.set(polls.get() + 1);
+        polls.get() > 5
+    });
+    assert!(results.interrupted);
+    assert_eq!(results.pods_scheduled(), 5);
+    assert!(
+        !results.new_node_claims.is_empty(),
+        "what was decided is kept"
+    );
+}

@@ -17,24 +17,29 @@ pub struct SchedulingBench {
     pub seed: u64,
     /// Upstream's pod dump to use instead of the generator.
     pub pods_csv: Option<PathBuf>,
+    /// Upstream's preference workload instead of the diverse mix.
+    pub preferences: bool,
 }
 
 /// Runs upstream's scheduling benchmark shape once and returns the report lines; the last is
 /// `scheduling pods=N scheduled=S nodes=M seconds=T pods_per_sec=R`.
 pub fn scheduling(options: &SchedulingBench) -> anyhow::Result<Vec<String>> {
-    let rows: Vec<PodSpecRow> = match &options.pods_csv {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            benchmark::rows_from_csv(&text).map_err(anyhow::Error::msg)?
-        }
-        None => benchmark::diverse_rows(options.pods, options.seed),
+    let pods = if options.preferences {
+        benchmark::preference_pods(options.pods, options.seed)
+    } else {
+        let rows: Vec<PodSpecRow> = match &options.pods_csv {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                benchmark::rows_from_csv(&text).map_err(anyhow::Error::msg)?
+            }
+            None => benchmark::diverse_rows(options.pods, options.seed),
+        };
+        rows.iter()
+            .enumerate()
+            .map(|(i, r)| benchmark::pod(i, r))
+            .collect()
     };
-    let pods: Vec<_> = rows
-        .iter()
-        .enumerate()
-        .map(|(i, r)| benchmark::pod(i, r))
-        .collect();
     let pool = benchmark::node_pool(options.instance_types);
     // As upstream, only the solve is timed; building the scheduler is not.
     let mut scheduler = Scheduler::new(
