@@ -318,7 +318,8 @@ impl Scheduler {
     pub fn solve(&mut self, pods: &[Pod], interrupt: &dyn Fn() -> bool) -> Results {
         let mut results = Results::default();
         let respect = self.options.respect_preferences;
-        let mut working: Vec<Pod> = pods.to_vec();
+        // Pods are copied only when a preference is relaxed; the rest are read in place.
+        let mut relaxed: HashMap<usize, Pod> = HashMap::new();
         let mut data: Vec<Option<PodData>> = Vec::with_capacity(pods.len());
         for (i, pod) in pods.iter().enumerate() {
             match pod_data_or_error(pod, respect) {
@@ -348,7 +349,7 @@ impl Scheduler {
         for &i in &queue {
             self.topology.update(PodRef {
                 id: i,
-                pod: &working[i],
+                pod: &pods[i],
             });
         }
         let mut pushed_at: HashMap<usize, usize> = HashMap::new();
@@ -363,7 +364,8 @@ impl Scheduler {
             queue.pop_front();
             match self.try_schedule(
                 i,
-                &mut working[i],
+                pods,
+                &mut relaxed,
                 data[i].as_mut().expect("queued pods have data"),
                 &mut results,
             ) {
@@ -373,14 +375,15 @@ impl Scheduler {
                 Err(e) => {
                     results.pod_errors.insert(i, e);
                     // Retry later from the original pod: another placement may make room.
-                    working[i] = pods[i].clone();
-                    if let Ok(d) = PodData::new(&working[i], respect) {
-                        data[i] = Some(d);
+                    if relaxed.remove(&i).is_some() {
+                        if let Ok(d) = PodData::new(&pods[i], respect) {
+                            data[i] = Some(d);
+                        }
+                        self.topology.update(PodRef {
+                            id: i,
+                            pod: &pods[i],
+                        });
                     }
-                    self.topology.update(PodRef {
-                        id: i,
-                        pod: &working[i],
-                    });
                     queue.push_back(i);
                     pushed_at.insert(i, queue.len());
                 }
@@ -393,15 +396,17 @@ impl Scheduler {
     fn try_schedule(
         &mut self,
         id: usize,
-        pod: &mut Pod,
+        pods: &[Pod],
+        relaxed: &mut HashMap<usize, Pod>,
         data: &mut PodData,
         results: &mut Results,
     ) -> Result<(), String> {
         loop {
-            let err = match self.add(id, pod, data, results) {
+            let err = match self.add(id, relaxed.get(&id).unwrap_or(&pods[id]), data, results) {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
             };
+            let pod = relaxed.entry(id).or_insert_with(|| pods[id].clone());
             if preferences::relax(pod, self.prefer_no_schedule_taints).is_none() {
                 return Err(err);
             }
