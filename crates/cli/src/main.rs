@@ -1,7 +1,6 @@
 //! `karpenter-rs`: a Kubernetes node autoscaler, drop-in for Karpenter.
 
 mod commands;
-mod manifest;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,6 +20,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Simulate a scenario (or the built-in one) against an in-memory cluster: what karpenter
+    /// would launch, when, and what it would cost. Exit 1 when an expectation fails.
+    Simulate {
+        /// The scenario file; the built-in `cpu-burst` scenario when omitted.
+        scenario: Option<PathBuf>,
+        /// The instance-type catalog (overrides the scenario's).
+        #[arg(long)]
+        catalog: Option<String>,
+        /// Report format.
+        #[arg(long, value_enum, default_value_t = commands::simulate::Output::Text)]
+        output: commands::simulate::Output,
+    },
     /// Print the CustomResourceDefinitions (NodePool, NodeClaim, KWOKNodeClass) as YAML.
     Crds {
         /// Write one file per CRD into this directory instead of printing.
@@ -115,6 +126,27 @@ fn main() -> anyhow::Result<ExitCode> {
             };
             for line in commands::bench::scheduling(&options)? {
                 println!("{line}");
+            }
+        }
+        Command::Simulate {
+            scenario,
+            catalog,
+            output,
+        } => {
+            use std::io::IsTerminal;
+            let report = commands::simulate::run(
+                scenario.as_deref(),
+                catalog.as_deref(),
+                std::io::stderr().is_terminal(),
+            )?;
+            match output {
+                commands::simulate::Output::Text => print!("{}", report.to_text()),
+                commands::simulate::Output::Json => {
+                    println!("{}", serde_json::to_string_pretty(&report)?)
+                }
+            }
+            if !report.failures.is_empty() {
+                return Ok(ExitCode::from(1));
             }
         }
         Command::Convert { files, nodeclass } => {

@@ -3,4 +3,5 @@
 pub mod bench;
 pub mod convert;
 pub mod crds;
+pub mod simulate;
 pub mod validate;

@@ -1,0 +1,55 @@
+//! `karpenter-rs simulate`: runs a scenario against an in-memory cluster and reports.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use karpenter_sim::engine::Simulation;
+use karpenter_sim::report::Report;
+use karpenter_sim::{catalog, scenario};
+
+/// Report formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// Tables and a timeline for people.
+    Text,
+    /// The full report as JSON.
+    Json,
+}
+
+/// Runs `file` (or the built-in scenario) and returns the report.
+pub fn run(
+    file: Option<&Path>,
+    catalog_name: Option<&str>,
+    show_progress: bool,
+) -> anyhow::Result<Report> {
+    let scenario = match file {
+        Some(path) => scenario::load(path)?,
+        None => scenario::built_in(),
+    };
+    let name = catalog_name
+        .or(scenario.spec.catalog.as_deref())
+        .unwrap_or("kwok");
+    let catalog = catalog::load(name).context("choosing the catalog")?;
+    let mut last = 0usize;
+    let mut progress = |fraction: f64| {
+        if !show_progress {
+            return;
+        }
+        let bar = (fraction * 40.0) as usize;
+        if bar != last || fraction >= 1.0 {
+            last = bar;
+            eprint!(
+                "\r[{}{}] {:>3.0}%",
+                "#".repeat(bar),
+                " ".repeat(40 - bar.min(40)),
+                fraction * 100.0
+            );
+            if fraction >= 1.0 {
+                eprintln!();
+            }
+            let _ = std::io::stderr().flush();
+        }
+    };
+    Ok(Simulation::new(&scenario, catalog).run(&mut progress))
+}

@@ -1,0 +1,1005 @@
+//! The simulation: an in-memory cluster on a virtual clock, driven by the same provisioning
+//! decisions the controller makes.
+//!
+//! Every second of virtual time: due steps apply; workload controllers create and delete pods;
+//! a kube-scheduler stand-in binds pending pods to Ready nodes (with the core's predicates) and
+//! marks the rest unschedulable; the provisioner, batching like upstream (1 s idle, 10 s at
+//! most), runs the scheduling simulation and launches NodeClaims; launched nodes become Ready
+//! after the launch and registration delays; cost accrues per second.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use karpenter_api::NodePool;
+use karpenter_api::duration::parse_go_duration;
+use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, NODE_POOL_LABEL, ZONE_LABEL};
+use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::provisioning::scheduling::{
+    ExistingNodeInput, NodePoolInput, Scheduler, SchedulerOptions,
+};
+use karpenter_core::resources::{Resources, pod_requests};
+use karpenter_core::scheduling::Requirements;
+
+use crate::catalog::Catalog;
+use crate::report::{Event, LaunchedNodeClaim, Report, Sample, Summary};
+use crate::scenario::{
+    Action, Expectation, Interrupt, Object, RUN_FOR_ANNOTATION, Scale, Scenario,
+};
+
+/// Upstream's batching: wait this long after the last new pending pod…
+const BATCH_IDLE_SECONDS: u64 = 1;
+/// …but no longer than this after the first.
+const BATCH_MAX_SECONDS: u64 = 10;
+
+/// A pod's owner.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct OwnerKey {
+    kind: String,
+    namespace: String,
+    name: String,
+}
+
+#[derive(Clone, Debug)]
+struct SimPod {
+    pod: Pod,
+    owner: Option<OwnerKey>,
+    created_at: u64,
+    bound_at: Option<u64>,
+    node: Option<usize>,
+    /// When a Job's pod completes.
+    run_for: Option<u64>,
+    done: bool,
+}
+
+#[derive(Clone, Debug)]
+struct SimNode {
+    name: String,
+    labels: BTreeMap<String, String>,
+    taints: Vec<Taint>,
+    allocatable: Resources,
+    capacity: Resources,
+    instance_type: String,
+    capacity_type: String,
+    zone: String,
+    price: f64,
+    node_pool: Option<String>,
+    launched_at: u64,
+    ready_at: u64,
+    terminated_at: Option<u64>,
+    reason: &'static str,
+}
+
+impl SimNode {
+    fn alive(&self) -> bool {
+        self.terminated_at.is_none()
+    }
+
+    fn ready(&self, now: u64) -> bool {
+        self.alive() && self.ready_at <= now
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Workload {
+    replicas: i32,
+    template: PodTemplateSpec,
+    /// Jobs: how many completions are wanted and how long each pod runs.
+    completions: Option<i32>,
+    run_for: Option<u64>,
+    succeeded: i32,
+    created: u64,
+}
+
+/// Timing of the simulated cloud.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    /// From NodeClaim creation to a running instance.
+    pub launch_delay: u64,
+    /// From a running instance to a Ready node.
+    pub registration_delay: u64,
+}
+
+/// A running simulation.
+pub struct Simulation {
+    name: String,
+    now: u64,
+    end: u64,
+    timing: Timing,
+    catalog: Catalog,
+    pools: BTreeMap<String, NodePool>,
+    workloads: BTreeMap<OwnerKey, Workload>,
+    daemonsets: BTreeMap<OwnerKey, PodTemplateSpec>,
+    pods: Vec<SimPod>,
+    nodes: Vec<SimNode>,
+    steps: Vec<(u64, Action)>,
+    next_step: usize,
+    expectations: Vec<Expectation>,
+    batch_started: Option<u64>,
+    batch_last_change: u64,
+    batch_size: usize,
+    cost_total: f64,
+    lower_bound_total: f64,
+    samples: Vec<Sample>,
+    events: Vec<Event>,
+    failures: Vec<String>,
+    sample_every: u64,
+    /// The last demand the lower bound was computed for, and the bound.
+    bound_cache: std::cell::Cell<Option<((f64, f64), f64)>>,
+}
+
+fn key_of(kind: &str, meta: &ObjectMeta) -> OwnerKey {
+    OwnerKey {
+        kind: kind.into(),
+        namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
+        name: meta.name.clone().unwrap_or_default(),
+    }
+}
+
+fn is_ready(pod: &SimPod) -> bool {
+    pod.bound_at.is_some() && !pod.done
+}
+
+impl Simulation {
+    /// Prepares a scenario to run on `catalog`.
+    pub fn new(scenario: &Scenario, catalog: Catalog) -> Self {
+        let spec = &scenario.spec;
+        let timing = Timing {
+            launch_delay: spec.launch_delay.map_or(20, |s| s.0),
+            registration_delay: spec.registration_delay.map_or(30, |s| s.0),
+        };
+        let mut sim = Self {
+            name: scenario.name.clone(),
+            now: 0,
+            end: spec.duration.0,
+            timing,
+            catalog,
+            pools: BTreeMap::new(),
+            workloads: BTreeMap::new(),
+            daemonsets: BTreeMap::new(),
+            pods: Vec::new(),
+            nodes: Vec::new(),
+            steps: scenario.steps.clone(),
+            next_step: 0,
+            expectations: spec.expect.clone(),
+            batch_started: None,
+            batch_last_change: 0,
+            batch_size: 0,
+            cost_total: 0.0,
+            lower_bound_total: 0.0,
+            samples: Vec::new(),
+            events: Vec::new(),
+            failures: Vec::new(),
+            sample_every: (spec.duration.0 / 360).max(10),
+            bound_cache: std::cell::Cell::new(None),
+        };
+        for object in &scenario.objects {
+            sim.apply(object.clone());
+        }
+        sim
+    }
+
+    fn event(&mut self, kind: &'static str, message: String) {
+        self.events.push(Event {
+            t_s: self.now,
+            kind: kind.into(),
+            message,
+        });
+    }
+
+    fn apply(&mut self, object: Object) {
+        match object {
+            Object::NodePool(np) => {
+                self.bound_cache.set(None);
+                let name = np.name().to_string();
+                self.event("Applied", format!("nodepool/{name}"));
+                self.pools.insert(name, *np);
+            }
+            Object::NodeClass(_) | Object::PodDisruptionBudget(_) => {}
+            Object::Deployment(d) => {
+                let spec = d.spec.unwrap_or_default();
+                self.add_workload(
+                    key_of("Deployment", &d.metadata),
+                    spec.replicas.unwrap_or(1),
+                    spec.template,
+                    None,
+                    None,
+                );
+            }
+            Object::ReplicaSet(r) => {
+                let spec = r.spec.unwrap_or_default();
+                self.add_workload(
+                    key_of("ReplicaSet", &r.metadata),
+                    spec.replicas.unwrap_or(1),
+                    spec.template.unwrap_or_default(),
+                    None,
+                    None,
+                );
+            }
+            Object::StatefulSet(s) => {
+                let spec = s.spec.unwrap_or_default();
+                self.add_workload(
+                    key_of("StatefulSet", &s.metadata),
+                    spec.replicas.unwrap_or(1),
+                    spec.template,
+                    None,
+                    None,
+                );
+            }
+            Object::Job(j) => {
+                let run_for = j
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(RUN_FOR_ANNOTATION))
+                    .and_then(|d| parse_go_duration(d).ok())
+                    .map_or(60, |d| d.as_secs());
+                let spec = j.spec.unwrap_or_default();
+                let completions = spec.completions.unwrap_or(1);
+                self.add_workload(
+                    key_of("Job", &j.metadata),
+                    spec.parallelism.unwrap_or(1).min(completions),
+                    spec.template,
+                    Some(completions),
+                    Some(run_for),
+                );
+            }
+            Object::DaemonSet(d) => {
+                let key = key_of("DaemonSet", &d.metadata);
+                self.event(
+                    "Applied",
+                    format!("daemonset/{}/{}", key.namespace, key.name),
+                );
+                self.daemonsets
+                    .insert(key, d.spec.map(|s| s.template).unwrap_or_default());
+            }
+            Object::Pod(p) => {
+                let pod = *p;
+                self.pods.push(SimPod {
+                    pod,
+                    owner: None,
+                    created_at: self.now,
+                    bound_at: None,
+                    node: None,
+                    run_for: None,
+                    done: false,
+                });
+            }
+            Object::Node(n) => {
+                let status = n.status.clone().unwrap_or_default();
+                let read = |list: Option<
+                    &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+                >| {
+                    list.and_then(|l| Resources::from_list(l).ok())
+                        .unwrap_or_default()
+                };
+                let allocatable = read(status.allocatable.as_ref().or(status.capacity.as_ref()));
+                let labels = n.metadata.labels.clone().unwrap_or_default();
+                self.nodes.push(SimNode {
+                    name: n.metadata.name.clone().unwrap_or_default(),
+                    zone: labels.get(ZONE_LABEL).cloned().unwrap_or_default(),
+                    capacity_type: labels.get(CAPACITY_TYPE_LABEL).cloned().unwrap_or_default(),
+                    instance_type: labels
+                        .get("node.kubernetes.io/instance-type")
+                        .cloned()
+                        .unwrap_or_default(),
+                    labels,
+                    taints: n.spec.and_then(|s| s.taints).unwrap_or_default(),
+                    capacity: read(status.capacity.as_ref()),
+                    allocatable,
+                    price: 0.0,
+                    node_pool: None,
+                    launched_at: self.now,
+                    ready_at: self.now,
+                    terminated_at: None,
+                    reason: "existing",
+                });
+            }
+        }
+    }
+
+    fn add_workload(
+        &mut self,
+        key: OwnerKey,
+        replicas: i32,
+        template: PodTemplateSpec,
+        completions: Option<i32>,
+        run_for: Option<u64>,
+    ) {
+        self.event(
+            "Applied",
+            format!("{}/{}/{}", key.kind.to_lowercase(), key.namespace, key.name),
+        );
+        let created = self.workloads.get(&key).map_or(0, |w| w.created);
+        self.workloads.insert(
+            key,
+            Workload {
+                replicas,
+                template,
+                completions,
+                run_for,
+                succeeded: 0,
+                created,
+            },
+        );
+    }
+
+    fn run_step(&mut self, action: Action) {
+        match action {
+            Action::Scale(Scale {
+                kind,
+                name,
+                namespace,
+                replicas,
+            }) => {
+                let key = OwnerKey {
+                    kind,
+                    namespace: namespace.unwrap_or_else(|| "default".into()),
+                    name,
+                };
+                match self.workloads.get_mut(&key) {
+                    Some(w) => {
+                        self.events.push(Event {
+                            t_s: self.now,
+                            kind: "Scaled".into(),
+                            message: format!(
+                                "{}/{}/{} {} → {replicas}",
+                                key.kind.to_lowercase(),
+                                key.namespace,
+                                key.name,
+                                w.replicas
+                            ),
+                        });
+                        w.replicas = replicas;
+                    }
+                    None => self.failures.push(format!(
+                        "t={}s: scale: no {} {}/{}",
+                        self.now, key.kind, key.namespace, key.name
+                    )),
+                }
+            }
+            Action::Apply(objects) => objects.into_iter().for_each(|o| self.apply(o)),
+            Action::Delete(r) => {
+                let namespace = r.namespace.unwrap_or_else(|| "default".into());
+                match r.kind.as_str() {
+                    "NodePool" => {
+                        self.pools.remove(&r.name);
+                    }
+                    "Pod" => {
+                        for p in self.pods.iter_mut().filter(|p| {
+                            !p.done
+                                && p.pod.metadata.name.as_deref() == Some(&r.name)
+                                && p.pod.metadata.namespace.as_deref().unwrap_or("default")
+                                    == namespace
+                        }) {
+                            p.done = true;
+                        }
+                    }
+                    "DaemonSet" => {
+                        self.daemonsets.remove(&OwnerKey {
+                            kind: r.kind.clone(),
+                            namespace: namespace.clone(),
+                            name: r.name.clone(),
+                        });
+                    }
+                    kind => {
+                        let key = OwnerKey {
+                            kind: kind.into(),
+                            namespace,
+                            name: r.name.clone(),
+                        };
+                        self.workloads.remove(&key);
+                        for p in self
+                            .pods
+                            .iter_mut()
+                            .filter(|p| p.owner.as_ref() == Some(&key))
+                        {
+                            p.done = true;
+                        }
+                    }
+                }
+                self.event("Deleted", format!("{}/{}", r.kind.to_lowercase(), r.name));
+            }
+            Action::Interrupt(i) => self.interrupt(i),
+        }
+    }
+
+    fn interrupt(&mut self, i: Interrupt) {
+        let capacity_type = i.capacity_type.unwrap_or_else(|| "spot".into());
+        let mut victims: Vec<usize> = (0..self.nodes.len())
+            .filter(|&n| self.nodes[n].alive() && self.nodes[n].reason != "existing")
+            .filter(|&n| match &i.node {
+                Some(name) => &self.nodes[n].name == name,
+                None => self.nodes[n].capacity_type == capacity_type,
+            })
+            .collect();
+        victims.truncate(i.count.unwrap_or(1));
+        if victims.is_empty() {
+            self.failures
+                .push(format!("t={}s: interrupt: no matching node", self.now));
+        }
+        for n in victims {
+            self.terminate(n, "Interrupted");
+        }
+    }
+
+    fn terminate(&mut self, n: usize, why: &'static str) {
+        self.nodes[n].terminated_at = Some(self.now);
+        let name = self.nodes[n].name.clone();
+        // Pods on it are gone; their controllers make new ones.
+        for p in self
+            .pods
+            .iter_mut()
+            .filter(|p| p.node == Some(n) && !p.done)
+        {
+            p.done = true;
+        }
+        self.event(why, format!("node/{name}"));
+    }
+
+    fn reconcile_workloads(&mut self) {
+        let keys: Vec<OwnerKey> = self.workloads.keys().cloned().collect();
+        for key in keys {
+            let active: Vec<usize> = (0..self.pods.len())
+                .filter(|&p| !self.pods[p].done && self.pods[p].owner.as_ref() == Some(&key))
+                .collect();
+            let w = &self.workloads[&key];
+            let want = match w.completions {
+                Some(total) => w.replicas.min(total - w.succeeded).max(0),
+                None => w.replicas,
+            } as usize;
+            if active.len() < want {
+                for _ in active.len()..want {
+                    let w = self.workloads.get_mut(&key).expect("the workload exists");
+                    w.created += 1;
+                    let serial = w.created;
+                    let mut pod = Pod {
+                        metadata: w.template.metadata.clone().unwrap_or_default(),
+                        spec: w.template.spec.clone(),
+                        status: None,
+                    };
+                    pod.metadata.name = Some(format!("{}-{serial}", key.name));
+                    pod.metadata.namespace = Some(key.namespace.clone());
+                    pod.metadata.owner_references = Some(vec![OwnerReference {
+                        api_version: "apps/v1".into(),
+                        kind: key.kind.clone(),
+                        name: key.name.clone(),
+                        uid: key.name.clone(),
+                        ..Default::default()
+                    }]);
+                    let run_for = w.run_for;
+                    self.pods.push(SimPod {
+                        pod,
+                        owner: Some(key.clone()),
+                        created_at: self.now,
+                        bound_at: None,
+                        node: None,
+                        run_for,
+                        done: false,
+                    });
+                }
+            } else if active.len() > want {
+                // Scale down as a ReplicaSet does: unscheduled pods first, then the newest.
+                let mut victims = active.clone();
+                victims.sort_by_key(|&p| {
+                    (
+                        self.pods[p].bound_at.is_some(),
+                        std::cmp::Reverse(self.pods[p].created_at),
+                        std::cmp::Reverse(p),
+                    )
+                });
+                for &p in victims.iter().take(active.len() - want) {
+                    self.pods[p].done = true;
+                }
+            }
+        }
+        // Jobs: pods that ran their time succeed.
+        for p in 0..self.pods.len() {
+            let pod = &self.pods[p];
+            if let (Some(bound), Some(run_for), false) = (pod.bound_at, pod.run_for, pod.done)
+                && self.now >= bound + run_for
+            {
+                self.pods[p].done = true;
+                if let Some(w) = self.pods[p]
+                    .owner
+                    .clone()
+                    .and_then(|k| self.workloads.get_mut(&k))
+                {
+                    w.succeeded += 1;
+                }
+            }
+        }
+    }
+
+    /// DaemonSet pods go straight to every Ready node they tolerate and match.
+    fn reconcile_daemonsets(&mut self) {
+        for (key, template) in self.daemonsets.clone() {
+            let pod = Pod {
+                metadata: template.metadata.clone().unwrap_or_default(),
+                spec: template.spec.clone(),
+                status: None,
+            };
+            let tolerations = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.tolerations.clone())
+                .unwrap_or_default();
+            let selector = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_selector.clone())
+                .unwrap_or_default();
+            for n in 0..self.nodes.len() {
+                let node = &self.nodes[n];
+                if !node.ready(self.now)
+                    || karpenter_core::scheduling::taints::first_untolerated(
+                        &node.taints,
+                        &tolerations,
+                    )
+                    .is_some()
+                    || selector.iter().any(|(k, v)| node.labels.get(k) != Some(v))
+                {
+                    continue;
+                }
+                let has = self
+                    .pods
+                    .iter()
+                    .any(|p| !p.done && p.node == Some(n) && p.owner.as_ref() == Some(&key));
+                if !has {
+                    let mut pod = pod.clone();
+                    pod.metadata.name = Some(format!("{}-{}", key.name, node.name));
+                    pod.metadata.namespace = Some(key.namespace.clone());
+                    pod.metadata.owner_references = Some(vec![OwnerReference {
+                        api_version: "apps/v1".into(),
+                        kind: "DaemonSet".into(),
+                        name: key.name.clone(),
+                        uid: key.name.clone(),
+                        ..Default::default()
+                    }]);
+                    self.pods.push(SimPod {
+                        pod,
+                        owner: Some(key.clone()),
+                        created_at: self.now,
+                        bound_at: Some(self.now),
+                        node: Some(n),
+                        run_for: None,
+                        done: false,
+                    });
+                }
+            }
+        }
+    }
+
+    fn existing_inputs(&self, include_in_flight: bool) -> (Vec<ExistingNodeInput>, Vec<usize>) {
+        let mut inputs = Vec::new();
+        let mut index = Vec::new();
+        for (n, node) in self.nodes.iter().enumerate() {
+            if !node.alive() || (!include_in_flight && !node.ready(self.now)) {
+                continue;
+            }
+            let pods = self
+                .pods
+                .iter()
+                .filter(|p| !p.done && p.node == Some(n))
+                .map(|p| p.pod.clone())
+                .collect();
+            inputs.push(ExistingNodeInput {
+                name: node.name.clone(),
+                labels: node.labels.clone(),
+                taints: node.taints.clone(),
+                allocatable: node.allocatable.clone(),
+                capacity: node.capacity.clone(),
+                pods,
+                initialized: node.ready(self.now),
+                node_pool: node.node_pool.clone(),
+                ..Default::default()
+            });
+            index.push(n);
+        }
+        (inputs, index)
+    }
+
+    fn options(&self) -> SchedulerOptions {
+        SchedulerOptions {
+            provider_labels: self.catalog.provider_labels.clone(),
+            ..Default::default()
+        }
+    }
+
+    fn daemonset_pods(&self) -> Vec<Pod> {
+        self.daemonsets
+            .iter()
+            .map(|(key, t)| {
+                let mut pod = Pod {
+                    metadata: t.metadata.clone().unwrap_or_default(),
+                    spec: t.spec.clone(),
+                    status: None,
+                };
+                pod.metadata.owner_references = Some(vec![OwnerReference {
+                    kind: "DaemonSet".into(),
+                    name: key.name.clone(),
+                    ..Default::default()
+                }]);
+                pod
+            })
+            .collect()
+    }
+
+    /// The kube-scheduler stand-in: binds pending pods to Ready nodes where they fit.
+    fn bind_pending(&mut self) {
+        let pending: Vec<usize> = (0..self.pods.len())
+            .filter(|&p| !self.pods[p].done && self.pods[p].bound_at.is_none())
+            .collect();
+        if pending.is_empty() {
+            return;
+        }
+        let (existing, index) = self.existing_inputs(false);
+        if existing.is_empty() {
+            return;
+        }
+        let batch: Vec<Pod> = pending.iter().map(|&p| self.pods[p].pod.clone()).collect();
+        let results = Scheduler::new(&[], &existing, &[], self.options()).solve(&batch, &|| false);
+        for (name, placed) in results.existing_nodes {
+            let n = index[existing
+                .iter()
+                .position(|e| e.name == name)
+                .expect("placements name known nodes")];
+            for i in placed {
+                let p = pending[i];
+                self.pods[p].bound_at = Some(self.now);
+                self.pods[p].node = Some(n);
+            }
+        }
+    }
+
+    /// The provisioner: after a batch window, launches NodeClaims for unschedulable pods.
+    fn provision(&mut self) {
+        let pending: Vec<usize> = (0..self.pods.len())
+            .filter(|&p| !self.pods[p].done && self.pods[p].bound_at.is_none())
+            .collect();
+        if pending.is_empty() {
+            self.batch_started = None;
+            return;
+        }
+        if self.batch_started.is_none() || pending.len() != self.batch_size {
+            self.batch_started.get_or_insert(self.now);
+            self.batch_last_change = self.now;
+            self.batch_size = pending.len();
+        }
+        let started = self.batch_started.unwrap_or(self.now);
+        if self.now < self.batch_last_change + BATCH_IDLE_SECONDS
+            && self.now < started + BATCH_MAX_SECONDS
+        {
+            return;
+        }
+        self.batch_started = None;
+        let pools: Vec<NodePoolInput> = self
+            .pools
+            .values()
+            .map(|np| NodePoolInput {
+                node_pool: np.clone(),
+                instance_types: self.catalog.instance_types.clone(),
+            })
+            .collect();
+        let (existing, _) = self.existing_inputs(true);
+        let batch: Vec<Pod> = pending.iter().map(|&p| self.pods[p].pod.clone()).collect();
+        let results = Scheduler::new(&pools, &existing, &self.daemonset_pods(), self.options())
+            .solve(&batch, &|| false);
+        for claim in &results.new_node_claims {
+            let it: &Arc<InstanceType> = claim
+                .instance_types
+                .first()
+                .expect("a NodeClaim lists an instance type");
+            let Some(offering) = it
+                .compatible_offerings(&claim.requirements)
+                .min_by(|a, b| a.price.total_cmp(&b.price))
+            else {
+                continue;
+            };
+            let name = format!("{}-{}", claim.node_pool, self.nodes.len());
+            let mut labels = claim.labels.clone();
+            for r in it
+                .requirements
+                .iter()
+                .filter(|r| r.operator() == karpenter_api::Operator::In && r.values().len() == 1)
+            {
+                labels.insert(
+                    r.key().to_string(),
+                    r.values().next().unwrap_or_default().to_string(),
+                );
+            }
+            labels.insert(ZONE_LABEL.into(), offering.zone.clone());
+            labels.insert(CAPACITY_TYPE_LABEL.into(), offering.capacity_type.clone());
+            labels.insert(HOSTNAME_LABEL.into(), name.clone());
+            labels.insert(NODE_POOL_LABEL.into(), claim.node_pool.clone());
+            self.nodes.push(SimNode {
+                name: name.clone(),
+                labels,
+                taints: claim.taints.clone(),
+                allocatable: it.allocatable().clone(),
+                capacity: it.capacity.clone(),
+                instance_type: it.name.clone(),
+                capacity_type: offering.capacity_type.clone(),
+                zone: offering.zone.clone(),
+                price: offering.price,
+                node_pool: Some(claim.node_pool.clone()),
+                launched_at: self.now,
+                ready_at: self.now + self.timing.launch_delay + self.timing.registration_delay,
+                terminated_at: None,
+                reason: "provisioned",
+            });
+            self.event(
+                "Launched",
+                format!(
+                    "nodeclaim/{name} {} {} {} ${:.4}/h for {} pods",
+                    it.name,
+                    offering.capacity_type,
+                    offering.zone,
+                    offering.price,
+                    claim.pods.len()
+                ),
+            );
+        }
+        let unschedulable = results.pod_errors.len();
+        if unschedulable > 0 && results.new_node_claims.is_empty() {
+            let reason = results
+                .pod_errors
+                .values()
+                .next()
+                .cloned()
+                .unwrap_or_default();
+            let already = self
+                .events
+                .iter()
+                .rev()
+                .take(20)
+                .any(|e| e.kind == "FailedScheduling" && e.message.ends_with(&reason));
+            if !already {
+                self.event(
+                    "FailedScheduling",
+                    format!("{unschedulable} pods: {reason}"),
+                );
+            }
+        }
+    }
+
+    fn nodes_alive(&self) -> impl Iterator<Item = &SimNode> {
+        self.nodes.iter().filter(|n| n.alive())
+    }
+
+    fn cost_per_hour(&self) -> f64 {
+        // Adding 0.0 turns the empty sum's -0.0 into 0.0.
+        self.nodes_alive().map(|n| n.price).sum::<f64>() + 0.0
+    }
+
+    fn pending_count(&self) -> usize {
+        self.pods
+            .iter()
+            .filter(|p| !p.done && p.bound_at.is_none())
+            .count()
+    }
+
+    /// The cheapest cost per hour that could serve the active pods' CPU and memory if capacity
+    /// were divisible: a linear-programming lower bound over the catalog.
+    fn lower_bound_per_hour(&self) -> f64 {
+        let mut demand = Resources::new();
+        for p in self.pods.iter().filter(|p| !p.done) {
+            demand.add(&pod_requests(&p.pod).unwrap_or_default());
+        }
+        let demand = (demand.cpu as f64 / 1000.0, demand.memory as f64 / 1000.0);
+        if let Some((cached, bound)) = self.bound_cache.get()
+            && cached == demand
+        {
+            return bound;
+        }
+        let bound = crate::report::lp_lower_bound(demand.0, demand.1, &self.allowed_shapes());
+        self.bound_cache.set(Some((demand, bound)));
+        bound
+    }
+
+    /// The instance types the NodePools allow, each at its cheapest allowed offering.
+    fn allowed_shapes(&self) -> Vec<crate::report::Shape> {
+        let templates: Vec<Requirements> = self
+            .pools
+            .values()
+            .map(|np| {
+                let mut r = Requirements::from_node_claim(&np.spec.template.spec.requirements);
+                r.add_all(&Requirements::from_labels(
+                    &np.spec.template.metadata.labels,
+                ));
+                r
+            })
+            .collect();
+        crate::report::shapes(&self.catalog.instance_types, |it| {
+            templates
+                .iter()
+                .filter(|t| it.requirements.intersects(t).is_ok())
+                .flat_map(|t| it.compatible_offerings(t).map(|o| o.price))
+                .min_by(f64::total_cmp)
+        })
+    }
+
+    fn check(&mut self, e: &Expectation) {
+        let fail = |what: &str, value: f64, range: &crate::scenario::Range| {
+            if !range.contains(value) {
+                let bound = match (range.min, range.max) {
+                    (Some(a), Some(b)) => format!("between {a} and {b}"),
+                    (Some(a), None) => format!("at least {a}"),
+                    (None, Some(b)) => format!("at most {b}"),
+                    (None, None) => "anything".into(),
+                };
+                Some(format!(
+                    "t={}s: expected {what} {bound}, got {value}",
+                    self.now
+                ))
+            } else {
+                None
+            }
+        };
+        let checks = [
+            (
+                e.pending_pods.as_ref(),
+                "pending pods",
+                self.pending_count() as f64,
+            ),
+            (e.nodes.as_ref(), "nodes", self.nodes_alive().count() as f64),
+            (
+                e.cost_per_hour.as_ref(),
+                "cost per hour",
+                self.cost_per_hour(),
+            ),
+            (e.cost_total.as_ref(), "total cost", self.cost_total),
+        ];
+        let failures: Vec<String> = checks
+            .iter()
+            .filter_map(|(range, what, value)| range.and_then(|r| fail(what, *value, r)))
+            .collect();
+        for f in failures {
+            self.event("ExpectationFailed", f.clone());
+            self.failures.push(f);
+        }
+    }
+
+    fn sample(&mut self) {
+        self.samples.push(Sample {
+            t_s: self.now,
+            nodes: self.nodes_alive().count(),
+            pods_pending: self.pending_count(),
+            pods_running: self.pods.iter().filter(|p| is_ready(p)).count(),
+            cost_per_hour: self.cost_per_hour(),
+            lower_bound_per_hour: self.lower_bound_per_hour(),
+        });
+    }
+
+    /// Runs to the end and reports. `progress` is called with the fraction done.
+    pub fn run(mut self, progress: &mut dyn FnMut(f64)) -> Report {
+        let mut ready_reported = BTreeSet::new();
+        while self.now <= self.end {
+            while self.next_step < self.steps.len() && self.steps[self.next_step].0 <= self.now {
+                let action = self.steps[self.next_step].1.clone();
+                self.next_step += 1;
+                self.run_step(action);
+            }
+            for n in 0..self.nodes.len() {
+                if self.nodes[n].reason == "provisioned"
+                    && self.nodes[n].ready(self.now)
+                    && ready_reported.insert(n)
+                {
+                    let name = self.nodes[n].name.clone();
+                    self.event("Ready", format!("node/{name}"));
+                }
+            }
+            self.reconcile_workloads();
+            self.reconcile_daemonsets();
+            self.bind_pending();
+            self.provision();
+            let expectations: Vec<Expectation> = self
+                .expectations
+                .iter()
+                .filter(|e| e.at.is_some_and(|a| a.0 == self.now))
+                .cloned()
+                .collect();
+            for e in &expectations {
+                self.check(e);
+            }
+            if self.now % self.sample_every == 0 || self.now == self.end {
+                self.sample();
+                progress(self.now as f64 / self.end.max(1) as f64);
+            }
+            if let Some(last) = self.samples.last() {
+                self.lower_bound_total += last.lower_bound_per_hour / 3600.0;
+            }
+            if self.now == self.end {
+                break;
+            }
+            self.cost_total += self.cost_per_hour() / 3600.0;
+            self.now += 1;
+        }
+        let at_end: Vec<Expectation> = self
+            .expectations
+            .iter()
+            .filter(|e| e.at.is_none())
+            .cloned()
+            .collect();
+        for e in &at_end {
+            self.check(e);
+        }
+        self.report()
+    }
+
+    fn report(self) -> Report {
+        let mut waits: Vec<u64> = self
+            .pods
+            .iter()
+            .filter(|p| p.owner.as_ref().is_none_or(|o| o.kind != "DaemonSet"))
+            .filter_map(|p| p.bound_at.map(|b| b - p.created_at))
+            .collect();
+        waits.sort_unstable();
+        let percentile = |q: f64| -> f64 {
+            if waits.is_empty() {
+                return 0.0;
+            }
+            let i = ((waits.len() as f64 - 1.0) * q).round() as usize;
+            waits[i] as f64
+        };
+        let workload_pods: Vec<&SimPod> = self
+            .pods
+            .iter()
+            .filter(|p| p.owner.as_ref().is_none_or(|o| o.kind != "DaemonSet"))
+            .collect();
+        let summary = Summary {
+            pods_total: workload_pods.len(),
+            pods_scheduled: workload_pods
+                .iter()
+                .filter(|p| p.bound_at.is_some())
+                .count(),
+            pods_pending: workload_pods
+                .iter()
+                .filter(|p| !p.done && p.bound_at.is_none())
+                .count(),
+            nodes_launched: self
+                .nodes
+                .iter()
+                .filter(|n| n.reason == "provisioned")
+                .count(),
+            nodes_terminated: self
+                .nodes
+                .iter()
+                .filter(|n| n.terminated_at.is_some())
+                .count(),
+            cost_total: self.cost_total,
+            cost_lower_bound: self.lower_bound_total,
+            time_to_schedule_p50_s: percentile(0.5),
+            time_to_schedule_p95_s: percentile(0.95),
+            time_to_schedule_max_s: waits.last().copied().unwrap_or(0) as f64,
+        };
+        let nodeclaims = self
+            .nodes
+            .iter()
+            .filter(|n| n.reason == "provisioned")
+            .map(|n| LaunchedNodeClaim {
+                name: n.name.clone(),
+                nodepool: n.node_pool.clone().unwrap_or_default(),
+                instance_type: n.instance_type.clone(),
+                capacity_type: n.capacity_type.clone(),
+                zone: n.zone.clone(),
+                price_per_hour: n.price,
+                launched_at_s: n.launched_at,
+                terminated_at_s: n.terminated_at,
+                reason: n.reason.to_string(),
+            })
+            .collect();
+        Report {
+            scenario: self.name.clone(),
+            catalog: self.catalog.name.clone(),
+            duration_s: self.end,
+            summary,
+            nodeclaims,
+            timeline: self.samples,
+            disruptions: Vec::new(),
+            events: self.events,
+            failures: self.failures,
+        }
+    }
+}

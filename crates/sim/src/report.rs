@@ -1,0 +1,293 @@
+//! What a simulation reports: a summary, the NodeClaims launched, a timeline, events; as text
+//! for people and JSON for tools.
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use karpenter_core::cloudprovider::InstanceType;
+use serde::Serialize;
+
+/// Totals over the run.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Summary {
+    /// Workload pods created (DaemonSet pods excluded).
+    pub pods_total: usize,
+    /// Of those, how many were ever bound to a node.
+    pub pods_scheduled: usize,
+    /// Pods still waiting at the end.
+    pub pods_pending: usize,
+    /// NodeClaims launched.
+    pub nodes_launched: usize,
+    /// Nodes terminated.
+    pub nodes_terminated: usize,
+    /// What the nodes cost, in the catalog's currency.
+    pub cost_total: f64,
+    /// The least any autoscaler could have paid for the same demand (see `lp_lower_bound`).
+    pub cost_lower_bound: f64,
+    /// Median seconds from a pod's creation to its binding.
+    pub time_to_schedule_p50_s: f64,
+    /// 95th percentile of the same.
+    pub time_to_schedule_p95_s: f64,
+    /// The longest wait.
+    pub time_to_schedule_max_s: f64,
+}
+
+/// A NodeClaim the simulation launched.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LaunchedNodeClaim {
+    /// Its name.
+    pub name: String,
+    /// Its NodePool.
+    pub nodepool: String,
+    /// The instance type launched.
+    pub instance_type: String,
+    /// `spot` or `on-demand`.
+    pub capacity_type: String,
+    /// The zone.
+    pub zone: String,
+    /// Its price.
+    pub price_per_hour: f64,
+    /// When it was created.
+    pub launched_at_s: u64,
+    /// When it went away, if it did.
+    pub terminated_at_s: Option<u64>,
+    /// Why it was launched.
+    pub reason: String,
+}
+
+/// The cluster at one moment.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Sample {
+    /// Seconds from the start.
+    pub t_s: u64,
+    /// Nodes (launched and not terminated).
+    pub nodes: usize,
+    /// Pods waiting for a node.
+    pub pods_pending: usize,
+    /// Pods bound and running.
+    pub pods_running: usize,
+    /// What the nodes cost per hour.
+    pub cost_per_hour: f64,
+    /// The linear-programming lower bound for the demand at that moment.
+    pub lower_bound_per_hour: f64,
+}
+
+/// Something that happened.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Event {
+    /// Seconds from the start.
+    pub t_s: u64,
+    /// What kind (`Launched`, `Ready`, `Scaled`, `Interrupted`, `FailedScheduling`, …).
+    pub kind: String,
+    /// Details.
+    pub message: String,
+}
+
+/// The outcome of a simulation.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Report {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The catalog used.
+    pub catalog: String,
+    /// Simulated seconds.
+    pub duration_s: u64,
+    /// Totals.
+    pub summary: Summary,
+    /// NodeClaims launched.
+    pub nodeclaims: Vec<LaunchedNodeClaim>,
+    /// The cluster over time.
+    pub timeline: Vec<Sample>,
+    /// Disruption decisions (consolidation, drift, expiration).
+    pub disruptions: Vec<Event>,
+    /// Everything that happened, in order.
+    pub events: Vec<Event>,
+    /// Expectations that failed; the run fails when there are any.
+    pub failures: Vec<String>,
+}
+
+/// An instance type as the lower bound sees it: allocatable cores, allocatable bytes, and the
+/// price of its cheapest offering the NodePools allow.
+pub type Shape = (f64, f64, f64);
+
+/// The shapes of `types` at `price_of` each (types without a price are left out).
+pub fn shapes(
+    types: &[Arc<InstanceType>],
+    price_of: impl Fn(&InstanceType) -> Option<f64>,
+) -> Vec<Shape> {
+    types
+        .iter()
+        .filter_map(|it| {
+            let price = price_of(it)?;
+            let a = it.allocatable();
+            (a.cpu > 0 && a.memory > 0)
+                .then(|| (a.cpu as f64 / 1000.0, a.memory as f64 / 1000.0, price))
+        })
+        .collect()
+}
+
+/// The least cost per hour of capacity holding `cpu` cores and `memory` bytes if instances
+/// could be bought in fractions: the optimum of the linear program "minimise Σ xᵢ·priceᵢ with
+/// Σ xᵢ·cpuᵢ ≥ cpu, Σ xᵢ·memᵢ ≥ memory, x ≥ 0" over every instance type's allocatable and
+/// cheapest offering. With two constraints an optimum uses at most two instance types, so every
+/// single type and every pair is tried. No real packing can cost less.
+pub fn lp_lower_bound(cpu: f64, memory: f64, shapes: &[Shape]) -> f64 {
+    if cpu <= 0.0 && memory <= 0.0 {
+        return 0.0;
+    }
+    let mut best = f64::INFINITY;
+    for &(c, m, p) in shapes {
+        best = best.min((cpu / c).max(memory / m) * p);
+    }
+    for (i, &(c1, m1, p1)) in shapes.iter().enumerate() {
+        for &(c2, m2, p2) in &shapes[i + 1..] {
+            // Both constraints tight: x1·c1 + x2·c2 = cpu, x1·m1 + x2·m2 = memory.
+            let det = c1 * m2 - c2 * m1;
+            if det.abs() < 1e-12 {
+                continue;
+            }
+            let x1 = (cpu * m2 - c2 * memory) / det;
+            let x2 = (c1 * memory - cpu * m1) / det;
+            if x1 >= 0.0 && x2 >= 0.0 {
+                best = best.min(x1 * p1 + x2 * p2);
+            }
+        }
+    }
+    if best.is_finite() { best } else { 0.0 }
+}
+
+fn clock(t: u64) -> String {
+    format!("{:02}:{:02}:{:02}", t / 3600, (t / 60) % 60, t % 60)
+}
+
+impl Report {
+    /// The report for people: events, a coarse timeline, the NodeClaims and the summary.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let s = &self.summary;
+        let _ = writeln!(
+            out,
+            "Scenario {} on catalog {} ({} simulated)",
+            self.scenario,
+            self.catalog,
+            clock(self.duration_s)
+        );
+        let _ = writeln!(out, "\nEvents");
+        for e in &self.events {
+            let _ = writeln!(out, "  {}  {:<18} {}", clock(e.t_s), e.kind, e.message);
+        }
+        let _ = writeln!(out, "\nTimeline");
+        let _ = writeln!(
+            out,
+            "  {:>8}  {:>5}  {:>7}  {:>7}  {:>10}  {:>10}",
+            "time", "nodes", "pending", "running", "cost/h", "bound/h"
+        );
+        let step = (self.timeline.len() / 20).max(1);
+        for (i, t) in self.timeline.iter().enumerate() {
+            if i % step == 0 || i + 1 == self.timeline.len() {
+                let _ = writeln!(
+                    out,
+                    "  {:>8}  {:>5}  {:>7}  {:>7}  {:>10.4}  {:>10.4}",
+                    clock(t.t_s),
+                    t.nodes,
+                    t.pods_pending,
+                    t.pods_running,
+                    t.cost_per_hour,
+                    t.lower_bound_per_hour
+                );
+            }
+        }
+        let _ = writeln!(out, "\nNodeClaims");
+        for n in &self.nodeclaims {
+            let until = n.terminated_at_s.map_or("-".to_string(), clock);
+            let _ = writeln!(
+                out,
+                "  {:<22} {:<22} {:<9} {:<12} {:>8.4}/h  {} → {}",
+                n.name,
+                n.instance_type,
+                n.capacity_type,
+                n.zone,
+                n.price_per_hour,
+                clock(n.launched_at_s),
+                until
+            );
+        }
+        let _ = writeln!(out, "\nSummary");
+        let _ = writeln!(
+            out,
+            "  pods: {} created, {} scheduled, {} pending at the end",
+            s.pods_total, s.pods_scheduled, s.pods_pending
+        );
+        let _ = writeln!(
+            out,
+            "  nodes: {} launched, {} terminated",
+            s.nodes_launched, s.nodes_terminated
+        );
+        let gap = if s.cost_lower_bound > 0.0 {
+            format!(
+                " ({:+.0}% over)",
+                (s.cost_total / s.cost_lower_bound - 1.0) * 100.0
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "  cost: {:.4} total; lower bound {:.4}{gap}",
+            s.cost_total, s.cost_lower_bound
+        );
+        let _ = writeln!(
+            out,
+            "  time to schedule: p50 {:.0}s, p95 {:.0}s, max {:.0}s",
+            s.time_to_schedule_p50_s, s.time_to_schedule_p95_s, s.time_to_schedule_max_s
+        );
+        let _ = writeln!(
+            out,
+            "  disruption (consolidation, drift, expiration): not simulated yet"
+        );
+        if self.failures.is_empty() {
+            let _ = writeln!(out, "  expectations: all met");
+        } else {
+            let _ = writeln!(out, "  expectations: {} failed", self.failures.len());
+            for f in &self.failures {
+                let _ = writeln!(out, "    - {f}");
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use karpenter_core::cloudprovider::fake::FakeInstanceType;
+
+    #[test]
+    fn lower_bound_mixes_shapes() {
+        let cpu_heavy = Arc::new(
+            FakeInstanceType::new("cpu")
+                .resources(&[("cpu", "8100m"), ("memory", "8202Mi")])
+                .offerings(&[("on-demand", "z", 1.0)])
+                .build(),
+        );
+        let mem_heavy = Arc::new(
+            FakeInstanceType::new("mem")
+                .resources(&[("cpu", "1100m"), ("memory", "32778Mi")])
+                .offerings(&[("on-demand", "z", 1.0)])
+                .build(),
+        );
+        let gib = (1u64 << 30) as f64;
+        // 8 cores and 32 GiB: one of each covers it exactly, for 2.0; each alone would need 4 of
+        // the cpu type (32 GiB) or 8 of the memory type (8 cores).
+        let cheapest =
+            |it: &InstanceType| it.offerings.iter().map(|o| o.price).min_by(f64::total_cmp);
+        let both = shapes(&[cpu_heavy.clone(), mem_heavy.clone()], cheapest);
+        let bound = lp_lower_bound(8.0, 40.0 * gib, &both);
+        assert!(bound < 4.0 && bound > 1.5, "{bound}");
+        let only_cpu = shapes(&[cpu_heavy], cheapest);
+        assert_eq!(lp_lower_bound(0.0, 0.0, &only_cpu), 0.0);
+        // Exactly one type's worth costs that type's price.
+        let one = lp_lower_bound(8.0, 8.0 * gib, &only_cpu);
+        assert!((one - 1.0).abs() < 1e-9, "{one}");
+    }
+}

@@ -1,0 +1,489 @@
+//! Scenarios: ordinary Kubernetes manifests plus one `Scenario` document of timed steps and
+//! expectations. See `docs/simulator.md` for the format.
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use karpenter_api::NodePool;
+use karpenter_api::duration::parse_go_duration;
+use karpenter_api::validation::{ProblemKind, validate_object};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::manifest::{ManifestError, parse_documents};
+
+/// The `apiVersion` of the Scenario document.
+pub const API_VERSION: &str = "simulation.karpenter-rs.dev/v1alpha1";
+
+/// Why a scenario cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file is unreadable or not YAML.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// A document is wrong.
+    #[error("{file}: document {document}: {path}: {message}")]
+    Invalid {
+        /// The file.
+        file: PathBuf,
+        /// The document's position in the file, from 1.
+        document: usize,
+        /// The field.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The file has no Scenario document, or more than one.
+    #[error("{file}: {message}")]
+    Structure {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// A duration in a scenario: a Go duration such as `90s` or `10m`, in whole seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Seconds(pub u64);
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let d = parse_go_duration(&text).map_err(serde::de::Error::custom)?;
+        Ok(Seconds(d.as_secs()))
+    }
+}
+
+/// A workload to resize.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Scale {
+    /// `Deployment`, `ReplicaSet` or `StatefulSet`.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+    /// Its namespace (`default` when unset).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The new replica count.
+    pub replicas: i32,
+}
+
+/// An object to delete.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ObjectRef {
+    /// Its kind.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+    /// Its namespace (`default` when unset, ignored for cluster-scoped kinds).
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+/// Nodes the cloud takes back (a spot reclaim).
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Interrupt {
+    /// A node by name.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// Otherwise the oldest nodes of this capacity type (`spot` by default).
+    #[serde(default)]
+    pub capacity_type: Option<String>,
+    /// How many (1 by default).
+    #[serde(default)]
+    pub count: Option<usize>,
+}
+
+/// One timed step; exactly one action is set.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StepSpec {
+    /// When, from the start.
+    pub at: Seconds,
+    /// Resize a workload.
+    #[serde(default)]
+    pub scale: Option<Scale>,
+    /// Create or replace objects.
+    #[serde(default)]
+    pub apply: Option<Vec<Value>>,
+    /// Delete an object.
+    #[serde(default)]
+    pub delete: Option<ObjectRef>,
+    /// Take nodes away.
+    #[serde(default)]
+    pub interrupt: Option<Interrupt>,
+}
+
+/// A bound on a count.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Range {
+    /// At least.
+    #[serde(default)]
+    pub min: Option<f64>,
+    /// At most.
+    #[serde(default)]
+    pub max: Option<f64>,
+}
+
+impl Range {
+    /// Whether `value` is within.
+    pub fn contains(&self, value: f64) -> bool {
+        self.min.is_none_or(|m| value >= m - 1e-9) && self.max.is_none_or(|m| value <= m + 1e-9)
+    }
+}
+
+/// What must hold at a time (or at the end); a failed expectation fails the run.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Expectation {
+    /// When; unset means at the end.
+    #[serde(default)]
+    pub at: Option<Seconds>,
+    /// Pods waiting for a node.
+    #[serde(default)]
+    pub pending_pods: Option<Range>,
+    /// Nodes (launched or registered, not terminated).
+    #[serde(default)]
+    pub nodes: Option<Range>,
+    /// Cost per hour of the nodes.
+    #[serde(default)]
+    pub cost_per_hour: Option<Range>,
+    /// Total cost so far.
+    #[serde(default)]
+    pub cost_total: Option<Range>,
+}
+
+/// The Scenario document's spec.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScenarioSpec {
+    /// The instance-type catalog (`kwok` by default).
+    #[serde(default)]
+    pub catalog: Option<String>,
+    /// How long to simulate.
+    pub duration: Seconds,
+    /// From a NodeClaim's creation to the instance running (20s by default).
+    #[serde(default)]
+    pub launch_delay: Option<Seconds>,
+    /// From the instance running to the node Ready (30s by default).
+    #[serde(default)]
+    pub registration_delay: Option<Seconds>,
+    /// Timed steps.
+    #[serde(default)]
+    pub steps: Vec<StepSpec>,
+    /// Expectations.
+    #[serde(default)]
+    pub expect: Vec<Expectation>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ScenarioDocument {
+    #[allow(dead_code)]
+    api_version: String,
+    #[allow(dead_code)]
+    kind: String,
+    metadata: ScenarioMetadata,
+    spec: ScenarioSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioMetadata {
+    name: String,
+}
+
+/// An object a scenario creates.
+#[derive(Clone, Debug)]
+pub enum Object {
+    /// A NodePool.
+    NodePool(Box<NodePool>),
+    /// A provider NodeClass, kept as written.
+    NodeClass(Value),
+    /// A Deployment.
+    Deployment(Box<Deployment>),
+    /// A ReplicaSet.
+    ReplicaSet(Box<ReplicaSet>),
+    /// A StatefulSet.
+    StatefulSet(Box<StatefulSet>),
+    /// A Job; it runs for the duration in its `simulation.karpenter-rs.dev/run-for` annotation.
+    Job(Box<Job>),
+    /// A bare Pod.
+    Pod(Box<Pod>),
+    /// A DaemonSet.
+    DaemonSet(Box<DaemonSet>),
+    /// A PodDisruptionBudget.
+    PodDisruptionBudget(Box<PodDisruptionBudget>),
+    /// A node that exists from the start (not managed by karpenter).
+    Node(Box<Node>),
+}
+
+/// The annotation giving a Job's run time.
+pub const RUN_FOR_ANNOTATION: &str = "simulation.karpenter-rs.dev/run-for";
+
+/// A timed action, with its objects parsed.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// Resize a workload.
+    Scale(Scale),
+    /// Create or replace objects.
+    Apply(Vec<Object>),
+    /// Delete an object.
+    Delete(ObjectRef),
+    /// Take nodes away.
+    Interrupt(Interrupt),
+}
+
+/// A loaded scenario.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Its name.
+    pub name: String,
+    /// Its settings.
+    pub spec: ScenarioSpec,
+    /// The objects that exist at the start.
+    pub objects: Vec<Object>,
+    /// The steps, in time order.
+    pub steps: Vec<(u64, Action)>,
+}
+
+fn invalid(
+    file: &Path,
+    document: usize,
+    path: impl Into<String>,
+    message: impl Into<String>,
+) -> ScenarioError {
+    ScenarioError::Invalid {
+        file: file.to_path_buf(),
+        document,
+        path: path.into(),
+        message: message.into(),
+    }
+}
+
+fn typed<T: serde::de::DeserializeOwned>(
+    file: &Path,
+    document: usize,
+    prefix: &str,
+    value: Value,
+) -> Result<T, ScenarioError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let path = match (prefix.is_empty(), path.as_str()) {
+            (_, ".") => prefix.to_string(),
+            (true, p) => p.to_string(),
+            (false, p) => format!("{prefix}.{p}"),
+        };
+        invalid(file, document, path, e.into_inner().to_string())
+    })
+}
+
+/// Parses one manifest into an object, checking karpenter's kinds as the API server would.
+pub fn parse_object(
+    file: &Path,
+    document: usize,
+    prefix: &str,
+    value: Value,
+) -> Result<Object, ScenarioError> {
+    let api_version = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let at = |field: &str| {
+        if prefix.is_empty() {
+            field.to_string()
+        } else {
+            format!("{prefix}.{field}")
+        }
+    };
+    if let Some(report) = validate_object(&value)
+        && let Some(problem) = report
+            .problems
+            .iter()
+            .find(|p| p.kind == ProblemKind::Rejected)
+    {
+        return Err(invalid(
+            file,
+            document,
+            at(&problem.path),
+            problem.message.clone(),
+        ));
+    }
+    Ok(match (api_version.as_str(), kind.as_str()) {
+        ("karpenter.sh/v1", "NodePool") => {
+            Object::NodePool(Box::new(typed(file, document, prefix, value)?))
+        }
+        (_, k) if k.ends_with("NodeClass") && api_version.contains("karpenter") => {
+            Object::NodeClass(value)
+        }
+        ("apps/v1", "Deployment") => {
+            Object::Deployment(Box::new(typed(file, document, prefix, value)?))
+        }
+        ("apps/v1", "ReplicaSet") => {
+            Object::ReplicaSet(Box::new(typed(file, document, prefix, value)?))
+        }
+        ("apps/v1", "StatefulSet") => {
+            Object::StatefulSet(Box::new(typed(file, document, prefix, value)?))
+        }
+        ("apps/v1", "DaemonSet") => {
+            Object::DaemonSet(Box::new(typed(file, document, prefix, value)?))
+        }
+        ("batch/v1", "Job") => Object::Job(Box::new(typed(file, document, prefix, value)?)),
+        ("v1", "Pod") => Object::Pod(Box::new(typed(file, document, prefix, value)?)),
+        ("v1", "Node") => Object::Node(Box::new(typed(file, document, prefix, value)?)),
+        ("policy/v1", "PodDisruptionBudget") => {
+            Object::PodDisruptionBudget(Box::new(typed(file, document, prefix, value)?))
+        }
+        _ => {
+            return Err(invalid(
+                file,
+                document,
+                at("kind"),
+                format!(
+                    "{api_version} {kind} is not supported in scenarios (NodePool, NodeClasses, Deployment, ReplicaSet, StatefulSet, Job, Pod, DaemonSet, PodDisruptionBudget, Node, Scenario)"
+                ),
+            ));
+        }
+    })
+}
+
+/// Parses scenario text.
+pub fn parse(file: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+    let documents = parse_documents(file, text)?;
+    let mut scenario: Option<(String, ScenarioSpec, usize)> = None;
+    let mut objects = Vec::new();
+    for doc in documents {
+        let is_scenario = doc.object.get("kind").and_then(Value::as_str) == Some("Scenario");
+        if is_scenario {
+            let api_version = doc
+                .object
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if api_version != API_VERSION {
+                return Err(invalid(
+                    file,
+                    doc.index,
+                    "apiVersion",
+                    format!("expected {API_VERSION}, not {api_version:?}"),
+                ));
+            }
+            if scenario.is_some() {
+                return Err(ScenarioError::Structure {
+                    file: file.to_path_buf(),
+                    message: format!("document {}: a file holds one Scenario document", doc.index),
+                });
+            }
+            let parsed: ScenarioDocument = typed(file, doc.index, "", doc.object)?;
+            scenario = Some((parsed.metadata.name, parsed.spec, doc.index));
+        } else {
+            objects.push(parse_object(file, doc.index, "", doc.object)?);
+        }
+    }
+    let Some((name, spec, document)) = scenario else {
+        return Err(ScenarioError::Structure {
+            file: file.to_path_buf(),
+            message: format!("no Scenario document (kind: Scenario, apiVersion: {API_VERSION})"),
+        });
+    };
+    let mut steps = Vec::new();
+    for (i, step) in spec.steps.iter().enumerate() {
+        let path = format!("spec.steps[{i}]");
+        let set = [
+            step.scale.is_some(),
+            step.apply.is_some(),
+            step.delete.is_some(),
+            step.interrupt.is_some(),
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count();
+        if set != 1 {
+            return Err(invalid(
+                file,
+                document,
+                path,
+                "a step takes exactly one of scale, apply, delete, interrupt",
+            ));
+        }
+        let action = if let Some(s) = &step.scale {
+            if !matches!(s.kind.as_str(), "Deployment" | "ReplicaSet" | "StatefulSet") {
+                return Err(invalid(
+                    file,
+                    document,
+                    format!("{path}.scale.kind"),
+                    "only Deployment, ReplicaSet and StatefulSet can be scaled",
+                ));
+            }
+            if s.replicas < 0 {
+                return Err(invalid(
+                    file,
+                    document,
+                    format!("{path}.scale.replicas"),
+                    "must not be negative",
+                ));
+            }
+            Action::Scale(s.clone())
+        } else if let Some(items) = &step.apply {
+            let parsed = items
+                .iter()
+                .enumerate()
+                .map(|(j, v)| {
+                    parse_object(file, document, &format!("{path}.apply[{j}]"), v.clone())
+                })
+                .collect::<Result<_, _>>()?;
+            Action::Apply(parsed)
+        } else if let Some(d) = &step.delete {
+            Action::Delete(d.clone())
+        } else {
+            Action::Interrupt(step.interrupt.clone().unwrap_or_default())
+        };
+        if step.at > spec.duration {
+            return Err(invalid(
+                file,
+                document,
+                format!("{path}.at"),
+                "is after the end of the scenario (spec.duration)",
+            ));
+        }
+        steps.push((step.at.0, action));
+    }
+    steps.sort_by_key(|(t, _)| *t);
+    Ok(Scenario {
+        name,
+        spec,
+        objects,
+        steps,
+    })
+}
+
+/// Reads and parses a scenario file.
+pub fn load(file: &Path) -> Result<Scenario, ScenarioError> {
+    let text = std::fs::read_to_string(file).map_err(|source| ManifestError::Read {
+        path: file.to_path_buf(),
+        source,
+    })?;
+    parse(file, &text)
+}
+
+/// The scenario `karpenter-rs simulate` runs when given none.
+pub const BUILT_IN: &str = include_str!("../scenarios/cpu-burst.yaml");
+
+/// Parses the built-in scenario.
+pub fn built_in() -> Scenario {
+    parse(Path::new("built-in:cpu-burst.yaml"), BUILT_IN).expect("the built-in scenario is valid")
+}
