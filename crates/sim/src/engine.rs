@@ -903,7 +903,7 @@ impl Simulation {
             for e in &expectations {
                 self.check(e);
             }
-            if self.now % self.sample_every == 0 || self.now == self.end {
+            if self.now.is_multiple_of(self.sample_every) || self.now == self.end {
                 self.sample();
                 progress(self.now as f64 / self.end.max(1) as f64);
             }

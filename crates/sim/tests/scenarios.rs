@@ -1,0 +1,199 @@
+//! The example scenarios and the built-in one, run as a user would, with assertions on what
+//! they must show; and the errors a broken scenario gets.
+
+use std::path::{Path, PathBuf};
+
+use karpenter_sim::catalog;
+use karpenter_sim::engine::Simulation;
+use karpenter_sim::report::Report;
+use karpenter_sim::scenario::{self, ScenarioError};
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/scenarios")
+        .join(name)
+}
+
+fn run(s: &scenario::Scenario) -> Report {
+    let catalog = catalog::load(s.spec.catalog.as_deref().unwrap_or("kwok")).unwrap();
+    Simulation::new(s, catalog).run(&mut |_| {})
+}
+
+fn run_file(name: &str) -> Report {
+    let report = run(&scenario::load(&example(name)).unwrap_or_else(|e| panic!("{e}")));
+    assert!(report.failures.is_empty(), "{name}: {:?}", report.failures);
+    report
+}
+
+#[test]
+fn built_in_scenario_serves_the_burst() {
+    let report = run(&scenario::built_in());
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    let s = &report.summary;
+    assert_eq!(
+        (s.pods_total, s.pods_scheduled, s.pods_pending),
+        (10, 10, 0)
+    );
+    assert!(s.nodes_launched >= 1);
+    // Nodes appear after the launch and registration delays (20s + 30s), plus batching.
+    assert!(
+        s.time_to_schedule_p50_s >= 50.0 && s.time_to_schedule_max_s <= 70.0,
+        "{s:?}"
+    );
+    // On demand only, as the NodePool says.
+    assert!(
+        report
+            .nodeclaims
+            .iter()
+            .all(|n| n.capacity_type == "on-demand")
+    );
+    assert!(s.cost_total > s.cost_lower_bound && s.cost_lower_bound > 0.0);
+}
+
+#[test]
+fn burst_scale_up_uses_few_large_nodes() {
+    let report = run_file("burst-scale-up.yaml");
+    assert_eq!(report.summary.pods_total, 60);
+    assert!(report.summary.nodes_launched <= 4);
+    // Within 15% of the linear-programming bound while the burst runs.
+    let busy: Vec<_> = report
+        .timeline
+        .iter()
+        .filter(|t| t.pods_running == 60)
+        .collect();
+    assert!(!busy.is_empty());
+    assert!(
+        busy.iter()
+            .all(|t| t.cost_per_hour <= t.lower_bound_per_hour * 1.15 + 1e-9),
+        "{:?}",
+        busy.first()
+    );
+}
+
+#[test]
+fn diurnal_wave_serves_every_ramp() {
+    let report = run_file("diurnal-wave.yaml");
+    let peak = report
+        .timeline
+        .iter()
+        .map(|t| t.pods_running)
+        .max()
+        .unwrap();
+    assert_eq!(peak, 40);
+    assert!(report.events.iter().filter(|e| e.kind == "Scaled").count() == 4);
+}
+
+#[test]
+fn batch_job_completes() {
+    let report = run_file("batch-jobs.yaml");
+    assert_eq!(report.summary.pods_total, 30, "30 completions");
+    let last = report.timeline.last().unwrap();
+    assert_eq!(last.pods_running, 0, "all pods finished");
+    assert!(report.nodeclaims.iter().all(|n| n.capacity_type == "spot"));
+}
+
+#[test]
+fn spot_interruption_is_replaced() {
+    let report = run_file("spot-interruption.yaml");
+    assert_eq!(report.summary.nodes_terminated, 1);
+    assert!(
+        report.summary.nodes_launched >= 2,
+        "a replacement was launched"
+    );
+    let interrupted = report
+        .events
+        .iter()
+        .find(|e| e.kind == "Interrupted")
+        .unwrap()
+        .t_s;
+    let replaced = report
+        .events
+        .iter()
+        .find(|e| e.kind == "Launched" && e.t_s > interrupted)
+        .expect("a launch after the interruption");
+    assert!(
+        replaced.t_s - interrupted <= 15,
+        "launched {}s after",
+        replaced.t_s - interrupted
+    );
+}
+
+#[test]
+fn zone_spread_covers_every_allowed_zone() {
+    let report = run_file("zone-spread.yaml");
+    let zones: std::collections::BTreeSet<&str> =
+        report.nodeclaims.iter().map(|n| n.zone.as_str()).collect();
+    assert_eq!(
+        zones.into_iter().collect::<Vec<_>>(),
+        ["test-zone-a", "test-zone-b", "test-zone-c"]
+    );
+}
+
+#[test]
+fn daemonsets_are_reserved_on_new_nodes() {
+    let report = run_file("small-pods-daemonsets.yaml");
+    assert_eq!(report.summary.pods_pending, 0);
+    assert!(report.summary.nodes_launched >= 2);
+}
+
+fn parse_error(text: &str) -> String {
+    match scenario::parse(Path::new("s.yaml"), text) {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+const HEADER: &str =
+    "apiVersion: simulation.karpenter-rs.dev/v1alpha1\nkind: Scenario\nmetadata: {name: t}\n";
+
+#[test]
+fn scenario_errors_name_the_document_and_field() {
+    let e = parse_error(&format!("{HEADER}spec:\n  duration: 10m\n  stepz: []\n"));
+    assert!(
+        e.starts_with("s.yaml: document 1: spec.stepz: unknown field `stepz`"),
+        "{e}"
+    );
+    let e = parse_error(&format!("{HEADER}spec:\n  duration: ten minutes\n"));
+    assert!(
+        e.contains("document 1: spec.duration:") && e.contains("invalid duration"),
+        "{e}"
+    );
+    let e = parse_error(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: x}}\n---\n{HEADER}spec: {{duration: 1m}}\n"
+    ));
+    assert!(
+        e.starts_with("s.yaml: document 1: kind: v1 ConfigMap is not supported"),
+        "{e}"
+    );
+    let e = parse_error(&format!(
+        "{HEADER}spec:\n  duration: 1m\n  steps:\n  - at: 10s\n    scale: {{kind: Deployment, name: a, replicas: 1}}\n    interrupt: {{}}\n"
+    ));
+    assert!(
+        e.contains("spec.steps[0]: a step takes exactly one of"),
+        "{e}"
+    );
+    let e = parse_error(&format!(
+        "{HEADER}spec:\n  duration: 1m\n  steps:\n  - at: 2m\n    scale: {{kind: Deployment, name: a, replicas: 1}}\n"
+    ));
+    assert!(e.contains("spec.steps[0].at: is after the end"), "{e}");
+    // Karpenter objects are checked as the API server would.
+    let e = parse_error(&format!(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {{name: x}}\nspec:\n  weight: 0\n  template:\n    spec:\n      nodeClassRef: {{group: g, kind: K, name: n}}\n      requirements: []\n---\n{HEADER}spec: {{duration: 1m}}\n"
+    ));
+    assert!(
+        e.starts_with("s.yaml: document 1: spec.weight: must be greater than or equal to 1"),
+        "{e}"
+    );
+    // Objects inside steps get their step's path.
+    let e = parse_error(&format!(
+        "{HEADER}spec:\n  duration: 1m\n  steps:\n  - at: 1s\n    apply:\n    - apiVersion: apps/v1\n      kind: Deployment\n      metadata: {{name: d}}\n      spec: {{replicas: many}}\n"
+    ));
+    assert!(e.contains("spec.steps[0].apply[0].spec.replicas"), "{e}");
+    assert!(matches!(
+        scenario::parse(
+            Path::new("s.yaml"),
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
+        ),
+        Err(ScenarioError::Structure { .. })
+    ));
+}
