@@ -160,3 +160,58 @@ fn crds_print_all_three() {
         3
     );
 }
+
+#[test]
+fn simulate_runs_the_built_in_scenario() {
+    let out = karpenter_rs(&["simulate"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("Scenario cpu-burst")
+            && text.contains("Summary")
+            && text.contains("expectations: all met"),
+        "{text}"
+    );
+
+    let out = karpenter_rs(&["simulate", "--output", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    for key in ["summary", "nodeclaims", "timeline", "disruptions", "events"] {
+        assert!(report.get(key).is_some(), "{key}");
+    }
+    for key in [
+        "pods_total",
+        "pods_scheduled",
+        "pods_pending",
+        "nodes_launched",
+        "nodes_terminated",
+        "cost_total",
+        "cost_lower_bound",
+        "time_to_schedule_p50_s",
+        "time_to_schedule_p95_s",
+        "time_to_schedule_max_s",
+    ] {
+        assert!(report["summary"].get(key).is_some(), "summary.{key}");
+    }
+}
+
+#[test]
+fn simulate_fails_when_an_expectation_fails() {
+    let text = std::fs::read_to_string(repo().join("examples/scenarios/zone-spread.yaml"))
+        .unwrap()
+        .replace("nodes: {min: 3, max: 3}", "nodes: {max: 1}");
+    let path = temp_file("failing.yaml", &text);
+    let out = karpenter_rs(&["simulate", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("expected nodes at most 1, got 3"),
+        "{}",
+        stdout(&out)
+    );
+    let out = karpenter_rs(&["simulate", "no-such-scenario.yaml"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("no-such-scenario.yaml"),
+        "{}",
+        stderr(&out)
+    );
+}
