@@ -32,6 +32,20 @@ enum Command {
         #[arg(long, value_enum, default_value_t = commands::simulate::Output::Text)]
         output: commands::simulate::Output,
     },
+    /// Plan from a cluster snapshot (`kubectl get nodes,pods,nodepools,nodeclaims,pdb,daemonsets
+    /// -A -o yaml`): what provisioning would launch now, which pending pods fit on existing
+    /// nodes, and why the rest cannot be scheduled.
+    Plan {
+        /// The snapshot file (`-` for standard input).
+        #[arg(short = 'f', long = "filename")]
+        file: PathBuf,
+        /// The instance-type catalog to plan launches from.
+        #[arg(long, default_value = "kwok")]
+        catalog: String,
+        /// Report format.
+        #[arg(long, value_enum, default_value_t = commands::simulate::Output::Text)]
+        output: commands::simulate::Output,
+    },
     /// Print the CustomResourceDefinitions (NodePool, NodeClaim, KWOKNodeClass) as YAML.
     Crds {
         /// Write one file per CRD into this directory instead of printing.
@@ -147,6 +161,26 @@ fn main() -> anyhow::Result<ExitCode> {
             }
             if !report.failures.is_empty() {
                 return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Plan {
+            file,
+            catalog,
+            output,
+        } => {
+            let text = if file == std::path::Path::new("-") {
+                std::io::read_to_string(std::io::stdin())?
+            } else {
+                std::fs::read_to_string(&file)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?
+            };
+            let catalog = karpenter_sim::catalog::load(&catalog)?;
+            let plan = karpenter_sim::plan::plan(&file, &text, &catalog)?;
+            match output {
+                commands::simulate::Output::Text => print!("{}", plan.to_text()),
+                commands::simulate::Output::Json => {
+                    println!("{}", serde_json::to_string_pretty(&plan)?)
+                }
             }
         }
         Command::Convert { files, nodeclass } => {

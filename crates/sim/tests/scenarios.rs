@@ -197,3 +197,43 @@ fn scenario_errors_name_the_document_and_field() {
         Err(ScenarioError::Structure { .. })
     ));
 }
+
+#[test]
+fn plan_from_a_snapshot() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/snapshots/small-cluster.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let plan = karpenter_sim::plan::plan(&path, &text, &catalog::load("kwok").unwrap()).unwrap();
+    let p = &plan.provisioning;
+    assert_eq!(plan.snapshot.pending_pods, 4);
+    assert_eq!(
+        p.existing_node_placements.len(),
+        1,
+        "one web pod still fits the node"
+    );
+    assert_eq!(p.existing_node_placements[0].node, "default-abc12");
+    assert_eq!(p.nodeclaims.len(), 1);
+    assert_eq!(p.nodeclaims[0].pods.len(), 2);
+    assert!(
+        p.nodeclaims[0]
+            .instance_types
+            .iter()
+            .all(|t| t.ends_with("-linux")),
+        "the NodePool allows Linux only"
+    );
+    assert_eq!(p.unschedulable.len(), 1);
+    assert_eq!(p.unschedulable[0].pod, "ml/trainer");
+    assert!(
+        p.unschedulable[0]
+            .reason
+            .contains("no instance type has enough resources"),
+        "{}",
+        p.unschedulable[0].reason
+    );
+    assert!(!p.unschedulable[0].reason.contains("hostname-placeholder"));
+    let json = serde_json::to_value(&plan).unwrap();
+    for key in ["nodeclaims", "existing_node_placements", "unschedulable"] {
+        assert!(json["provisioning"].get(key).is_some(), "{key}");
+    }
+    assert!(json["disruption"]["actions"].is_array() && json["disruption"]["blocked"].is_array());
+}

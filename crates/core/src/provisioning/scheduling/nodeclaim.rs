@@ -291,7 +291,10 @@ pub fn instance_type_error(
     } else {
         ""
     };
-    format!("{what}{typo}, requirements={requirements}, resources={requests}")
+    // The hostname placeholder is internal; it would only confuse.
+    let mut shown = requirements.clone();
+    shown.remove(karpenter_api::labels::HOSTNAME_LABEL);
+    format!("{what}{typo}, requirements={shown}, resources={requests}")
 }
 
 impl InflightClaim {
