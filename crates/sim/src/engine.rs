@@ -784,8 +784,14 @@ impl Simulation {
     /// were divisible: a linear-programming lower bound over the catalog.
     fn lower_bound_per_hour(&self) -> f64 {
         let mut demand = Resources::new();
+        // The smallest request in each dimension: an instance type below it holds no pod at
+        // all, and no real packing would buy it.
+        let mut smallest: Option<(i64, i64)> = None;
         for p in self.pods.iter().filter(|p| !p.done) {
-            demand.add(&pod_requests(&p.pod).unwrap_or_default());
+            let r = pod_requests(&p.pod).unwrap_or_default();
+            smallest =
+                Some(smallest.map_or((r.cpu, r.memory), |(c, m)| (c.min(r.cpu), m.min(r.memory))));
+            demand.add(&r);
         }
         let demand = (demand.cpu as f64 / 1000.0, demand.memory as f64 / 1000.0);
         if let Some((cached, bound)) = self.bound_cache.get()
@@ -793,7 +799,13 @@ impl Simulation {
         {
             return bound;
         }
-        let bound = crate::report::lp_lower_bound(demand.0, demand.1, &self.allowed_shapes());
+        let (min_cpu, min_memory) = smallest.unwrap_or_default();
+        let shapes: Vec<_> = self
+            .allowed_shapes()
+            .into_iter()
+            .filter(|(c, m, _)| *c * 1000.0 >= min_cpu as f64 && *m * 1000.0 >= min_memory as f64)
+            .collect();
+        let bound = crate::report::lp_lower_bound(demand.0, demand.1, &shapes);
         self.bound_cache.set(Some((demand, bound)));
         bound
     }

@@ -1,5 +1,7 @@
 //! Instance-type catalogs the simulator can launch from.
 
+mod clouds;
+
 use std::sync::Arc;
 
 use karpenter_api::Operator;
@@ -19,7 +21,7 @@ pub const KWOK_LABELS: [&str; 4] = [
 ];
 
 /// The catalogs built in.
-pub const CATALOGS: [&str; 1] = ["kwok"];
+pub const CATALOGS: [&str; 4] = ["kwok", "aws", "azure", "alibaba"];
 
 /// A catalog: its instance types and the labels its provider defines.
 #[derive(Clone, Debug)]
@@ -40,12 +42,19 @@ pub struct UnknownCatalog(pub String);
 /// Loads a built-in catalog by name.
 pub fn load(name: &str) -> Result<Catalog, UnknownCatalog> {
     match name {
-        "kwok" => Ok(Catalog {
-            name: name.into(),
-            instance_types: kwok().into_iter().map(Arc::new).collect(),
-            provider_labels: KWOK_LABELS.iter().map(|s| s.to_string()).collect(),
-        }),
+        "kwok" => Ok(catalog(name, kwok(), &KWOK_LABELS)),
+        "aws" => Ok(catalog(name, clouds::aws(), &clouds::AWS_LABELS)),
+        "azure" => Ok(catalog(name, clouds::azure(), &clouds::AZURE_LABELS)),
+        "alibaba" => Ok(catalog(name, clouds::alibaba(), &clouds::ALIBABA_LABELS)),
         other => Err(UnknownCatalog(other.into())),
+    }
+}
+
+fn catalog(name: &str, types: Vec<InstanceType>, labels: &[&str]) -> Catalog {
+    Catalog {
+        name: name.into(),
+        instance_types: types.into_iter().map(Arc::new).collect(),
+        provider_labels: labels.iter().map(|s| s.to_string()).collect(),
     }
 }
 
