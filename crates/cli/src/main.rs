@@ -31,6 +31,9 @@ enum Command {
         /// Report format.
         #[arg(long, value_enum, default_value_t = commands::simulate::Output::Text)]
         output: commands::simulate::Output,
+        /// Also draw nodes, pending pods and cost over time into this SVG file.
+        #[arg(long)]
+        svg: Option<PathBuf>,
     },
     /// Plan from a cluster snapshot (`kubectl get nodes,pods,nodepools,nodeclaims,pdb,daemonsets
     /// -A -o yaml`): what provisioning would launch now, which pending pods fit on existing
@@ -146,6 +149,7 @@ fn main() -> anyhow::Result<ExitCode> {
             scenario,
             catalog,
             output,
+            svg,
         } => {
             use std::io::IsTerminal;
             let report = commands::simulate::run(
@@ -158,6 +162,10 @@ fn main() -> anyhow::Result<ExitCode> {
                 commands::simulate::Output::Json => {
                     println!("{}", serde_json::to_string_pretty(&report)?)
                 }
+            }
+            if let Some(path) = svg {
+                std::fs::write(&path, report.to_svg())
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             }
             if !report.failures.is_empty() {
                 return Ok(ExitCode::from(1));

@@ -7,3 +7,4 @@ pub mod manifest;
 pub mod plan;
 pub mod report;
 pub mod scenario;
+pub mod svg;
