@@ -34,6 +34,9 @@ enum Command {
         /// Also draw nodes, pending pods and cost over time into this SVG file.
         #[arg(long)]
         svg: Option<PathBuf>,
+        /// Also run the scenario under another autoscaler's policy and print both side by side.
+        #[arg(long, value_enum)]
+        compare: Option<commands::simulate::Compare>,
     },
     /// Plan from a cluster snapshot (`kubectl get nodes,pods,nodepools,nodeclaims,pdb,daemonsets
     /// -A -o yaml`): what provisioning would launch now, which pending pods fit on existing
@@ -150,6 +153,38 @@ fn main() -> anyhow::Result<ExitCode> {
             catalog,
             output,
             svg,
+            compare: Some(_),
+        } => {
+            let (karpenter, other) =
+                commands::simulate::compare(scenario.as_deref(), catalog.as_deref())?;
+            match output {
+                commands::simulate::Output::Text => print!(
+                    "{}",
+                    karpenter_sim::report::compare_text(
+                        &karpenter,
+                        "karpenter-rs",
+                        &other,
+                        "cluster-autoscaler"
+                    )
+                ),
+                commands::simulate::Output::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &serde_json::json!({"karpenter": karpenter, "cluster_autoscaler": other})
+                    )?
+                ),
+            }
+            if let Some(path) = svg {
+                std::fs::write(&path, karpenter.to_svg())
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            }
+        }
+        Command::Simulate {
+            scenario,
+            catalog,
+            output,
+            svg,
+            compare: None,
         } => {
             use std::io::IsTerminal;
             let report = commands::simulate::run(

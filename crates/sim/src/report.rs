@@ -291,3 +291,117 @@ mod tests {
         assert!((one - 1.0).abs() < 1e-9, "{one}");
     }
 }
+
+/// Two runs of one scenario side by side (karpenter and another autoscaler).
+pub fn compare_text(left: &Report, left_name: &str, right: &Report, right_name: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Scenario {} on catalog {} ({} simulated)\n",
+        left.scenario,
+        left.catalog,
+        clock(left.duration_s)
+    );
+    let _ = writeln!(out, "  {:<30} {:>18} {:>18}", "", left_name, right_name);
+    let (a, b) = (&left.summary, &right.summary);
+    let row = |out: &mut String, what: &str, x: String, y: String| {
+        let _ = writeln!(out, "  {what:<30} {x:>18} {y:>18}");
+    };
+    row(
+        &mut out,
+        "cost",
+        format!("{:.4}", a.cost_total),
+        format!("{:.4}", b.cost_total),
+    );
+    row(
+        &mut out,
+        "cost lower bound",
+        format!("{:.4}", a.cost_lower_bound),
+        format!("{:.4}", b.cost_lower_bound),
+    );
+    let over = |s: &Summary| {
+        if s.cost_lower_bound > 0.0 {
+            format!("{:+.0}%", (s.cost_total / s.cost_lower_bound - 1.0) * 100.0)
+        } else {
+            "-".into()
+        }
+    };
+    row(&mut out, "over the bound", over(a), over(b));
+    row(
+        &mut out,
+        "nodes launched",
+        a.nodes_launched.to_string(),
+        b.nodes_launched.to_string(),
+    );
+    row(
+        &mut out,
+        "nodes terminated",
+        a.nodes_terminated.to_string(),
+        b.nodes_terminated.to_string(),
+    );
+    let peak = |r: &Report| {
+        r.timeline
+            .iter()
+            .map(|t| t.nodes)
+            .max()
+            .unwrap_or(0)
+            .to_string()
+    };
+    row(&mut out, "peak nodes", peak(left), peak(right));
+    row(
+        &mut out,
+        "pods scheduled",
+        format!("{}/{}", a.pods_scheduled, a.pods_total),
+        format!("{}/{}", b.pods_scheduled, b.pods_total),
+    );
+    row(
+        &mut out,
+        "pods pending at the end",
+        a.pods_pending.to_string(),
+        b.pods_pending.to_string(),
+    );
+    row(
+        &mut out,
+        "time to schedule p50",
+        format!("{:.0}s", a.time_to_schedule_p50_s),
+        format!("{:.0}s", b.time_to_schedule_p50_s),
+    );
+    row(
+        &mut out,
+        "time to schedule p95",
+        format!("{:.0}s", a.time_to_schedule_p95_s),
+        format!("{:.0}s", b.time_to_schedule_p95_s),
+    );
+    row(
+        &mut out,
+        "time to schedule max",
+        format!("{:.0}s", a.time_to_schedule_max_s),
+        format!("{:.0}s", b.time_to_schedule_max_s),
+    );
+    let types = |r: &Report| {
+        let mut t: Vec<&str> = r
+            .nodeclaims
+            .iter()
+            .map(|n| n.instance_type.as_str())
+            .collect();
+        t.sort_unstable();
+        t.dedup();
+        t.len().to_string()
+    };
+    row(
+        &mut out,
+        "distinct instance types",
+        types(left),
+        types(right),
+    );
+    row(
+        &mut out,
+        "scale-downs",
+        left.disruptions.len().to_string(),
+        right.disruptions.len().to_string(),
+    );
+    if let Some(groups) = right.events.iter().find(|e| e.kind == "NodeGroups") {
+        let _ = writeln!(out, "\n  {right_name} node groups: {}", groups.message);
+    }
+    out
+}

@@ -237,3 +237,50 @@ fn plan_from_a_snapshot() {
     }
     assert!(json["disruption"]["actions"].is_array() && json["disruption"]["blocked"].is_array());
 }
+
+#[test]
+fn cluster_autoscaler_comparison() {
+    let s = scenario::load(&example("diurnal-wave.yaml")).unwrap();
+    let catalog = catalog::load("kwok").unwrap();
+    let ca = Simulation::cluster_autoscaler(&s, catalog.clone()).run(&mut |_| {});
+    assert!(ca.failures.is_empty(), "{:?}", ca.failures);
+    assert!(ca.scenario.ends_with("(cluster-autoscaler)"));
+    let groups = ca
+        .events
+        .iter()
+        .find(|e| e.kind == "NodeGroups")
+        .expect("node groups are reported");
+    assert_eq!(
+        groups.message.matches(':').count(),
+        3,
+        "three size tiers: {}",
+        groups.message
+    );
+    // Every node it launched belongs to one of its groups.
+    for n in &ca.nodeclaims {
+        assert!(
+            groups.message.contains(&n.instance_type),
+            "{} not in {}",
+            n.instance_type,
+            groups.message
+        );
+    }
+    // The wave goes down again: underused nodes are scaled down after 10 minutes.
+    assert!(!ca.disruptions.is_empty());
+    let first_scale_down = ca.disruptions[0].t_s;
+    assert!(
+        first_scale_down >= 80 * 60 + 600,
+        "not before 10 minutes under 50%: {first_scale_down}"
+    );
+    let text = karpenter_sim::report::compare_text(
+        &Simulation::new(&s, catalog).run(&mut |_| {}),
+        "karpenter-rs",
+        &ca,
+        "cluster-autoscaler",
+    );
+    assert!(
+        text.contains("karpenter-rs")
+            && text.contains("cluster-autoscaler")
+            && text.contains("over the bound")
+    );
+}

@@ -17,6 +17,32 @@ pub enum Output {
     Json,
 }
 
+/// Autoscalers to compare against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compare {
+    /// Node groups of one instance type each, scale-up by the least-waste expander, scale-down
+    /// under 50% utilization for 10 minutes.
+    ClusterAutoscaler,
+}
+
+/// Runs the scenario under karpenter-rs and under Cluster Autoscaler's policy.
+pub fn compare(
+    file: Option<&Path>,
+    catalog_name: Option<&str>,
+) -> anyhow::Result<(Report, Report)> {
+    let scenario = match file {
+        Some(path) => scenario::load(path)?,
+        None => scenario::built_in(),
+    };
+    let name = catalog_name
+        .or(scenario.spec.catalog.as_deref())
+        .unwrap_or("kwok");
+    let catalog = catalog::load(name).context("choosing the catalog")?;
+    let karpenter = Simulation::new(&scenario, catalog.clone()).run(&mut |_| {});
+    let other = Simulation::cluster_autoscaler(&scenario, catalog).run(&mut |_| {});
+    Ok((karpenter, other))
+}
+
 /// Runs `file` (or the built-in scenario) and returns the report.
 pub fn run(
     file: Option<&Path>,

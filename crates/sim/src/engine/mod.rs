@@ -17,10 +17,12 @@ use karpenter_api::duration::parse_go_duration;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, NODE_POOL_LABEL, ZONE_LABEL};
 use karpenter_core::cloudprovider::InstanceType;
 use karpenter_core::provisioning::scheduling::{
-    ExistingNodeInput, NodePoolInput, Scheduler, SchedulerOptions,
+    ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
 };
 use karpenter_core::resources::{Resources, pod_requests};
 use karpenter_core::scheduling::Requirements;
+
+pub mod cluster_autoscaler;
 
 use crate::catalog::Catalog;
 use crate::report::{Event, LaunchedNodeClaim, Report, Sample, Summary};
@@ -101,8 +103,19 @@ pub struct Timing {
     pub registration_delay: u64,
 }
 
+/// Which autoscaler makes the decisions.
+#[derive(Clone, Debug)]
+pub enum Autoscaler {
+    /// karpenter-rs's provisioning.
+    Karpenter,
+    /// A Cluster-Autoscaler-style policy (node groups of one instance type), for comparison.
+    ClusterAutoscaler(cluster_autoscaler::State),
+}
+
 /// A running simulation.
 pub struct Simulation {
+    autoscaler: Autoscaler,
+    disruptions: Vec<Event>,
     name: String,
     now: u64,
     end: u64,
@@ -144,12 +157,24 @@ fn is_ready(pod: &SimPod) -> bool {
 impl Simulation {
     /// Prepares a scenario to run on `catalog`.
     pub fn new(scenario: &Scenario, catalog: Catalog) -> Self {
+        Self::with_autoscaler(scenario, catalog, false)
+    }
+
+    /// Prepares a scenario to run under Cluster Autoscaler's policy instead of karpenter's, with
+    /// node groups derived from the scenario's NodePools (see [`cluster_autoscaler`]).
+    pub fn cluster_autoscaler(scenario: &Scenario, catalog: Catalog) -> Self {
+        Self::with_autoscaler(scenario, catalog, true)
+    }
+
+    fn with_autoscaler(scenario: &Scenario, catalog: Catalog, cluster_autoscaler: bool) -> Self {
         let spec = &scenario.spec;
         let timing = Timing {
             launch_delay: spec.launch_delay.map_or(20, |s| s.0),
             registration_delay: spec.registration_delay.map_or(30, |s| s.0),
         };
         let mut sim = Self {
+            autoscaler: Autoscaler::Karpenter,
+            disruptions: Vec::new(),
             name: scenario.name.clone(),
             now: 0,
             end: spec.duration.0,
@@ -176,6 +201,18 @@ impl Simulation {
         };
         for object in &scenario.objects {
             sim.apply(object.clone());
+        }
+        if cluster_autoscaler {
+            // Node groups are configured once, from the NodePools at the start, as an operator
+            // would have set them up.
+            let groups = cluster_autoscaler::node_groups(&sim.pools, &sim.catalog);
+            let described: Vec<String> = groups
+                .iter()
+                .map(|g| format!("{}:{}", g.node_pool, g.instance_type.name))
+                .collect();
+            sim.event("NodeGroups", described.join(", "));
+            sim.autoscaler = Autoscaler::ClusterAutoscaler(cluster_autoscaler::State::new(groups));
+            sim.name = format!("{} (cluster-autoscaler)", sim.name);
         }
         sim
     }
@@ -687,59 +724,7 @@ impl Simulation {
         let results = Scheduler::new(&pools, &existing, &self.daemonset_pods(), self.options())
             .solve(&batch, &|| false);
         for claim in &results.new_node_claims {
-            let it: &Arc<InstanceType> = claim
-                .instance_types
-                .first()
-                .expect("a NodeClaim lists an instance type");
-            let Some(offering) = it
-                .compatible_offerings(&claim.requirements)
-                .min_by(|a, b| a.price.total_cmp(&b.price))
-            else {
-                continue;
-            };
-            let name = format!("{}-{}", claim.node_pool, self.nodes.len());
-            let mut labels = claim.labels.clone();
-            for r in it
-                .requirements
-                .iter()
-                .filter(|r| r.operator() == karpenter_api::Operator::In && r.values().len() == 1)
-            {
-                labels.insert(
-                    r.key().to_string(),
-                    r.values().next().unwrap_or_default().to_string(),
-                );
-            }
-            labels.insert(ZONE_LABEL.into(), offering.zone.clone());
-            labels.insert(CAPACITY_TYPE_LABEL.into(), offering.capacity_type.clone());
-            labels.insert(HOSTNAME_LABEL.into(), name.clone());
-            labels.insert(NODE_POOL_LABEL.into(), claim.node_pool.clone());
-            self.nodes.push(SimNode {
-                name: name.clone(),
-                labels,
-                taints: claim.taints.clone(),
-                allocatable: it.allocatable().clone(),
-                capacity: it.capacity.clone(),
-                instance_type: it.name.clone(),
-                capacity_type: offering.capacity_type.clone(),
-                zone: offering.zone.clone(),
-                price: offering.price,
-                node_pool: Some(claim.node_pool.clone()),
-                launched_at: self.now,
-                ready_at: self.now + self.timing.launch_delay + self.timing.registration_delay,
-                terminated_at: None,
-                reason: "provisioned",
-            });
-            self.event(
-                "Launched",
-                format!(
-                    "nodeclaim/{name} {} {} {} ${:.4}/h for {} pods",
-                    it.name,
-                    offering.capacity_type,
-                    offering.zone,
-                    offering.price,
-                    claim.pods.len()
-                ),
-            );
+            self.launch(claim, "provisioned");
         }
         let unschedulable = results.pod_errors.len();
         if unschedulable > 0 && results.new_node_claims.is_empty() {
@@ -762,6 +747,57 @@ impl Simulation {
                 );
             }
         }
+    }
+
+    /// Launches a node for a NodeClaim: its cheapest instance type in its cheapest allowed
+    /// offering, Ready after the launch and registration delays.
+    fn launch(&mut self, claim: &NewNodeClaim, reason: &'static str) -> Option<usize> {
+        let it: &Arc<InstanceType> = claim.instance_types.first()?;
+        let offering = it
+            .compatible_offerings(&claim.requirements)
+            .min_by(|a, b| a.price.total_cmp(&b.price))?;
+        let name = format!("{}-{}", claim.node_pool, self.nodes.len());
+        let mut labels = claim.labels.clone();
+        for r in it
+            .requirements
+            .iter()
+            .filter(|r| r.operator() == karpenter_api::Operator::In && r.values().len() == 1)
+        {
+            labels.insert(
+                r.key().to_string(),
+                r.values().next().unwrap_or_default().to_string(),
+            );
+        }
+        labels.insert(ZONE_LABEL.into(), offering.zone.clone());
+        labels.insert(CAPACITY_TYPE_LABEL.into(), offering.capacity_type.clone());
+        labels.insert(HOSTNAME_LABEL.into(), name.clone());
+        labels.insert(NODE_POOL_LABEL.into(), claim.node_pool.clone());
+        let message = format!(
+            "nodeclaim/{name} {} {} {} ${:.4}/h for {} pods",
+            it.name,
+            offering.capacity_type,
+            offering.zone,
+            offering.price,
+            claim.pods.len()
+        );
+        self.nodes.push(SimNode {
+            name,
+            labels,
+            taints: claim.taints.clone(),
+            allocatable: it.allocatable().clone(),
+            capacity: it.capacity.clone(),
+            instance_type: it.name.clone(),
+            capacity_type: offering.capacity_type.clone(),
+            zone: offering.zone.clone(),
+            price: offering.price,
+            node_pool: Some(claim.node_pool.clone()),
+            launched_at: self.now,
+            ready_at: self.now + self.timing.launch_delay + self.timing.registration_delay,
+            terminated_at: None,
+            reason,
+        });
+        self.event("Launched", message);
+        Some(self.nodes.len() - 1)
     }
 
     fn nodes_alive(&self) -> impl Iterator<Item = &SimNode> {
@@ -894,7 +930,7 @@ impl Simulation {
                 self.run_step(action);
             }
             for n in 0..self.nodes.len() {
-                if self.nodes[n].reason == "provisioned"
+                if self.nodes[n].reason != "existing"
                     && self.nodes[n].ready(self.now)
                     && ready_reported.insert(n)
                 {
@@ -905,7 +941,10 @@ impl Simulation {
             self.reconcile_workloads();
             self.reconcile_daemonsets();
             self.bind_pending();
-            self.provision();
+            match self.autoscaler {
+                Autoscaler::Karpenter => self.provision(),
+                Autoscaler::ClusterAutoscaler(_) => self.cluster_autoscaler_scan(),
+            }
             let expectations: Vec<Expectation> = self
                 .expectations
                 .iter()
@@ -970,11 +1009,7 @@ impl Simulation {
                 .iter()
                 .filter(|p| !p.done && p.bound_at.is_none())
                 .count(),
-            nodes_launched: self
-                .nodes
-                .iter()
-                .filter(|n| n.reason == "provisioned")
-                .count(),
+            nodes_launched: self.nodes.iter().filter(|n| n.reason != "existing").count(),
             nodes_terminated: self
                 .nodes
                 .iter()
@@ -989,7 +1024,7 @@ impl Simulation {
         let nodeclaims = self
             .nodes
             .iter()
-            .filter(|n| n.reason == "provisioned")
+            .filter(|n| n.reason != "existing")
             .map(|n| LaunchedNodeClaim {
                 name: n.name.clone(),
                 nodepool: n.node_pool.clone().unwrap_or_default(),
@@ -1009,7 +1044,7 @@ impl Simulation {
             summary,
             nodeclaims,
             timeline: self.samples,
-            disruptions: Vec::new(),
+            disruptions: self.disruptions,
             events: self.events,
             failures: self.failures,
         }
