@@ -257,41 +257,6 @@ impl Report {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use karpenter_core::cloudprovider::fake::FakeInstanceType;
-
-    #[test]
-    fn lower_bound_mixes_shapes() {
-        let cpu_heavy = Arc::new(
-            FakeInstanceType::new("cpu")
-                .resources(&[("cpu", "8100m"), ("memory", "8202Mi")])
-                .offerings(&[("on-demand", "z", 1.0)])
-                .build(),
-        );
-        let mem_heavy = Arc::new(
-            FakeInstanceType::new("mem")
-                .resources(&[("cpu", "1100m"), ("memory", "32778Mi")])
-                .offerings(&[("on-demand", "z", 1.0)])
-                .build(),
-        );
-        let gib = (1u64 << 30) as f64;
-        // 8 cores and 32 GiB: one of each covers it exactly, for 2.0; each alone would need 4 of
-        // the cpu type (32 GiB) or 8 of the memory type (8 cores).
-        let cheapest =
-            |it: &InstanceType| it.offerings.iter().map(|o| o.price).min_by(f64::total_cmp);
-        let both = shapes(&[cpu_heavy.clone(), mem_heavy.clone()], cheapest);
-        let bound = lp_lower_bound(8.0, 40.0 * gib, &both);
-        assert!(bound < 4.0 && bound > 1.5, "{bound}");
-        let only_cpu = shapes(&[cpu_heavy], cheapest);
-        assert_eq!(lp_lower_bound(0.0, 0.0, &only_cpu), 0.0);
-        // Exactly one type's worth costs that type's price.
-        let one = lp_lower_bound(8.0, 8.0 * gib, &only_cpu);
-        assert!((one - 1.0).abs() < 1e-9, "{one}");
-    }
-}
-
 /// Two runs of one scenario side by side (karpenter and another autoscaler).
 pub fn compare_text(left: &Report, left_name: &str, right: &Report, right_name: &str) -> String {
     let mut out = String::new();
@@ -404,4 +369,39 @@ pub fn compare_text(left: &Report, left_name: &str, right: &Report, right_name: 
         let _ = writeln!(out, "\n  {right_name} node groups: {}", groups.message);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use karpenter_core::cloudprovider::fake::FakeInstanceType;
+
+    #[test]
+    fn lower_bound_mixes_shapes() {
+        let cpu_heavy = Arc::new(
+            FakeInstanceType::new("cpu")
+                .resources(&[("cpu", "8100m"), ("memory", "8202Mi")])
+                .offerings(&[("on-demand", "z", 1.0)])
+                .build(),
+        );
+        let mem_heavy = Arc::new(
+            FakeInstanceType::new("mem")
+                .resources(&[("cpu", "1100m"), ("memory", "32778Mi")])
+                .offerings(&[("on-demand", "z", 1.0)])
+                .build(),
+        );
+        let gib = (1u64 << 30) as f64;
+        // 8 cores and 32 GiB: one of each covers it exactly, for 2.0; each alone would need 4 of
+        // the cpu type (32 GiB) or 8 of the memory type (8 cores).
+        let cheapest =
+            |it: &InstanceType| it.offerings.iter().map(|o| o.price).min_by(f64::total_cmp);
+        let both = shapes(&[cpu_heavy.clone(), mem_heavy.clone()], cheapest);
+        let bound = lp_lower_bound(8.0, 40.0 * gib, &both);
+        assert!(bound < 4.0 && bound > 1.5, "{bound}");
+        let only_cpu = shapes(&[cpu_heavy], cheapest);
+        assert_eq!(lp_lower_bound(0.0, 0.0, &only_cpu), 0.0);
+        // Exactly one type's worth costs that type's price.
+        let one = lp_lower_bound(8.0, 8.0 * gib, &only_cpu);
+        assert!((one - 1.0).abs() < 1e-9, "{one}");
+    }
 }
