@@ -106,8 +106,19 @@ enum Bench {
     },
 }
 
-fn main() -> anyhow::Result<ExitCode> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            // The message and its causes; a backtrace would only bury them.
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Crds {
             output_dir: Some(dir),

@@ -275,15 +275,39 @@ fn typed<T: serde::de::DeserializeOwned>(
     prefix: &str,
     value: Value,
 ) -> Result<T, ScenarioError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let path = match (prefix.is_empty(), path.as_str()) {
-            (_, ".") => prefix.to_string(),
-            (true, p) => p.to_string(),
-            (false, p) => format!("{prefix}.{p}"),
-        };
+    let join = |path: String| match (prefix.is_empty(), path.as_str()) {
+        (_, "." | "") => prefix.to_string(),
+        (true, p) => p.to_string(),
+        (false, p) => format!("{prefix}.{p}"),
+    };
+    // Kubernetes' types skip fields they do not know; a scenario should not (a typo such as
+    // `replicaz` would silently change the run).
+    let mut unknown = Vec::new();
+    // serde_ignored writes `?` for each Option it passes through; the field path has none.
+    let mut record = |path: serde_ignored::Path<'_>| {
+        unknown.push(
+            path.to_string()
+                .split('.')
+                .filter(|s| *s != "?")
+                .collect::<Vec<_>>()
+                .join("."),
+        )
+    };
+    let parsed =
+        serde_path_to_error::deserialize(serde_ignored::Deserializer::new(value, &mut record));
+    let parsed: T = parsed.map_err(|e| {
+        let path = join(e.path().to_string());
         invalid(file, document, path, e.into_inner().to_string())
-    })
+    })?;
+    if let Some(field) = unknown.first() {
+        return Err(invalid(
+            file,
+            document,
+            join(field.clone()),
+            "unknown field",
+        ));
+    }
+    Ok(parsed)
 }
 
 /// Parses one manifest into an object, checking karpenter's kinds as the API server would.

@@ -284,3 +284,18 @@ fn cluster_autoscaler_comparison() {
             && text.contains("over the bound")
     );
 }
+
+#[test]
+fn unknown_fields_in_kubernetes_objects_are_errors() {
+    let e = parse_error(&format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d}}\nspec:\n  replicaz: 3\n  selector: {{matchLabels: {{a: b}}}}\n  template: {{spec: {{containers: [{{name: c, image: c}}]}}}}\n---\n{HEADER}spec: {{duration: 1m}}\n"
+    ));
+    assert_eq!(e, "s.yaml: document 1: spec.replicaz: unknown field");
+    let e = parse_error(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  containers: [{{name: c, image: c, resourcez: {{}}}}]\n---\n{HEADER}spec: {{duration: 1m}}\n"
+    ));
+    assert_eq!(
+        e,
+        "s.yaml: document 1: spec.containers.0.resourcez: unknown field"
+    );
+}
