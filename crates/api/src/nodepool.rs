@@ -46,6 +46,10 @@ impl DisruptionReason {
     }
 }
 
+/// The Balanced policy's k: a move is approved when its share of savings is at least 1/k of
+/// its share of disruption.
+pub const BALANCED_K: f64 = 2.0;
+
 /// The default budget's `nodes`: a tenth of the NodePool's nodes at a time.
 pub const DEFAULT_BUDGET_NODES: &str = "10%";
 

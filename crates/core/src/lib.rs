@@ -4,6 +4,7 @@
 
 pub mod benchmark;
 pub mod cloudprovider;
+pub mod disruption;
 pub mod provisioning;
 pub mod resources;
 pub mod scheduling;

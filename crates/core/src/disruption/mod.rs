@@ -1,0 +1,704 @@
+//! Disruption decisions: which nodes to remove or replace, and why the others stay — upstream's
+//! methods in upstream's order (emptiness, drift, multi-node consolidation, single-node
+//! consolidation), within each NodePool's budgets, never past a PodDisruptionBudget or a
+//! `karpenter.sh/do-not-disrupt`. Pure: the caller passes the cluster and the time, and carries
+//! out the commands (taint, launch replacements, wait for them, then delete).
+
+pub mod budgets;
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::{Pod, Taint};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use karpenter_api::labels::{
+    CAPACITY_TYPE_LABEL, DO_NOT_DISRUPT_ANNOTATION, POD_DELETION_COST_ANNOTATION,
+};
+use karpenter_api::{ConsolidationPolicy, DisruptionReason, NodePool};
+
+use crate::provisioning::scheduling::{
+    ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
+};
+use crate::resources::Resources;
+use crate::scheduling::selector;
+
+/// A node as disruption sees it.
+#[derive(Clone, Debug, Default)]
+pub struct NodeState {
+    /// The node's name.
+    pub name: String,
+    /// Its NodePool (`None`: not managed by karpenter).
+    pub node_pool: Option<String>,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+    /// Its annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// Its taints.
+    pub taints: Vec<Taint>,
+    /// What pods can use.
+    pub allocatable: Resources,
+    /// Its capacity.
+    pub capacity: Resources,
+    /// The pods bound to it.
+    pub pods: Vec<Pod>,
+    /// Ready, startup taints gone.
+    pub initialized: bool,
+    /// Ready now (a NotReady node counts as already disrupting).
+    pub ready: bool,
+    /// Marked for deletion or terminating.
+    pub deleting: bool,
+    /// A recent provisioning decision counts on it.
+    pub nominated: bool,
+    /// What it costs per hour.
+    pub price: f64,
+    /// When it was created (seconds; the same clock as `now`).
+    pub created_at: i64,
+    /// When a pod last bound to or left it (or when it initialized).
+    pub last_pod_event: i64,
+    /// Its NodeClaim no longer matches its NodePool or NodeClass.
+    pub drifted: bool,
+}
+
+/// A decision to disrupt nodes.
+#[derive(Clone, Debug)]
+pub struct Command {
+    /// Why.
+    pub reason: DisruptionReason,
+    /// Which method decided it.
+    pub method: &'static str,
+    /// The nodes to remove.
+    pub candidates: Vec<String>,
+    /// Nodes to launch first (consolidation replaces with at most one; drift with any number).
+    pub replacements: Vec<NewNodeClaim>,
+    /// What the move saves per hour.
+    pub savings_per_hour: f64,
+}
+
+/// The outcome of one disruption pass.
+#[derive(Clone, Debug, Default)]
+pub struct Decision {
+    /// Commands to carry out (from the first method that found any).
+    pub commands: Vec<Command>,
+    /// Every managed node not chosen, and why it stays.
+    pub blocked: BTreeMap<String, String>,
+}
+
+/// Everything a disruption pass looks at.
+pub struct Input<'a> {
+    /// Now, in seconds since the Unix epoch (budget schedules are cron in UTC).
+    pub now: i64,
+    /// Every node.
+    pub nodes: &'a [NodeState],
+    /// The NodePools with their instance types.
+    pub node_pools: &'a [NodePoolInput],
+    /// PodDisruptionBudgets, with `status.disruptionsAllowed` filled in.
+    pub pdbs: &'a [PodDisruptionBudget],
+    /// Pods waiting for a node (they must still fit after a move).
+    pub pending_pods: &'a [Pod],
+    /// DaemonSet pods, for replacement overhead.
+    pub daemonset_pods: &'a [Pod],
+    /// Scheduling options (provider labels).
+    pub options: SchedulerOptions,
+}
+
+fn is_daemonset_pod(pod: &Pod) -> bool {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet" || o.kind == "Node")
+}
+
+fn is_active(pod: &Pod) -> bool {
+    !matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    ) && pod.metadata.deletion_timestamp.is_none()
+}
+
+/// Pods that must find another node when this one goes.
+fn reschedulable(node: &NodeState) -> impl Iterator<Item = &Pod> {
+    node.pods
+        .iter()
+        .filter(|p| is_active(p) && !is_daemonset_pod(p))
+}
+
+/// Upstream's eviction cost of a pod: 1, raised by its deletion cost and priority, within ±10.
+pub fn eviction_cost(pod: &Pod) -> f64 {
+    let deletion_cost = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(POD_DELETION_COST_ANNOTATION))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0) as f64;
+    (1.0 + deletion_cost / 2f64.powi(27) + priority / 2f64.powi(25)).clamp(-10.0, 10.0)
+}
+
+/// 1 plus the positive eviction costs of the node's reschedulable pods.
+fn reschedule_cost(node: &NodeState) -> f64 {
+    1.0 + reschedulable(node)
+        .map(eviction_cost)
+        .filter(|c| *c > 0.0)
+        .sum::<f64>()
+}
+
+/// A node is empty when moving its pods costs nothing (no reschedulable pod with a positive
+/// eviction cost).
+fn is_empty(node: &NodeState) -> bool {
+    reschedule_cost(node) <= 1.0
+}
+
+/// When a pod's `do-not-disrupt` still holds: `"true"`, or a duration not yet elapsed since it
+/// started.
+fn do_not_disrupt(pod: &Pod, now: i64) -> bool {
+    let Some(value) = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(DO_NOT_DISRUPT_ANNOTATION))
+    else {
+        return false;
+    };
+    if value == "true" {
+        return true;
+    }
+    match karpenter_api::duration::parse_go_duration(value) {
+        Ok(d) => {
+            let started = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| t.0.as_second());
+            started.is_none_or(|s| now < s + d.as_secs() as i64)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Why a node may not be disrupted at all, if it may not.
+fn blocked_reason(
+    node: &NodeState,
+    pools: &BTreeMap<&str, &NodePoolInput>,
+    pdbs: &[PodDisruptionBudget],
+    now: i64,
+) -> Option<String> {
+    let Some(pool) = node.node_pool.as_deref() else {
+        return Some("node is not managed by a NodePool".into());
+    };
+    if !pools.contains_key(pool) {
+        return Some(format!("NodePool {pool:?} not found"));
+    }
+    if !node.initialized {
+        return Some("node is not initialized".into());
+    }
+    if node.deleting {
+        return Some("node is being deleted".into());
+    }
+    if node.nominated {
+        return Some("node is nominated for pending pods".into());
+    }
+    if node
+        .annotations
+        .get(DO_NOT_DISRUPT_ANNOTATION)
+        .is_some_and(|v| v == "true")
+    {
+        return Some(format!("node has \"{DO_NOT_DISRUPT_ANNOTATION}\""));
+    }
+    for pod in node.pods.iter().filter(|p| is_active(p)) {
+        let name = format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or("?")
+        );
+        if do_not_disrupt(pod, now) {
+            return Some(format!("pod {name} has \"{DO_NOT_DISRUPT_ANNOTATION}\""));
+        }
+        if is_daemonset_pod(pod) {
+            continue;
+        }
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let matching: Vec<&PodDisruptionBudget> = pdbs
+            .iter()
+            .filter(|b| b.metadata.namespace.as_deref().unwrap_or("default") == namespace)
+            .filter(|b| {
+                b.spec
+                    .as_ref()
+                    .and_then(|s| s.selector.as_ref())
+                    .is_some_and(|sel| selector::matches(sel, &labels))
+            })
+            .collect();
+        if matching.len() > 1 {
+            return Some(format!(
+                "pod {name} is selected by more than one PodDisruptionBudget; eviction does not support multiple PDBs"
+            ));
+        }
+        if let Some(pdb) = matching.first()
+            && pdb
+                .status
+                .as_ref()
+                .is_none_or(|s| s.disruptions_allowed <= 0)
+        {
+            return Some(format!(
+                "pdb {namespace}/{} prevents pod evictions",
+                pdb.metadata.name.as_deref().unwrap_or("?")
+            ));
+        }
+    }
+    None
+}
+
+/// A node that may be disrupted.
+#[derive(Clone, Debug)]
+struct Candidate<'a> {
+    node: &'a NodeState,
+    pool: &'a NodePoolInput,
+    reschedule_cost: f64,
+}
+
+impl Candidate<'_> {
+    fn pool_name(&self) -> &str {
+        self.pool.node_pool.name()
+    }
+
+    fn consolidatable(&self, now: i64) -> bool {
+        self.pool
+            .node_pool
+            .spec
+            .disruption
+            .consolidate_after
+            .0
+            .is_some_and(|after| now - self.node.last_pod_event >= after.as_secs() as i64)
+    }
+}
+
+/// Remaining disruptions per NodePool for a reason: the budget less nodes already disrupting.
+fn budget_mapping(input: &Input<'_>, reason: DisruptionReason) -> HashMap<String, usize> {
+    let mut out = HashMap::new();
+    for pool in input.node_pools {
+        let name = pool.node_pool.name();
+        let nodes: Vec<&NodeState> = input
+            .nodes
+            .iter()
+            .filter(|n| n.node_pool.as_deref() == Some(name))
+            .collect();
+        let counted = nodes
+            .iter()
+            .filter(|n| n.initialized && !n.deleting)
+            .count();
+        let disrupting = nodes.iter().filter(|n| !n.ready || n.deleting).count();
+        let allowed = budgets::allowed_disruptions(&pool.node_pool, counted, reason, input.now);
+        out.insert(name.to_string(), allowed.saturating_sub(disrupting));
+    }
+    out
+}
+
+/// The scheduling simulation with `removed` gone: do their pods (and the pending ones) fit, and
+/// what would be launched?
+enum Simulation {
+    Delete,
+    Replace(Box<NewNodeClaim>),
+    Invalid(String),
+}
+
+fn simulate(input: &Input<'_>, removed: &[&NodeState]) -> Simulation {
+    let removed_names: Vec<&str> = removed.iter().map(|n| n.name.as_str()).collect();
+    let existing: Vec<ExistingNodeInput> = input
+        .nodes
+        .iter()
+        .filter(|n| !n.deleting && !removed_names.contains(&n.name.as_str()))
+        .map(|n| ExistingNodeInput {
+            name: n.name.clone(),
+            labels: n.labels.clone(),
+            taints: n.taints.clone(),
+            allocatable: n.allocatable.clone(),
+            capacity: n.capacity.clone(),
+            pods: n.pods.clone(),
+            initialized: n.initialized,
+            node_pool: n.node_pool.clone(),
+            ..Default::default()
+        })
+        .collect();
+    let moving: Vec<Pod> = removed
+        .iter()
+        .flat_map(|n| reschedulable(n).cloned())
+        .collect();
+    let mut pods = moving.clone();
+    pods.extend(input.pending_pods.iter().cloned());
+    let results = Scheduler::new(
+        input.node_pools,
+        &existing,
+        input.daemonset_pods,
+        input.options.clone(),
+    )
+    .solve(&pods, &|| false);
+    if let Some((_, reason)) = results.pod_errors.iter().find(|(i, _)| **i < moving.len()) {
+        return Simulation::Invalid(format!("not all pods would schedule, {reason}"));
+    }
+    let uninitialized: Vec<&str> = results
+        .existing_nodes
+        .iter()
+        .filter(|(_, pods)| pods.iter().any(|p| *p < moving.len()))
+        .map(|(name, _)| name.as_str())
+        .filter(|name| existing.iter().any(|e| e.name == *name && !e.initialized))
+        .collect();
+    if let Some(name) = uninitialized.first() {
+        return Simulation::Invalid(format!("would schedule against uninitialized node {name}"));
+    }
+    let claims: Vec<&NewNodeClaim> = results
+        .new_node_claims
+        .iter()
+        .filter(|c| c.pods.iter().any(|p| *p < moving.len()))
+        .collect();
+    match claims.len() {
+        0 => Simulation::Delete,
+        1 => Simulation::Replace(Box::new(claims[0].clone())),
+        n => Simulation::Invalid(format!("can't remove without creating {n} nodes")),
+    }
+}
+
+/// The most a replacement could cost: its priciest compatible offering in the first capacity
+/// type (reserved, spot, on-demand) it could launch as.
+fn worst_launch_price(claim: &NewNodeClaim, index: usize) -> f64 {
+    let it = &claim.instance_types[index];
+    for ct in ["reserved", "spot", "on-demand"] {
+        let prices: Vec<f64> = it
+            .compatible_offerings(&claim.requirements)
+            .filter(|o| o.capacity_type == ct)
+            .map(|o| o.price)
+            .collect();
+        if !prices.is_empty() {
+            return prices.into_iter().fold(f64::MIN, f64::max);
+        }
+    }
+    f64::MAX
+}
+
+/// A consolidation of `candidates`: delete them, or replace them with one strictly cheaper node.
+fn consolidate(input: &Input<'_>, candidates: &[&Candidate<'_>]) -> Result<Command, String> {
+    let nodes: Vec<&NodeState> = candidates.iter().map(|c| c.node).collect();
+    let price: f64 = nodes.iter().map(|n| n.price).sum();
+    match simulate(input, &nodes) {
+        Simulation::Invalid(why) => Err(why),
+        Simulation::Delete => Ok(Command {
+            reason: DisruptionReason::Underutilized,
+            method: "",
+            candidates: nodes.iter().map(|n| n.name.clone()).collect(),
+            replacements: Vec::new(),
+            savings_per_hour: price,
+        }),
+        Simulation::Replace(mut claim) => {
+            let all_spot = nodes.iter().all(|n| {
+                n.labels
+                    .get(CAPACITY_TYPE_LABEL)
+                    .is_some_and(|c| c == "spot")
+            });
+            let allows_spot = claim.requirements.allows(CAPACITY_TYPE_LABEL, "spot");
+            if all_spot && allows_spot {
+                return Err("SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node".into());
+            }
+            // Prefer spot when both are allowed: the on-demand fallback would cost more.
+            if allows_spot && claim.requirements.allows(CAPACITY_TYPE_LABEL, "on-demand") {
+                claim.requirements.add(crate::scheduling::Requirement::new(
+                    CAPACITY_TYPE_LABEL,
+                    karpenter_api::Operator::In,
+                    &["spot"],
+                ));
+            }
+            let keep: Vec<usize> = (0..claim.instance_types.len())
+                .filter(|&i| worst_launch_price(&claim, i) < price)
+                .collect();
+            if keep.is_empty() {
+                return Err("can't replace with a cheaper node".into());
+            }
+            claim.instance_types = keep
+                .iter()
+                .map(|&i| claim.instance_types[i].clone())
+                .collect();
+            let replacement_price = claim.cheapest_price().unwrap_or(price);
+            Ok(Command {
+                reason: DisruptionReason::Underutilized,
+                method: "",
+                candidates: nodes.iter().map(|n| n.name.clone()).collect(),
+                savings_per_hour: price - replacement_price,
+                replacements: vec![*claim],
+            })
+        }
+    }
+}
+
+/// Upstream's Balanced policy: a move passes when its share of the pool's savings is at least
+/// half its share of the pool's disruption.
+fn balanced_approves(
+    input: &Input<'_>,
+    pool: &NodePoolInput,
+    command: &Command,
+    candidates: &[&Candidate<'_>],
+) -> bool {
+    if pool.node_pool.spec.disruption.consolidation_policy != ConsolidationPolicy::Balanced {
+        return true;
+    }
+    let nodes: Vec<&NodeState> = input
+        .nodes
+        .iter()
+        .filter(|n| n.node_pool.as_deref() == Some(pool.node_pool.name()))
+        .collect();
+    let total_cost: f64 = nodes.iter().map(|n| n.price).sum();
+    let total_disruption: f64 = nodes.iter().map(|n| reschedule_cost(n)).sum();
+    let disruption: f64 = candidates.iter().map(|c| c.reschedule_cost).sum();
+    if command.savings_per_hour <= 0.0 || total_cost <= 0.0 {
+        return false;
+    }
+    if disruption <= 0.0 || total_disruption <= 0.0 {
+        return true;
+    }
+    (command.savings_per_hour / total_cost) / (disruption / total_disruption)
+        >= 1.0 / karpenter_api::nodepool::BALANCED_K
+}
+
+/// One disruption pass: the first method, in upstream's order, that finds something to do.
+pub fn decide(input: &Input<'_>) -> Decision {
+    let pools: BTreeMap<&str, &NodePoolInput> = input
+        .node_pools
+        .iter()
+        .map(|p| (p.node_pool.name(), p))
+        .collect();
+    let mut decision = Decision::default();
+    let mut candidates: Vec<Candidate<'_>> = Vec::new();
+    for node in input.nodes.iter().filter(|n| n.node_pool.is_some()) {
+        match blocked_reason(node, &pools, input.pdbs, input.now) {
+            Some(why) => {
+                decision.blocked.insert(node.name.clone(), why);
+            }
+            None => {
+                let pool = pools[node.node_pool.as_deref().unwrap_or_default()];
+                candidates.push(Candidate {
+                    node,
+                    pool,
+                    reschedule_cost: reschedule_cost(node),
+                });
+            }
+        }
+    }
+    // Most savings per unit of disruption first.
+    candidates.sort_by(|a, b| {
+        (b.node.price / b.reschedule_cost)
+            .total_cmp(&(a.node.price / a.reschedule_cost))
+            .then_with(|| a.node.name.cmp(&b.node.name))
+    });
+    let no_consolidation = |c: &Candidate<'_>| {
+        c.pool
+            .node_pool
+            .spec
+            .disruption
+            .consolidate_after
+            .0
+            .is_none()
+    };
+
+    // 1. Emptiness: every empty, consolidatable node within budget, in one command.
+    let mut budget = budget_mapping(input, DisruptionReason::Empty);
+    let empty: Vec<&Candidate<'_>> = candidates
+        .iter()
+        .filter(|c| !no_consolidation(c) && is_empty(c.node) && c.consolidatable(input.now))
+        .collect();
+    let mut chosen = Vec::new();
+    for c in &empty {
+        let left = budget
+            .get_mut(c.pool_name())
+            .expect("every pool has a budget entry");
+        if *left == 0 {
+            decision.blocked.insert(
+                c.node.name.clone(),
+                format!(
+                    "no allowed disruptions for reason Empty in NodePool {:?}",
+                    c.pool_name()
+                ),
+            );
+            continue;
+        }
+        *left -= 1;
+        chosen.push(*c);
+    }
+    if !chosen.is_empty() {
+        let savings = chosen.iter().map(|c| c.node.price).sum();
+        decision.commands.push(Command {
+            reason: DisruptionReason::Empty,
+            method: "emptiness",
+            candidates: chosen.iter().map(|c| c.node.name.clone()).collect(),
+            replacements: Vec::new(),
+            savings_per_hour: savings,
+        });
+        return decision;
+    }
+
+    // 2. Drift: the oldest drifted node whose pods fit, replaced with as many nodes as needed.
+    let mut budget = budget_mapping(input, DisruptionReason::Drifted);
+    let mut drifted: Vec<&Candidate<'_>> = candidates.iter().filter(|c| c.node.drifted).collect();
+    drifted.sort_by_key(|c| (!is_empty(c.node), c.node.created_at));
+    for c in drifted {
+        if budget.get(c.pool_name()).copied().unwrap_or(0) == 0 {
+            decision.blocked.insert(
+                c.node.name.clone(),
+                format!(
+                    "drifted, but no allowed disruptions for reason Drifted in NodePool {:?}",
+                    c.pool_name()
+                ),
+            );
+            continue;
+        }
+        let nodes = [c.node];
+        let removed: Vec<Pod> = reschedulable(c.node).cloned().collect();
+        let existing: Vec<ExistingNodeInput> = input
+            .nodes
+            .iter()
+            .filter(|n| !n.deleting && n.name != c.node.name)
+            .map(|n| ExistingNodeInput {
+                name: n.name.clone(),
+                labels: n.labels.clone(),
+                taints: n.taints.clone(),
+                allocatable: n.allocatable.clone(),
+                capacity: n.capacity.clone(),
+                pods: n.pods.clone(),
+                initialized: n.initialized,
+                node_pool: n.node_pool.clone(),
+                ..Default::default()
+            })
+            .collect();
+        let results = Scheduler::new(
+            input.node_pools,
+            &existing,
+            input.daemonset_pods,
+            input.options.clone(),
+        )
+        .solve(&removed, &|| false);
+        if !results.pod_errors.is_empty() {
+            decision.blocked.insert(
+                c.node.name.clone(),
+                "drifted, but its pods would not all schedule elsewhere".into(),
+            );
+            continue;
+        }
+        if let Some(left) = budget.get_mut(c.pool_name()) {
+            *left -= 1;
+        }
+        decision.commands.push(Command {
+            reason: DisruptionReason::Drifted,
+            method: "drift",
+            candidates: nodes.iter().map(|n| n.name.clone()).collect(),
+            replacements: results.new_node_claims,
+            savings_per_hour: 0.0,
+        });
+        return decision;
+    }
+
+    // Consolidation applies to non-empty, consolidatable nodes of pools that allow it.
+    let consolidatable: Vec<&Candidate<'_>> = candidates
+        .iter()
+        .filter(|c| {
+            let spec = &c.pool.node_pool.spec.disruption;
+            let why = if no_consolidation(c) {
+                Some("consolidateAfter is Never")
+            } else if spec.consolidation_policy == ConsolidationPolicy::WhenEmpty {
+                Some("consolidationPolicy is WhenEmpty and the node has pods")
+            } else if is_empty(c.node) {
+                Some("empty, waiting for consolidateAfter")
+            } else if !c.consolidatable(input.now) {
+                Some("pods changed within consolidateAfter")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                decision
+                    .blocked
+                    .entry(c.node.name.clone())
+                    .or_insert_with(|| why.to_string());
+            }
+            why.is_none()
+        })
+        .collect();
+    let mut budget = budget_mapping(input, DisruptionReason::Underutilized);
+    let mut within_budget: Vec<&Candidate<'_>> = Vec::new();
+    for c in &consolidatable {
+        let left = budget
+            .get_mut(c.pool_name())
+            .expect("every pool has a budget entry");
+        if *left == 0 {
+            decision.blocked.insert(
+                c.node.name.clone(),
+                format!(
+                    "no allowed disruptions for reason Underutilized in NodePool {:?}",
+                    c.pool_name()
+                ),
+            );
+            continue;
+        }
+        *left -= 1;
+        within_budget.push(c);
+    }
+
+    // 3. Multi-node consolidation: the longest prefix (binary search, up to 100 nodes) that can
+    //    go with at most one cheaper replacement.
+    if within_budget.len() >= 2 {
+        let (mut low, mut high) = (1usize, (within_budget.len() - 1).min(100));
+        let mut best: Option<Command> = None;
+        while low <= high {
+            let mid = (low + high) / 2;
+            let prefix = &within_budget[..=mid];
+            let valid = consolidate(input, prefix).ok().filter(|cmd| {
+                prefix
+                    .iter()
+                    .all(|c| balanced_approves(input, c.pool, cmd, prefix))
+            });
+            match valid {
+                Some(cmd) => {
+                    best = Some(cmd);
+                    low = mid + 1;
+                }
+                None => high = mid - 1,
+            }
+        }
+        if let Some(mut cmd) = best {
+            cmd.method = "multi-node consolidation";
+            decision.commands.push(cmd);
+            return decision;
+        }
+    }
+
+    // 4. Single-node consolidation: the first node that can go alone.
+    for c in &within_budget {
+        match consolidate(input, std::slice::from_ref(c)) {
+            Ok(mut cmd) if balanced_approves(input, c.pool, &cmd, std::slice::from_ref(c)) => {
+                cmd.method = "single-node consolidation";
+                decision.commands.push(cmd);
+                return decision;
+            }
+            Ok(_) => {
+                decision.blocked.insert(
+                    c.node.name.clone(),
+                    "the Balanced policy judges the savings not worth the disruption".into(),
+                );
+            }
+            Err(why) => {
+                decision.blocked.insert(c.node.name.clone(), why);
+            }
+        }
+    }
+    decision
+}
+
+/// Nodes past their NodePool's `expireAfter`: they are replaced regardless of budgets.
+pub fn expired<'a>(nodes: &'a [NodeState], pools: &[NodePool], now: i64) -> Vec<&'a NodeState> {
+    nodes
+        .iter()
+        .filter(|n| !n.deleting)
+        .filter(|n| {
+            let pool = pools
+                .iter()
+                .find(|p| Some(p.name()) == n.node_pool.as_deref());
+            pool.and_then(|p| p.spec.template.spec.expire_after.0)
+                .is_some_and(|after| now >= n.created_at + after.as_secs() as i64)
+        })
+        .collect()
+}

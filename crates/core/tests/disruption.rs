@@ -1,0 +1,633 @@
+//! Disruption decisions, after upstream's emptiness, consolidation, drift, expiration and
+//! budget suites: which nodes go, which stay, and why.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::{
+    PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use karpenter_api::{Budget, ConsolidationPolicy, DisruptionReason, NillableDuration};
+use karpenter_core::cloudprovider::{InstanceType, fake};
+use karpenter_core::disruption::{Decision, Input, NodeState, decide, expired};
+use karpenter_core::provisioning::scheduling::{NodePoolInput, SchedulerOptions};
+use support::*;
+
+const NOW: i64 = 1_717_372_800 + 12 * 3600; // a Monday, noon UTC
+
+fn types() -> Vec<Arc<InstanceType>> {
+    arc(fake::instance_types(16))
+}
+
+fn pool(name: &str, edit: impl FnOnce(&mut karpenter_api::NodePool)) -> NodePoolInput {
+    let mut np = node_pool(name).0;
+    np.spec.disruption.consolidate_after = NillableDuration::from_secs(0);
+    edit(&mut np);
+    NodePoolInput {
+        node_pool: np,
+        instance_types: types(),
+    }
+}
+
+/// A managed, initialized node of instance type `fake-it-{cpu-1}` holding `pods`.
+fn node(name: &str, pool: &str, cpu: usize, capacity_type: &str, pods: Vec<Pod>) -> NodeState {
+    let it = fake::instance_types(16).into_iter().nth(cpu - 1).unwrap();
+    let labels: BTreeMap<String, String> = [
+        (CAPACITY_TYPE, capacity_type),
+        (ZONE, "test-zone-1"),
+        (INSTANCE_TYPE, it.name.as_str()),
+        (HOSTNAME, name),
+        ("karpenter.sh/nodepool", pool),
+        ("testing/cluster", "unspecified"),
+        (ARCH, "amd64"),
+        (OS, "linux"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    NodeState {
+        name: name.into(),
+        node_pool: Some(pool.into()),
+        labels,
+        allocatable: it.allocatable().clone(),
+        capacity: it.capacity.clone(),
+        pods,
+        initialized: true,
+        ready: true,
+        price: it.offerings[0].price,
+        created_at: NOW - 3600,
+        last_pod_event: NOW - 3600,
+        ..Default::default()
+    }
+}
+
+fn app(cpu: &str) -> Pod {
+    let mut p = pod().labels(&[("app", "web")]).cpu(cpu).build();
+    p.metadata.name = Some(format!("web-{cpu}"));
+    p
+}
+
+fn run(nodes: &[NodeState], pools: &[NodePoolInput], pdbs: &[PodDisruptionBudget]) -> Decision {
+    let options = SchedulerOptions {
+        provider_labels: fake::provider_labels(),
+        ..Default::default()
+    };
+    decide(&Input {
+        now: NOW,
+        nodes,
+        node_pools: pools,
+        pdbs,
+        pending_pods: &[],
+        daemonset_pods: &[],
+        options,
+    })
+}
+
+fn deleted(d: &Decision) -> Vec<String> {
+    d.commands
+        .iter()
+        .flat_map(|c| c.candidates.clone())
+        .collect()
+}
+
+#[test]
+fn emptiness() {
+    let pools = [pool("default", |_| {})];
+    // An empty node goes; a busy one stays (it is not empty, and consolidation keeps it).
+    let d = run(
+        &[
+            node("empty", "default", 4, "on-demand", vec![]),
+            node("busy", "default", 1, "on-demand", vec![app("500m")]),
+        ],
+        &pools,
+        &[],
+    );
+    assert_eq!(deleted(&d), ["empty"]);
+    assert_eq!(d.commands[0].reason, DisruptionReason::Empty);
+    assert!(d.commands[0].replacements.is_empty());
+    // DaemonSet pods do not keep a node busy.
+    let ds = pod().owned_by_daemonset().cpu("100m").build();
+    let d = run(
+        &[node("only-ds", "default", 2, "on-demand", vec![ds])],
+        &pools,
+        &[],
+    );
+    assert_eq!(deleted(&d), ["only-ds"]);
+    // Within consolidateAfter since the last pod event, an empty node waits.
+    let waiting = [pool("default", |np| {
+        np.spec.disruption.consolidate_after = NillableDuration::from_secs(7200)
+    })];
+    let d = run(
+        &[node("empty", "default", 4, "on-demand", vec![])],
+        &waiting,
+        &[],
+    );
+    assert!(d.commands.is_empty());
+    // consolidateAfter Never turns it off.
+    let never = [pool("default", |np| {
+        np.spec.disruption.consolidate_after = NillableDuration::NEVER
+    })];
+    assert!(
+        run(
+            &[node("empty", "default", 4, "on-demand", vec![])],
+            &never,
+            &[]
+        )
+        .commands
+        .is_empty()
+    );
+    // Several empty nodes go in one command.
+    let three: Vec<NodeState> = (0..3)
+        .map(|i| node(&format!("e{i}"), "default", 2, "on-demand", vec![]))
+        .collect();
+    let all = [pool("default", |np| {
+        np.spec.disruption.budgets = vec![Budget {
+            nodes: "100%".into(),
+            ..Default::default()
+        }]
+    })];
+    assert_eq!(run(&three, &all, &[]).commands[0].candidates.len(), 3);
+}
+
+#[test]
+fn budgets_limit_disruption() {
+    let empty: Vec<NodeState> = (0..5)
+        .map(|i| node(&format!("e{i}"), "default", 2, "on-demand", vec![]))
+        .collect();
+    let with = |b: Vec<Budget>| [pool("default", |np| np.spec.disruption.budgets = b)];
+    let count = |pools: &[NodePoolInput]| deleted(&run(&empty, pools, &[])).len();
+    assert_eq!(
+        count(&with(vec![Budget {
+            nodes: "10%".into(),
+            ..Default::default()
+        }])),
+        1,
+        "10% of 5 rounds up to 1"
+    );
+    assert_eq!(
+        count(&with(vec![Budget {
+            nodes: "2".into(),
+            ..Default::default()
+        }])),
+        2
+    );
+    assert_eq!(
+        count(&with(vec![Budget {
+            nodes: "0".into(),
+            ..Default::default()
+        }])),
+        0
+    );
+    assert_eq!(
+        count(&with(vec![
+            Budget {
+                nodes: "100%".into(),
+                ..Default::default()
+            },
+            Budget {
+                nodes: "3".into(),
+                ..Default::default()
+            }
+        ])),
+        3,
+        "the smallest wins"
+    );
+    // A budget for other reasons does not limit emptiness.
+    assert_eq!(
+        count(&with(vec![
+            Budget {
+                nodes: "0".into(),
+                reasons: Some(vec![DisruptionReason::Drifted]),
+                ..Default::default()
+            },
+            Budget {
+                nodes: "100%".into(),
+                ..Default::default()
+            }
+        ])),
+        5
+    );
+    // A scheduled budget blocks only while it is active (weekdays 09:00–17:00; now is noon).
+    let business_hours = Budget {
+        nodes: "0".into(),
+        schedule: Some("0 9 * * mon-fri".into()),
+        duration: Some(karpenter_api::Duration::from_secs(8 * 3600)),
+        reasons: None,
+    };
+    assert_eq!(
+        count(&with(vec![
+            business_hours.clone(),
+            Budget {
+                nodes: "100%".into(),
+                ..Default::default()
+            }
+        ])),
+        0
+    );
+    let night = Budget {
+        schedule: Some("0 22 * * *".into()),
+        ..business_hours
+    };
+    assert_eq!(
+        count(&with(vec![
+            night,
+            Budget {
+                nodes: "100%".into(),
+                ..Default::default()
+            }
+        ])),
+        5
+    );
+    // Nodes already disrupting (NotReady or deleting) use the budget up.
+    let mut busy = empty.clone();
+    busy[0].ready = false;
+    busy[1].deleting = true;
+    let d = run(
+        &busy,
+        &with(vec![Budget {
+            nodes: "2".into(),
+            ..Default::default()
+        }]),
+        &[],
+    );
+    assert!(d.commands.is_empty(), "2 allowed, 2 already disrupting");
+    assert!(
+        d.blocked
+            .values()
+            .any(|why| why.contains("no allowed disruptions")),
+        "{:?}",
+        d.blocked
+    );
+}
+
+fn pdb(allowed: i32, labels: &[(&str, &str)]) -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        metadata: ObjectMeta {
+            name: Some(format!("pdb-{allowed}")),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        spec: Some(PodDisruptionBudgetSpec {
+            selector: Some(LabelSelector {
+                match_labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        status: Some(PodDisruptionBudgetStatus {
+            disruptions_allowed: allowed,
+            ..Default::default()
+        }),
+    }
+}
+
+#[test]
+fn candidates_respect_blockers() {
+    let pools = [pool("default", |_| {})];
+    let big = || node("big", "default", 8, "on-demand", vec![app("500m")]);
+    // Without blockers the oversized node is replaced by a cheaper one.
+    let d = run(&[big()], &pools, &[]);
+    assert_eq!(deleted(&d), ["big"], "{:?}", d.blocked);
+    let cases: Vec<(&str, NodeState, Vec<PodDisruptionBudget>, &str)> = vec![
+        (
+            "node annotation",
+            {
+                let mut n = big();
+                n.annotations
+                    .insert("karpenter.sh/do-not-disrupt".into(), "true".into());
+                n
+            },
+            vec![],
+            "do-not-disrupt",
+        ),
+        (
+            "pod annotation",
+            {
+                let mut n = big();
+                n.pods[0].metadata.annotations = Some(
+                    [(
+                        "karpenter.sh/do-not-disrupt".to_string(),
+                        "true".to_string(),
+                    )]
+                    .into(),
+                );
+                n
+            },
+            vec![],
+            "do-not-disrupt",
+        ),
+        (
+            "PDB allows no disruption",
+            big(),
+            vec![pdb(0, &[("app", "web")])],
+            "prevents pod evictions",
+        ),
+        (
+            "two PDBs",
+            big(),
+            vec![pdb(1, &[("app", "web")]), pdb(2, &[("app", "web")])],
+            "more than one PodDisruptionBudget",
+        ),
+        (
+            "uninitialized",
+            {
+                let mut n = big();
+                n.initialized = false;
+                n
+            },
+            vec![],
+            "not initialized",
+        ),
+        (
+            "deleting",
+            {
+                let mut n = big();
+                n.deleting = true;
+                n
+            },
+            vec![],
+            "being deleted",
+        ),
+        (
+            "nominated",
+            {
+                let mut n = big();
+                n.nominated = true;
+                n
+            },
+            vec![],
+            "nominated",
+        ),
+        (
+            "unmanaged",
+            {
+                let mut n = big();
+                n.node_pool = None;
+                n
+            },
+            vec![],
+            "",
+        ),
+    ];
+    for (name, n, pdbs, why) in cases {
+        let d = run(std::slice::from_ref(&n), &pools, &pdbs);
+        assert!(d.commands.is_empty(), "{name}: {:?}", d.commands);
+        if !why.is_empty() {
+            assert!(
+                d.blocked.get("big").is_some_and(|b| b.contains(why)),
+                "{name}: {:?}",
+                d.blocked
+            );
+        }
+    }
+    // A PDB that allows a disruption does not block; one for other pods neither.
+    assert_eq!(
+        deleted(&run(&[big()], &pools, &[pdb(1, &[("app", "web")])])),
+        ["big"]
+    );
+    assert_eq!(
+        deleted(&run(&[big()], &pools, &[pdb(0, &[("app", "db")])])),
+        ["big"]
+    );
+}
+
+#[test]
+fn do_not_disrupt_durations_expire() {
+    let pools = [pool("default", |_| {})];
+    let with_duration = |started_ago: i64| {
+        let mut n = node("big", "default", 8, "on-demand", vec![app("500m")]);
+        n.pods[0].metadata.annotations =
+            Some([("karpenter.sh/do-not-disrupt".to_string(), "1h".to_string())].into());
+        let started = k8s_openapi::jiff::Timestamp::from_second(NOW - started_ago).unwrap();
+        n.pods[0].status = Some(k8s_openapi::api::core::v1::PodStatus {
+            start_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                started,
+            )),
+            ..Default::default()
+        });
+        n
+    };
+    assert!(
+        run(&[with_duration(600)], &pools, &[]).commands.is_empty(),
+        "10 minutes of 1h"
+    );
+    assert_eq!(
+        deleted(&run(&[with_duration(7200)], &pools, &[])),
+        ["big"],
+        "after 2h"
+    );
+}
+
+#[test]
+fn single_node_consolidation_replaces_with_a_cheaper_node() {
+    let pools = [pool("default", |_| {})];
+    let d = run(
+        &[node("big", "default", 8, "on-demand", vec![app("500m")])],
+        &pools,
+        &[],
+    );
+    let cmd = &d.commands[0];
+    assert_eq!(cmd.reason, DisruptionReason::Underutilized);
+    assert_eq!(cmd.method, "single-node consolidation");
+    assert_eq!(cmd.replacements.len(), 1);
+    let replacement = &cmd.replacements[0];
+    assert!(
+        replacement
+            .instance_types
+            .iter()
+            .all(|it| it.capacity.cpu < 8000),
+        "every option is cheaper"
+    );
+    assert!(cmd.savings_per_hour > 0.0);
+    // A node already the cheapest that fits stays, and says why.
+    let d = run(
+        &[node("small", "default", 1, "on-demand", vec![app("500m")])],
+        &pools,
+        &[],
+    );
+    assert!(d.commands.is_empty());
+    assert!(d.blocked["small"].contains("cheaper"), "{:?}", d.blocked);
+    // Spot-to-spot consolidation is off (upstream's default).
+    let d = run(
+        &[node("spot", "default", 8, "spot", vec![app("500m")])],
+        &pools,
+        &[],
+    );
+    assert!(d.commands.is_empty());
+    assert!(
+        d.blocked["spot"].contains("SpotToSpotConsolidation"),
+        "{:?}",
+        d.blocked
+    );
+    // WhenEmpty pools do not consolidate nodes with pods.
+    let when_empty = [pool("default", |np| {
+        np.spec.disruption.consolidation_policy = ConsolidationPolicy::WhenEmpty
+    })];
+    let d = run(
+        &[node("big", "default", 8, "on-demand", vec![app("500m")])],
+        &when_empty,
+        &[],
+    );
+    assert!(d.commands.is_empty());
+    assert!(d.blocked["big"].contains("WhenEmpty"));
+}
+
+#[test]
+fn pods_move_to_existing_nodes_when_they_fit() {
+    let pools = [pool("default", |np| {
+        np.spec.disruption.budgets = vec![Budget {
+            nodes: "100%".into(),
+            ..Default::default()
+        }]
+    })];
+    // A roomy node that may not be disrupted takes the pods of a small one: delete, no replacement.
+    let mut keeper = node("keeper", "default", 8, "on-demand", vec![app("1")]);
+    keeper
+        .annotations
+        .insert("karpenter.sh/do-not-disrupt".into(), "true".into());
+    let nodes = [keeper, node("b", "default", 4, "on-demand", vec![app("1")])];
+    let d = run(&nodes, &pools, &[]);
+    assert_eq!(d.commands.len(), 1, "{:?}", d.blocked);
+    let cmd = &d.commands[0];
+    assert_eq!(cmd.candidates, ["b"], "{cmd:?}");
+    assert!(cmd.replacements.is_empty(), "{cmd:?}");
+    assert!(d.blocked["keeper"].contains("do-not-disrupt"));
+
+    // Two half-used 4-CPU nodes merge onto one cheaper node: replacing both beats deleting one.
+    let nodes = [
+        node("a", "default", 4, "on-demand", vec![app("1")]),
+        node("b", "default", 4, "on-demand", vec![app("1")]),
+    ];
+    let d = run(&nodes, &pools, &[]);
+    let cmd = &d.commands[0];
+    assert_eq!(cmd.candidates.len(), 2, "{cmd:?}");
+    assert_eq!(cmd.replacements.len(), 1);
+    assert!(cmd.savings_per_hour > nodes[0].price, "{cmd:?}");
+}
+
+#[test]
+fn multi_node_consolidation_merges_nodes() {
+    let pools = [pool("default", |np| {
+        np.spec.disruption.budgets = vec![Budget {
+            nodes: "100%".into(),
+            ..Default::default()
+        }]
+    })];
+    // Four 8-CPU nodes with one small pod each: all four can go for one small node.
+    let nodes: Vec<NodeState> = (0..4)
+        .map(|i| {
+            node(
+                &format!("n{i}"),
+                "default",
+                8,
+                "on-demand",
+                vec![app("500m")],
+            )
+        })
+        .collect();
+    let d = run(&nodes, &pools, &[]);
+    let cmd = &d.commands[0];
+    assert_eq!(cmd.method, "multi-node consolidation");
+    assert_eq!(cmd.candidates.len(), 4);
+    assert_eq!(cmd.replacements.len(), 1);
+    let before: f64 = nodes.iter().map(|n| n.price).sum();
+    assert!(cmd.savings_per_hour > 0.0 && cmd.savings_per_hour < before);
+}
+
+#[test]
+fn drift_replaces_drifted_nodes() {
+    let pools = [pool("default", |_| {})];
+    let mut n = node("old", "default", 2, "on-demand", vec![app("1")]);
+    n.drifted = true;
+    n.last_pod_event = NOW; // not consolidatable: only drift applies
+    let d = run(&[n], &pools, &[]);
+    assert_eq!(d.commands[0].reason, DisruptionReason::Drifted);
+    assert_eq!(
+        d.commands[0].replacements.len(),
+        1,
+        "its pod needs a new node"
+    );
+    // A drift budget of 0 holds it.
+    let held = [pool("default", |np| {
+        np.spec.disruption.budgets = vec![Budget {
+            nodes: "0".into(),
+            reasons: Some(vec![DisruptionReason::Drifted]),
+            ..Default::default()
+        }]
+    })];
+    let mut n = node("old", "default", 2, "on-demand", vec![app("1")]);
+    n.drifted = true;
+    n.last_pod_event = NOW;
+    assert!(run(&[n], &held, &[]).commands.is_empty());
+}
+
+#[test]
+fn balanced_policy_weighs_savings_against_disruption() {
+    let balanced = [pool("default", |np| {
+        np.spec.disruption.consolidation_policy = ConsolidationPolicy::Balanced
+    })];
+    // A big saving for little disruption passes.
+    let d = run(
+        &[
+            node("big", "default", 16, "on-demand", vec![app("500m")]),
+            node("small", "default", 1, "on-demand", vec![app("500m")]),
+        ],
+        &balanced,
+        &[],
+    );
+    assert!(deleted(&d).contains(&"big".to_string()), "{:?}", d.blocked);
+    // Replacing a 2-CPU node by a 1-CPU one saves little against many pods' disruption.
+    let crowded: Vec<Pod> = (0..10)
+        .map(|i| {
+            let mut p = app("50m");
+            p.metadata.name = Some(format!("p{i}"));
+            p
+        })
+        .collect();
+    let nodes = [
+        node("a", "default", 2, "on-demand", crowded),
+        node(
+            "big",
+            "default",
+            16,
+            "on-demand",
+            (0..12)
+                .map(|i| {
+                    let mut p = app("1");
+                    p.metadata.name = Some(format!("q{i}"));
+                    p
+                })
+                .collect(),
+        ),
+    ];
+    let d = run(&nodes, &balanced, &[]);
+    assert!(!deleted(&d).contains(&"a".to_string()), "{:?}", d.commands);
+}
+
+#[test]
+fn expiration() {
+    let mut np = node_pool("default").0;
+    np.spec.template.spec.expire_after = NillableDuration::from_secs(3600);
+    let mut old = node("old", "default", 2, "on-demand", vec![]);
+    old.created_at = NOW - 7200;
+    let young = node("young", "default", 2, "on-demand", vec![]);
+    let mut young = young;
+    young.created_at = NOW - 60;
+    let nodes = [old.clone(), young.clone()];
+    let names: Vec<&str> = expired(&nodes, std::slice::from_ref(&np), NOW)
+        .iter()
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(names, ["old"]);
+    np.spec.template.spec.expire_after = NillableDuration::NEVER;
+    assert!(expired(&[old, young], &[np], NOW).is_empty());
+}
