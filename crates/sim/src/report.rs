@@ -241,9 +241,20 @@ impl Report {
             "  time to schedule: p50 {:.0}s, p95 {:.0}s, max {:.0}s",
             s.time_to_schedule_p50_s, s.time_to_schedule_p95_s, s.time_to_schedule_max_s
         );
+        let mut by_kind: std::collections::BTreeMap<&str, usize> = Default::default();
+        for d in &self.disruptions {
+            *by_kind.entry(d.kind.as_str()).or_default() += 1;
+        }
+        let kinds: Vec<String> = by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let _ = writeln!(
             out,
-            "  disruption (consolidation, drift, expiration): not simulated yet"
+            "  disruptions: {}{}",
+            self.disruptions.len(),
+            if kinds.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", kinds.join(", "))
+            }
         );
         if self.failures.is_empty() {
             let _ = writeln!(out, "  expectations: all met");

@@ -30,11 +30,26 @@ fn built_in_scenario_serves_the_burst() {
     let report = run(&scenario::built_in());
     assert!(report.failures.is_empty(), "{:?}", report.failures);
     let s = &report.summary;
+    // Ten pods, and the five left after the scale-down are rescheduled once by consolidation.
     assert_eq!(
         (s.pods_total, s.pods_scheduled, s.pods_pending),
-        (10, 10, 0)
+        (15, 15, 0)
     );
     assert!(s.nodes_launched >= 1);
+    // After the scale-down the half-empty node is replaced by a cheaper one, once.
+    let consolidations: Vec<_> = report
+        .disruptions
+        .iter()
+        .filter(|d| d.kind == "Underutilized")
+        .collect();
+    assert_eq!(consolidations.len(), 1, "{:?}", report.disruptions);
+    let last = report.timeline.last().expect("samples");
+    let peak = report
+        .timeline
+        .iter()
+        .map(|t| t.cost_per_hour)
+        .fold(0.0, f64::max);
+    assert!(last.cost_per_hour < peak && last.nodes == 1, "{last:?}");
     // Nodes appear after the launch and registration delays (20s + 30s), plus batching.
     assert!(
         s.time_to_schedule_p50_s >= 50.0 && s.time_to_schedule_max_s <= 70.0,
@@ -298,4 +313,21 @@ fn unknown_fields_in_kubernetes_objects_are_errors() {
         e,
         "s.yaml: document 1: spec.containers.0.resourcez: unknown field"
     );
+}
+
+#[test]
+fn budget_schedule_holds_consolidation_until_it_ends() {
+    let report = run_file("consolidation-budget.yaml");
+    assert!(!report.disruptions.is_empty());
+    // The budget allows no disruption from 00:00 to 00:30 of each day.
+    assert!(
+        report.disruptions.iter().all(|d| d.t_s >= 30 * 60),
+        "{:?}",
+        report.disruptions
+    );
+    // 20% of four nodes rounds up to one: never two commands in the same pass.
+    let mut times: Vec<u64> = report.disruptions.iter().map(|d| d.t_s).collect();
+    times.dedup();
+    assert_eq!(times.len(), report.disruptions.len());
+    assert_eq!(report.summary.pods_pending, 0);
 }

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, Taint};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use karpenter_api::NodePool;
 use karpenter_api::duration::parse_go_duration;
@@ -23,6 +24,7 @@ use karpenter_core::resources::{Resources, pod_requests};
 use karpenter_core::scheduling::Requirements;
 
 pub mod cluster_autoscaler;
+mod disruption;
 
 use crate::catalog::Catalog;
 use crate::report::{Event, LaunchedNodeClaim, Report, Sample, Summary};
@@ -53,6 +55,15 @@ struct SimPod {
     /// When a Job's pod completes.
     run_for: Option<u64>,
     done: bool,
+    /// When it finished or was deleted.
+    ended_at: Option<u64>,
+}
+
+impl SimPod {
+    fn end(&mut self, now: u64) {
+        self.done = true;
+        self.ended_at = Some(now);
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -71,6 +82,12 @@ struct SimNode {
     ready_at: u64,
     terminated_at: Option<u64>,
     reason: &'static str,
+    /// The hash of its NodePool's template at launch, for drift.
+    template_hash: u64,
+    /// Tainted `karpenter.sh/disrupted`: no new pods, on its way out.
+    disrupted: bool,
+    /// Being drained: pods are evicted as PodDisruptionBudgets allow, then it terminates.
+    draining: bool,
 }
 
 impl SimNode {
@@ -124,6 +141,8 @@ pub struct Simulation {
     pools: BTreeMap<String, NodePool>,
     workloads: BTreeMap<OwnerKey, Workload>,
     daemonsets: BTreeMap<OwnerKey, PodTemplateSpec>,
+    pdbs: Vec<PodDisruptionBudget>,
+    disruption: disruption::State,
     pods: Vec<SimPod>,
     nodes: Vec<SimNode>,
     steps: Vec<(u64, Action)>,
@@ -183,6 +202,8 @@ impl Simulation {
             pools: BTreeMap::new(),
             workloads: BTreeMap::new(),
             daemonsets: BTreeMap::new(),
+            pdbs: Vec::new(),
+            disruption: disruption::State::default(),
             pods: Vec::new(),
             nodes: Vec::new(),
             steps: scenario.steps.clone(),
@@ -233,7 +254,13 @@ impl Simulation {
                 self.event("Applied", format!("nodepool/{name}"));
                 self.pools.insert(name, *np);
             }
-            Object::NodeClass(_) | Object::PodDisruptionBudget(_) => {}
+            Object::NodeClass(_) => {}
+            Object::PodDisruptionBudget(pdb) => {
+                let key = (pdb.metadata.namespace.clone(), pdb.metadata.name.clone());
+                self.pdbs
+                    .retain(|p| (p.metadata.namespace.clone(), p.metadata.name.clone()) != key);
+                self.pdbs.push(*pdb);
+            }
             Object::Deployment(d) => {
                 let spec = d.spec.unwrap_or_default();
                 self.add_workload(
@@ -301,6 +328,7 @@ impl Simulation {
                     node: None,
                     run_for: None,
                     done: false,
+                    ended_at: None,
                 });
             }
             Object::Node(n) => {
@@ -331,6 +359,9 @@ impl Simulation {
                     ready_at: self.now,
                     terminated_at: None,
                     reason: "existing",
+                    template_hash: 0,
+                    disrupted: false,
+                    draining: false,
                 });
             }
         }
@@ -410,7 +441,7 @@ impl Simulation {
                                 && p.pod.metadata.namespace.as_deref().unwrap_or("default")
                                     == namespace
                         }) {
-                            p.done = true;
+                            p.end(self.now);
                         }
                     }
                     "DaemonSet" => {
@@ -432,7 +463,7 @@ impl Simulation {
                             .iter_mut()
                             .filter(|p| p.owner.as_ref() == Some(&key))
                         {
-                            p.done = true;
+                            p.end(self.now);
                         }
                     }
                 }
@@ -470,7 +501,7 @@ impl Simulation {
             .iter_mut()
             .filter(|p| p.node == Some(n) && !p.done)
         {
-            p.done = true;
+            p.end(self.now);
         }
         self.event(why, format!("node/{name}"));
     }
@@ -514,20 +545,30 @@ impl Simulation {
                         node: None,
                         run_for,
                         done: false,
+                        ended_at: None,
                     });
                 }
             } else if active.len() > want {
-                // Scale down as a ReplicaSet does: unscheduled pods first, then the newest.
+                // Scale down as a ReplicaSet does: unscheduled pods first, then pods on the
+                // nodes holding the most replicas (spreading what is left), then the newest.
                 let mut victims = active.clone();
+                let mut per_node: BTreeMap<usize, usize> = BTreeMap::new();
+                for &p in &active {
+                    if let Some(n) = self.pods[p].node {
+                        *per_node.entry(n).or_default() += 1;
+                    }
+                }
                 victims.sort_by_key(|&p| {
+                    let pod = &self.pods[p];
                     (
-                        self.pods[p].bound_at.is_some(),
-                        std::cmp::Reverse(self.pods[p].created_at),
+                        pod.bound_at.is_some(),
+                        std::cmp::Reverse(pod.node.map_or(0, |n| per_node[&n])),
+                        std::cmp::Reverse(pod.created_at),
                         std::cmp::Reverse(p),
                     )
                 });
                 for &p in victims.iter().take(active.len() - want) {
-                    self.pods[p].done = true;
+                    self.pods[p].end(self.now);
                 }
             }
         }
@@ -537,7 +578,7 @@ impl Simulation {
             if let (Some(bound), Some(run_for), false) = (pod.bound_at, pod.run_for, pod.done)
                 && self.now >= bound + run_for
             {
-                self.pods[p].done = true;
+                self.pods[p].end(self.now);
                 if let Some(w) = self.pods[p]
                     .owner
                     .clone()
@@ -602,6 +643,7 @@ impl Simulation {
                         node: Some(n),
                         run_for: None,
                         done: false,
+                        ended_at: None,
                     });
                 }
             }
@@ -795,6 +837,12 @@ impl Simulation {
             ready_at: self.now + self.timing.launch_delay + self.timing.registration_delay,
             terminated_at: None,
             reason,
+            template_hash: self
+                .pools
+                .get(&claim.node_pool)
+                .map_or(0, disruption::template_hash),
+            disrupted: false,
+            draining: false,
         });
         self.event("Launched", message);
         Some(self.nodes.len() - 1)
@@ -942,7 +990,10 @@ impl Simulation {
             self.reconcile_daemonsets();
             self.bind_pending();
             match self.autoscaler {
-                Autoscaler::Karpenter => self.provision(),
+                Autoscaler::Karpenter => {
+                    self.provision();
+                    self.disrupt();
+                }
                 Autoscaler::ClusterAutoscaler(_) => self.cluster_autoscaler_scan(),
             }
             let expectations: Vec<Expectation> = self

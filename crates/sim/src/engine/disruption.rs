@@ -1,0 +1,479 @@
+//! The disruption controller's stand-in: every pass it builds the same snapshot the controller
+//! would, asks the core's [`decide`] what to do, and executes the answer as upstream does —
+//! consolidation waits 15 s and is re-validated, candidates are tainted, replacements launch,
+//! and only once they are Ready are the candidates drained (evictions respect
+//! PodDisruptionBudgets) and terminated. Expired nodes are drained without replacement.
+
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use k8s_openapi::api::core::v1::{Pod, PodStatus, Taint};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::Timestamp;
+use karpenter_api::labels::DISRUPTED_TAINT_KEY;
+use karpenter_api::{DisruptionReason, NodePool};
+use karpenter_core::disruption::{Command, Input, NodeState, decide, expired};
+use karpenter_core::provisioning::scheduling::NodePoolInput;
+use karpenter_core::scheduling::selector;
+
+use super::{SimPod, Simulation};
+use crate::report::Event;
+
+/// How often a disruption pass runs, as upstream's controller polls.
+const PASS_EVERY_SECONDS: u64 = 10;
+/// Upstream re-validates a consolidation this long after deciding it.
+const VALIDATION_SECONDS: u64 = 15;
+/// Virtual time 0 is this Unix time (Monday 2024-06-03 00:00 UTC), so budget schedules read
+/// naturally: `@daily` fires at t=0, `0 9 * * 1-5` nine hours in.
+pub const EPOCH: i64 = 1_717_372_800;
+
+/// Disruption bookkeeping between passes.
+#[derive(Clone, Debug, Default)]
+pub(super) struct State {
+    next_pass: u64,
+    /// A consolidation decided and waiting for re-validation.
+    queued: Option<(u64, Command)>,
+    /// Commands whose replacements are launching.
+    in_flight: Vec<InFlight>,
+}
+
+#[derive(Clone, Debug)]
+struct InFlight {
+    command: Command,
+    candidates: Vec<usize>,
+    replacements: Vec<usize>,
+}
+
+/// The hash of a NodePool's template: a node launched under another hash has drifted.
+pub(super) fn template_hash(pool: &NodePool) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    serde_json::to_string(&pool.spec.template)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// How many more pods a PodDisruptionBudget lets go, computed as the disruption controller in
+/// kube-controller-manager does: `healthy` of `expected` matching pods are running.
+pub fn disruptions_allowed(pdb: &PodDisruptionBudget, expected: usize, healthy: usize) -> i32 {
+    let spec = pdb.spec.clone().unwrap_or_default();
+    let scaled = |v: &IntOrString| -> i64 {
+        match v {
+            IntOrString::Int(i) => i64::from(*i),
+            IntOrString::String(s) => {
+                let percent: i64 = s.trim_end_matches('%').parse().unwrap_or(100);
+                (percent * expected as i64 + 99) / 100
+            }
+        }
+    };
+    let desired_healthy = match (&spec.min_available, &spec.max_unavailable) {
+        (Some(min), _) => scaled(min),
+        (None, Some(max)) => expected as i64 - scaled(max),
+        (None, None) => expected as i64,
+    };
+    (healthy as i64 - desired_healthy).clamp(0, i64::from(i32::MAX)) as i32
+}
+
+fn in_namespace(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
+    pdb.metadata.namespace.as_deref().unwrap_or("default")
+        == pod.metadata.namespace.as_deref().unwrap_or("default")
+}
+
+fn selects(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
+    in_namespace(pdb, pod)
+        && pdb
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.as_ref())
+            .is_some_and(|sel| {
+                selector::matches(sel, &pod.metadata.labels.clone().unwrap_or_default())
+            })
+}
+
+impl Simulation {
+    /// Runs every second: moves in-flight commands along, drains, and every
+    /// [`PASS_EVERY_SECONDS`] decides anew.
+    pub(super) fn disrupt(&mut self) {
+        self.expire();
+        self.advance_in_flight();
+        self.drain();
+        if self.now < self.disruption.next_pass {
+            return;
+        }
+        self.disruption.next_pass = self.now + PASS_EVERY_SECONDS;
+        // Upstream waits for a synced cluster; here: nothing launching and no command running.
+        let launching = self
+            .nodes
+            .iter()
+            .any(|n| n.alive() && n.reason != "existing" && !n.ready(self.now));
+        if launching || !self.disruption.in_flight.is_empty() || self.pending_count() > 0 {
+            return;
+        }
+        let decision = self.decision();
+        match self.disruption.queued.take() {
+            None => {
+                let Some(command) = decision.into_iter().next() else {
+                    return;
+                };
+                if command.reason == DisruptionReason::Drifted {
+                    self.execute(command);
+                } else {
+                    self.disruption.queued = Some((self.now, command));
+                }
+            }
+            Some((at, command)) if self.now < at + VALIDATION_SECONDS => {
+                self.disruption.queued = Some((at, command));
+            }
+            Some((_, command)) => {
+                let still = decision.into_iter().find(|c| {
+                    c.candidates == command.candidates
+                        && c.replacements.len() == command.replacements.len()
+                });
+                match still {
+                    Some(fresh) => self.execute(fresh),
+                    None => self.event(
+                        "DisruptionBlocked",
+                        format!(
+                            "{} of {} abandoned: no longer valid after {VALIDATION_SECONDS}s",
+                            command.method,
+                            command.candidates.join(", ")
+                        ),
+                    ),
+                }
+            }
+        }
+    }
+
+    /// The snapshot the controller would see, and the core's decision over it.
+    fn decision(&self) -> Vec<Command> {
+        let nodes = self.node_states();
+        let pools: Vec<NodePoolInput> = self
+            .pools
+            .values()
+            .map(|np| NodePoolInput {
+                node_pool: np.clone(),
+                instance_types: self.catalog.instance_types.clone(),
+            })
+            .collect();
+        let pdbs = self.pdbs_with_status();
+        let pending: Vec<Pod> = self
+            .pods
+            .iter()
+            .filter(|p| !p.done && p.bound_at.is_none())
+            .map(|p| p.pod.clone())
+            .collect();
+        decide(&Input {
+            now: EPOCH + self.now as i64,
+            nodes: &nodes,
+            node_pools: &pools,
+            pdbs: &pdbs,
+            pending_pods: &pending,
+            daemonset_pods: &self.daemonset_pods(),
+            options: self.options(),
+        })
+        .commands
+    }
+
+    fn pod_with_start(&self, p: &SimPod) -> Pod {
+        let mut pod = p.pod.clone();
+        if let Some(bound) = p.bound_at
+            && let Ok(t) = Timestamp::from_second(EPOCH + bound as i64)
+        {
+            pod.status.get_or_insert_with(PodStatus::default).start_time = Some(Time(t));
+        }
+        pod
+    }
+
+    fn node_states(&self) -> Vec<NodeState> {
+        let mut out = Vec::new();
+        for (n, node) in self.nodes.iter().enumerate() {
+            if !node.alive() {
+                continue;
+            }
+            let on_node: Vec<&SimPod> = self.pods.iter().filter(|p| p.node == Some(n)).collect();
+            let last_pod_event = on_node
+                .iter()
+                .flat_map(|p| [p.bound_at, p.ended_at])
+                .flatten()
+                .chain([node.ready_at])
+                .max()
+                .unwrap_or(node.launched_at);
+            let drifted = node.node_pool.as_ref().is_some_and(|name| {
+                self.pools
+                    .get(name)
+                    .is_some_and(|np| template_hash(np) != node.template_hash)
+            });
+            out.push(NodeState {
+                name: node.name.clone(),
+                node_pool: node.node_pool.clone(),
+                labels: node.labels.clone(),
+                annotations: BTreeMap::new(),
+                taints: node.taints.clone(),
+                allocatable: node.allocatable.clone(),
+                capacity: node.capacity.clone(),
+                pods: on_node
+                    .iter()
+                    .filter(|p| !p.done)
+                    .map(|p| self.pod_with_start(p))
+                    .collect(),
+                initialized: node.ready(self.now),
+                ready: true,
+                deleting: node.disrupted || node.draining,
+                nominated: false,
+                price: node.price,
+                created_at: EPOCH + node.launched_at as i64,
+                last_pod_event: EPOCH + last_pod_event as i64,
+                drifted,
+            });
+        }
+        out
+    }
+
+    /// PodDisruptionBudgets with the status kube-controller-manager would give them now.
+    fn pdbs_with_status(&self) -> Vec<PodDisruptionBudget> {
+        self.pdbs
+            .iter()
+            .map(|pdb| {
+                let matching: Vec<&SimPod> = self
+                    .pods
+                    .iter()
+                    .filter(|p| !p.done && selects(pdb, &p.pod))
+                    .collect();
+                let healthy = matching
+                    .iter()
+                    .filter(|p| p.node.is_some_and(|n| self.nodes[n].ready(self.now)))
+                    .count();
+                let mut pdb = pdb.clone();
+                pdb.status = Some(PodDisruptionBudgetStatus {
+                    disruptions_allowed: disruptions_allowed(&pdb, matching.len(), healthy),
+                    current_healthy: healthy as i32,
+                    expected_pods: matching.len() as i32,
+                    ..Default::default()
+                });
+                pdb
+            })
+            .collect()
+    }
+
+    fn node_index(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.alive() && n.name == name)
+    }
+
+    /// Taints the candidates and launches the replacements.
+    fn execute(&mut self, command: Command) {
+        let candidates: Vec<usize> = command
+            .candidates
+            .iter()
+            .filter_map(|name| self.node_index(name))
+            .collect();
+        for &n in &candidates {
+            self.nodes[n].disrupted = true;
+            self.nodes[n].taints.push(Taint {
+                key: DISRUPTED_TAINT_KEY.into(),
+                effect: "NoSchedule".into(),
+                ..Default::default()
+            });
+        }
+        let replacements: Vec<usize> = command
+            .replacements
+            .iter()
+            .filter_map(|claim| self.launch(claim, "replacement"))
+            .collect();
+        let launched: Vec<&str> = replacements
+            .iter()
+            .map(|&r| self.nodes[r].name.as_str())
+            .collect();
+        let action = if launched.is_empty() {
+            format!("delete {}", command.candidates.join(", "))
+        } else {
+            format!(
+                "replace {} with {}",
+                command.candidates.join(", "),
+                launched.join(", ")
+            )
+        };
+        let message = format!(
+            "{}: {action}, saving ${:.4}/h",
+            command.method, command.savings_per_hour
+        );
+        self.disruptions.push(Event {
+            t_s: self.now,
+            kind: command.reason.as_str().into(),
+            message: message.clone(),
+        });
+        if replacements.len() < command.replacements.len() {
+            // A replacement could not launch: untaint and let the next pass decide again.
+            self.event(
+                "DisruptionBlocked",
+                format!("{message}: a replacement failed to launch"),
+            );
+            self.roll_back(&candidates);
+            return;
+        }
+        let kind = if replacements.is_empty() {
+            "DisruptionTerminating"
+        } else {
+            "DisruptionLaunching"
+        };
+        self.event(kind, message);
+        self.disruption.in_flight.push(InFlight {
+            command,
+            candidates,
+            replacements,
+        });
+    }
+
+    fn roll_back(&mut self, candidates: &[usize]) {
+        for &n in candidates {
+            self.nodes[n].disrupted = false;
+            self.nodes[n]
+                .taints
+                .retain(|t| t.key != DISRUPTED_TAINT_KEY);
+        }
+    }
+
+    /// Candidates start draining once every replacement is Ready.
+    fn advance_in_flight(&mut self) {
+        let in_flight = std::mem::take(&mut self.disruption.in_flight);
+        for f in in_flight {
+            if f.replacements.iter().any(|&r| !self.nodes[r].alive()) {
+                self.event(
+                    "DisruptionBlocked",
+                    format!(
+                        "replacement for {} terminated",
+                        f.command.candidates.join(", ")
+                    ),
+                );
+                self.roll_back(&f.candidates);
+            } else if f
+                .replacements
+                .iter()
+                .all(|&r| self.nodes[r].ready(self.now))
+            {
+                if !f.replacements.is_empty() {
+                    self.event(
+                        "DisruptionTerminating",
+                        format!("{}: replacements Ready", f.command.candidates.join(", ")),
+                    );
+                }
+                for &n in &f.candidates {
+                    self.nodes[n].draining = true;
+                }
+            } else {
+                self.disruption.in_flight.push(f);
+            }
+        }
+    }
+
+    /// Evicts pods from draining nodes as their PodDisruptionBudgets allow; a drained node
+    /// terminates.
+    fn drain(&mut self) {
+        let draining: Vec<usize> = (0..self.nodes.len())
+            .filter(|&n| self.nodes[n].alive() && self.nodes[n].draining)
+            .collect();
+        if draining.is_empty() {
+            return;
+        }
+        let mut allowed: Vec<i32> = self
+            .pdbs_with_status()
+            .iter()
+            .map(|p| p.status.as_ref().map_or(0, |s| s.disruptions_allowed))
+            .collect();
+        for n in draining {
+            let mut left = 0;
+            for p in 0..self.pods.len() {
+                let pod = &self.pods[p];
+                if pod.done
+                    || pod.node != Some(n)
+                    || pod.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet")
+                {
+                    continue;
+                }
+                let guards: Vec<usize> = (0..self.pdbs.len())
+                    .filter(|&b| selects(&self.pdbs[b], &pod.pod))
+                    .collect();
+                if guards.iter().all(|&b| allowed[b] > 0) {
+                    for &b in &guards {
+                        allowed[b] -= 1;
+                    }
+                    self.pods[p].end(self.now);
+                } else {
+                    left += 1;
+                }
+            }
+            if left == 0 {
+                self.terminate(n, "Disrupted");
+            }
+        }
+    }
+
+    /// Nodes past their NodePool's `expireAfter` are drained and terminated, budgets or not.
+    fn expire(&mut self) {
+        let pools: Vec<NodePool> = self.pools.values().cloned().collect();
+        let states = self.node_states();
+        let names: Vec<String> = expired(&states, &pools, EPOCH + self.now as i64)
+            .iter()
+            .map(|n| n.name.clone())
+            .collect();
+        for name in names {
+            let Some(n) = self.node_index(&name) else {
+                continue;
+            };
+            self.nodes[n].disrupted = true;
+            self.nodes[n].draining = true;
+            self.nodes[n].taints.push(Taint {
+                key: DISRUPTED_TAINT_KEY.into(),
+                effect: "NoSchedule".into(),
+                ..Default::default()
+            });
+            self.disruptions.push(Event {
+                t_s: self.now,
+                kind: "Expired".into(),
+                message: format!("node/{name}"),
+            });
+            self.event("Expired", format!("node/{name}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec;
+
+    fn pdb(min: Option<IntOrString>, max: Option<IntOrString>) -> PodDisruptionBudget {
+        PodDisruptionBudget {
+            spec: Some(PodDisruptionBudgetSpec {
+                min_available: min,
+                max_unavailable: max,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn pdb_disruptions_allowed() {
+        use IntOrString::{Int, String as Pct};
+        let cases = [
+            (Some(Int(2)), None, 3, 3, 1),
+            (Some(Int(3)), None, 3, 3, 0),
+            (Some(Int(3)), None, 3, 2, 0),
+            (None, Some(Int(1)), 4, 4, 1),
+            (None, Some(Int(1)), 4, 3, 0),
+            (Some(Pct("50%".into())), None, 5, 5, 2), // 50% of 5 rounds up to 3
+            (None, Some(Pct("50%".into())), 5, 5, 3), // 50% of 5 rounds up to 3 unavailable
+            (None, Some(Pct("0%".into())), 5, 5, 0),
+            (None, None, 2, 2, 0),
+        ];
+        for (min, max, expected, healthy, want) in cases {
+            assert_eq!(
+                disruptions_allowed(&pdb(min.clone(), max.clone()), expected, healthy),
+                want,
+                "min={min:?} max={max:?} expected={expected} healthy={healthy}"
+            );
+        }
+    }
+}
