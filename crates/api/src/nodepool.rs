@@ -94,8 +94,8 @@ impl Default for Budget {
 #[serde(rename_all = "camelCase")]
 pub struct Disruption {
     /// How long a node must have had no pod scheduled or removed before consolidation considers
-    /// it; `Never` turns consolidation off.
-    #[serde(default)]
+    /// it; `Never` turns consolidation off. Defaults to `0s`, as upstream's CRD does.
+    #[serde(default = "default_consolidate_after")]
     pub consolidate_after: NillableDuration,
     /// Which nodes consolidation may act on.
     #[serde(default)]
@@ -105,10 +105,14 @@ pub struct Disruption {
     pub budgets: Vec<Budget>,
 }
 
+fn default_consolidate_after() -> NillableDuration {
+    NillableDuration::from_secs(0)
+}
+
 impl Default for Disruption {
     fn default() -> Self {
         Self {
-            consolidate_after: NillableDuration::from_secs(0),
+            consolidate_after: default_consolidate_after(),
             consolidation_policy: ConsolidationPolicy::default(),
             budgets: default_budgets(),
         }

@@ -525,6 +525,20 @@ fn type_defaults_match_crd_defaults() {
     let typed: NodePool = serde_json::from_value(node_pool()).unwrap();
     assert_eq!(typed, defaulted);
     assert_eq!(typed.spec.disruption.budgets[0].nodes, "10%");
+    // A `disruption` block without consolidateAfter still means 0s, not Never.
+    let partial = set(
+        node_pool(),
+        "/spec/disruption",
+        serde_json::json!({"consolidationPolicy": "WhenEmpty"}),
+    );
+    let defaulted: NodePool =
+        serde_json::from_value(kube_cel::apply_defaults(&schema, &partial)).unwrap();
+    let typed_partial: NodePool = serde_json::from_value(partial).unwrap();
+    assert_eq!(typed_partial, defaulted);
+    assert_eq!(
+        typed_partial.spec.disruption.consolidate_after.to_string(),
+        "0s"
+    );
     assert_eq!(
         typed.spec.template.spec.expire_after.to_string(),
         "720h0m0s"

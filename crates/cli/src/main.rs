@@ -229,7 +229,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?
             };
             let catalog = karpenter_sim::catalog::load(&catalog)?;
-            let plan = karpenter_sim::plan::plan(&file, &text, &catalog)?;
+            let plan = karpenter_sim::plan::plan(
+                &file,
+                &text,
+                &catalog,
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64),
+            )?;
             match output {
                 commands::simulate::Output::Text => print!("{}", plan.to_text()),
                 commands::simulate::Output::Json => {

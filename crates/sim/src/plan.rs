@@ -1,13 +1,17 @@
-//! The dry-run planner: what provisioning would do now, from a dump of a live cluster
-//! (`kubectl get nodes,pods,nodepools,nodeclaims,pdb,daemonsets -A -o yaml`).
+//! The dry-run planner: what provisioning and disruption would do now, from a dump of a live
+//! cluster (`kubectl get nodes,pods,nodepools,nodeclaims,pdb,daemonsets -A -o yaml`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use karpenter_api::labels::{NODE_INITIALIZED_LABEL, NODE_POOL_LABEL};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use karpenter_api::labels::{
+    CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODE_INITIALIZED_LABEL, NODE_POOL_LABEL, ZONE_LABEL,
+};
 use karpenter_api::{NodeClaim, NodePool};
+use karpenter_core::disruption::{self, NodeState};
 use karpenter_core::provisioning::scheduling::{
     ExistingNodeInput, NodePoolInput, Scheduler, SchedulerOptions,
 };
@@ -63,13 +67,37 @@ pub struct Provisioning {
     pub unschedulable: Vec<Unschedulable>,
 }
 
-/// What disruption would do (filled in once disruption is implemented).
+/// A disruption command: nodes to remove, and what replaces them.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DisruptionAction {
+    /// `Empty`, `Drifted` or `Underutilized`.
+    pub reason: String,
+    /// Upstream's method name, such as `single-node consolidation`.
+    pub method: String,
+    /// The nodes removed.
+    pub nodes: Vec<String>,
+    /// For each replacement NodeClaim: its NodePool and instance types, cheapest first.
+    pub replacements: Vec<PlannedNodeClaim>,
+    /// What the cluster would cost less per hour.
+    pub savings_per_hour: f64,
+}
+
+/// A node disruption would leave, and why.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Kept {
+    /// The node.
+    pub node: String,
+    /// Why it stays.
+    pub reason: String,
+}
+
+/// What disruption would do.
 #[derive(Clone, Debug, Serialize, PartialEq, Default)]
 pub struct Disruption {
     /// Nodes it would remove or replace.
-    pub actions: Vec<Value>,
+    pub actions: Vec<DisruptionAction>,
     /// Nodes it would leave, and why.
-    pub blocked: Vec<Value>,
+    pub blocked: Vec<Kept>,
 }
 
 /// The plan.
@@ -137,12 +165,15 @@ fn read<T: serde::de::DeserializeOwned>(
 }
 
 /// Plans from snapshot text, launching from `catalog`.
-pub fn plan(file: &Path, text: &str, catalog: &Catalog) -> Result<Plan, ScenarioError> {
+/// Plans from the snapshot in `text` (read from `file`), as of `now` (Unix seconds; budget
+/// schedules, `consolidateAfter` and `do-not-disrupt` durations are measured against it).
+pub fn plan(file: &Path, text: &str, catalog: &Catalog, now: i64) -> Result<Plan, ScenarioError> {
     let mut nodes: Vec<Node> = Vec::new();
     let mut pods: Vec<Pod> = Vec::new();
     let mut pools: Vec<NodePool> = Vec::new();
     let mut claims: Vec<NodeClaim> = Vec::new();
     let mut daemonsets: Vec<DaemonSet> = Vec::new();
+    let mut pdbs: Vec<PodDisruptionBudget> = Vec::new();
     let mut summary = SnapshotSummary::default();
     for doc in parse_documents(file, text)? {
         let kind = doc
@@ -157,6 +188,7 @@ pub fn plan(file: &Path, text: &str, catalog: &Catalog) -> Result<Plan, Scenario
             "NodePool" => pools.push(read(file, doc.index, doc.object)?),
             "NodeClaim" => claims.push(read(file, doc.index, doc.object)?),
             "DaemonSet" => daemonsets.push(read(file, doc.index, doc.object)?),
+            "PodDisruptionBudget" => pdbs.push(read(file, doc.index, doc.object)?),
             _ => summary.ignored += 1,
         }
     }
@@ -295,11 +327,130 @@ pub fn plan(file: &Path, text: &str, catalog: &Catalog) -> Result<Plan, Scenario
             reason: reason.clone(),
         });
     }
+    let states = node_states(&nodes, &claims, &existing, catalog, now);
+    let decision = disruption::decide(&disruption::Input {
+        now,
+        nodes: &states,
+        node_pools: &inputs,
+        pdbs: &pdbs,
+        pending_pods: &pending,
+        daemonset_pods: &ds_pods,
+        options: SchedulerOptions {
+            provider_labels: catalog.provider_labels.clone(),
+            ..Default::default()
+        },
+    });
+    let disruption = Disruption {
+        actions: decision
+            .commands
+            .iter()
+            .map(|c| DisruptionAction {
+                reason: c.reason.as_str().into(),
+                method: c.method.into(),
+                nodes: c.candidates.clone(),
+                replacements: c
+                    .replacements
+                    .iter()
+                    .map(|r| PlannedNodeClaim {
+                        nodepool: r.node_pool.clone(),
+                        instance_types: r.instance_types.iter().map(|it| it.name.clone()).collect(),
+                        price_per_hour: r.cheapest_price(),
+                        pods: Vec::new(),
+                        requirements: r.requirements.iter().map(ToString::to_string).collect(),
+                    })
+                    .collect(),
+                savings_per_hour: c.savings_per_hour,
+            })
+            .collect(),
+        blocked: decision
+            .blocked
+            .into_iter()
+            .map(|(node, reason)| Kept { node, reason })
+            .collect(),
+    };
     Ok(Plan {
         provisioning,
-        disruption: Disruption::default(),
+        disruption,
         snapshot: summary,
     })
+}
+
+fn seconds(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Option<i64> {
+    t.map(|t| t.0.as_second())
+}
+
+/// What disruption sees of each registered node: its pods, price, age, last pod event and
+/// whether its NodeClaim has drifted.
+fn node_states(
+    nodes: &[Node],
+    claims: &[NodeClaim],
+    existing: &[ExistingNodeInput],
+    catalog: &Catalog,
+    now: i64,
+) -> Vec<NodeState> {
+    nodes
+        .iter()
+        .zip(existing)
+        .map(|(node, input)| {
+            let name = input.name.clone();
+            let claim = claims
+                .iter()
+                .find(|c| c.status.as_ref().and_then(|s| s.node_name.as_ref()) == Some(&name));
+            let status = claim.and_then(|c| c.status.as_ref());
+            let label = |key: &str| {
+                input
+                    .labels
+                    .get(key)
+                    .map(String::as_str)
+                    .unwrap_or_default()
+            };
+            let price = catalog
+                .instance_types
+                .iter()
+                .find(|it| it.name == label(INSTANCE_TYPE_LABEL))
+                .and_then(|it| {
+                    it.offerings
+                        .iter()
+                        .find(|o| {
+                            o.zone == label(ZONE_LABEL)
+                                && o.capacity_type == label(CAPACITY_TYPE_LABEL)
+                        })
+                        .map(|o| o.price)
+                })
+                .unwrap_or(0.0);
+            let created_at = seconds(node.metadata.creation_timestamp.as_ref()).unwrap_or(now);
+            let ready = node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            NodeState {
+                name,
+                node_pool: input.node_pool.clone(),
+                labels: input.labels.clone(),
+                annotations: node.metadata.annotations.clone().unwrap_or_default(),
+                taints: input.taints.clone(),
+                allocatable: input.allocatable.clone(),
+                capacity: input.capacity.clone(),
+                pods: input.pods.clone(),
+                initialized: input.initialized,
+                ready,
+                deleting: node.metadata.deletion_timestamp.is_some()
+                    || claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some()),
+                nominated: false,
+                price,
+                created_at,
+                last_pod_event: status
+                    .and_then(|s| seconds(s.last_pod_event_time.as_ref()))
+                    .unwrap_or(created_at),
+                drifted: status.is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Drifted" && c.status == "True")
+                }),
+            }
+        })
+        .collect()
 }
 
 impl Plan {
@@ -354,7 +505,42 @@ impl Plan {
         for u in &p.unschedulable {
             let _ = writeln!(out, "  {}: {}", u.pod, u.reason);
         }
-        let _ = writeln!(out, "\nDisruption: not planned yet");
+        let d = &self.disruption;
+        let _ = writeln!(out, "\nDisruption actions: {}", d.actions.len());
+        for a in &d.actions {
+            let replacements: Vec<String> = a
+                .replacements
+                .iter()
+                .map(|r| {
+                    let price = r.price_per_hour.map_or("?".into(), |p| format!("{p:.4}/h"));
+                    format!(
+                        "nodepool {} from {price} ({})",
+                        r.nodepool,
+                        r.instance_types.first().map_or("?", String::as_str)
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {} ({}): {} {}, saving {:.4}/h",
+                a.method,
+                a.reason,
+                if replacements.is_empty() {
+                    "delete"
+                } else {
+                    "replace"
+                },
+                a.nodes.join(", "),
+                a.savings_per_hour
+            );
+            if !replacements.is_empty() {
+                let _ = writeln!(out, "    with {}", replacements.join("; "));
+            }
+        }
+        let _ = writeln!(out, "\nNodes left as they are: {}", d.blocked.len());
+        for k in &d.blocked {
+            let _ = writeln!(out, "  {}: {}", k.node, k.reason);
+        }
         out
     }
 }

@@ -213,12 +213,16 @@ fn scenario_errors_name_the_document_and_field() {
     ));
 }
 
+/// 2025-01-06 12:00 UTC, a Monday, after every timestamp in the snapshots.
+const NOW: i64 = 1_736_164_800;
+
 #[test]
 fn plan_from_a_snapshot() {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/snapshots/small-cluster.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
-    let plan = karpenter_sim::plan::plan(&path, &text, &catalog::load("kwok").unwrap()).unwrap();
+    let plan =
+        karpenter_sim::plan::plan(&path, &text, &catalog::load("kwok").unwrap(), NOW).unwrap();
     let p = &plan.provisioning;
     assert_eq!(plan.snapshot.pending_pods, 4);
     assert_eq!(
@@ -330,4 +334,55 @@ fn budget_schedule_holds_consolidation_until_it_ends() {
     times.dedup();
     assert_eq!(times.len(), report.disruptions.len());
     assert_eq!(report.summary.pods_pending, 0);
+}
+
+#[test]
+fn plan_reports_disruption_and_why_nodes_stay() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/snapshots/idle-nodes.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let plan =
+        karpenter_sim::plan::plan(&path, &text, &catalog::load("kwok").unwrap(), NOW).unwrap();
+    let d = &plan.disruption;
+    assert_eq!(d.actions.len(), 1, "{d:?}");
+    assert_eq!(
+        (d.actions[0].reason.as_str(), d.actions[0].nodes.as_slice()),
+        ("Empty", &["empty-1".to_string()][..])
+    );
+    assert!(d.actions[0].replacements.is_empty() && d.actions[0].savings_per_hour > 0.0);
+    let why = |node: &str| {
+        d.blocked
+            .iter()
+            .find(|k| k.node == node)
+            .map(|k| k.reason.clone())
+            .unwrap_or_default()
+    };
+    assert!(why("db-1").contains("pdb shop/db"), "{d:?}");
+    assert!(why("pinned-1").contains("do-not-disrupt"), "{d:?}");
+    assert!(why("big-1").contains("emptiness acts first"), "{d:?}");
+    // Every node is either acted on or explained.
+    assert_eq!(
+        d.actions.iter().map(|a| a.nodes.len()).sum::<usize>() + d.blocked.len(),
+        plan.snapshot.nodes
+    );
+
+    // Once the empty node is going, the big node's one small pod moves to a node with room
+    // (a do-not-disrupt node may still receive pods): delete, no replacement.
+    let without_empty = text.replacen(
+        "name: empty-1",
+        "name: empty-1\n      deletionTimestamp: \"2025-01-06T11:59:00Z\"",
+        1,
+    );
+    let plan =
+        karpenter_sim::plan::plan(&path, &without_empty, &catalog::load("kwok").unwrap(), NOW)
+            .unwrap();
+    let a = &plan.disruption.actions[0];
+    assert_eq!(
+        (a.reason.as_str(), a.nodes.as_slice()),
+        ("Underutilized", &["big-1".to_string()][..]),
+        "{:?}",
+        plan.disruption
+    );
+    assert!(a.replacements.is_empty());
+    assert!((a.savings_per_hour - 0.8687).abs() < 1e-3, "{a:?}");
 }

@@ -530,7 +530,7 @@ pub fn decide(input: &Input<'_>) -> Decision {
             replacements: Vec::new(),
             savings_per_hour: savings,
         });
-        return decision;
+        return finish(decision, &candidates);
     }
 
     // 2. Drift: the oldest drifted node whose pods fit, replaced with as many nodes as needed.
@@ -590,7 +590,7 @@ pub fn decide(input: &Input<'_>) -> Decision {
             replacements: results.new_node_claims,
             savings_per_hour: 0.0,
         });
-        return decision;
+        return finish(decision, &candidates);
     }
 
     // Consolidation applies to non-empty, consolidatable nodes of pools that allow it.
@@ -662,7 +662,7 @@ pub fn decide(input: &Input<'_>) -> Decision {
         if let Some(mut cmd) = best {
             cmd.method = "multi-node consolidation";
             decision.commands.push(cmd);
-            return decision;
+            return finish(decision, &candidates);
         }
     }
 
@@ -672,7 +672,7 @@ pub fn decide(input: &Input<'_>) -> Decision {
             Ok(mut cmd) if balanced_approves(input, c.pool, &cmd, std::slice::from_ref(c)) => {
                 cmd.method = "single-node consolidation";
                 decision.commands.push(cmd);
-                return decision;
+                return finish(decision, &candidates);
             }
             Ok(_) => {
                 decision.blocked.insert(
@@ -683,6 +683,26 @@ pub fn decide(input: &Input<'_>) -> Decision {
             Err(why) => {
                 decision.blocked.insert(c.node.name.clone(), why);
             }
+        }
+    }
+    finish(decision, &candidates)
+}
+
+/// Every candidate neither acted on nor blocked waits for a later pass; say so, so that no node
+/// goes unexplained.
+fn finish(mut decision: Decision, candidates: &[Candidate<'_>]) -> Decision {
+    let acting = decision.commands.first().map(|c| c.method);
+    for c in candidates {
+        let chosen = decision
+            .commands
+            .iter()
+            .any(|cmd| cmd.candidates.contains(&c.node.name));
+        if !chosen && !decision.blocked.contains_key(&c.node.name) {
+            let why = match acting {
+                Some(method) => format!("waits for a later pass: {method} acts first"),
+                None => "no cheaper way to run its pods was found".into(),
+            };
+            decision.blocked.insert(c.node.name.clone(), why);
         }
     }
     decision
