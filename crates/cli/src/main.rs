@@ -104,6 +104,19 @@ enum Bench {
         #[arg(long)]
         preferences: bool,
     },
+    /// One full disruption pass (emptiness, drift, multi- and single-node consolidation) over a
+    /// generated cluster of 8-, 16- and 32-CPU nodes with generic pods packed round-robin.
+    Consolidation {
+        /// How many nodes.
+        #[arg(long, default_value_t = 1_000)]
+        nodes: usize,
+        /// How many pods.
+        #[arg(long, default_value_t = 20_000)]
+        pods: usize,
+        /// Seed of the cluster generator.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -156,6 +169,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 preferences,
             };
             for line in commands::bench::scheduling(&options)? {
+                println!("{line}");
+            }
+        }
+        Command::Bench {
+            bench: Bench::Consolidation { nodes, pods, seed },
+        } => {
+            for line in commands::bench::consolidation(nodes, pods, seed)? {
                 println!("{line}");
             }
         }

@@ -215,3 +215,31 @@ fn simulate_fails_when_an_expectation_fails() {
         stderr(&out)
     );
 }
+
+#[test]
+fn bench_commands_end_with_their_figures_line() {
+    let out = karpenter_rs(&["bench", "consolidation", "--nodes", "20", "--pods", "200"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let last = text.lines().last().unwrap_or_default();
+    let fields: Vec<&str> = last.split(' ').collect();
+    assert_eq!(fields[0], "consolidation", "{last}");
+    assert_eq!(&fields[1..3], ["nodes=20", "pods=200"]);
+    let actions: usize = fields[4].strip_prefix("actions=").unwrap().parse().unwrap();
+    let savings: f64 = fields[5]
+        .strip_prefix("savings_per_hour=")
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Half-empty generated nodes always leave something to consolidate.
+    assert!(actions >= 1 && savings > 0.0, "{last}");
+
+    // More pods than the nodes hold is an error that says so.
+    let out = karpenter_rs(&["bench", "consolidation", "--nodes", "2", "--pods", "1000"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("do not fit on 2 nodes"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -322,6 +322,70 @@ pub fn node_pool(instance_types: usize) -> NodePoolInput {
     }
 }
 
+/// A running cluster for the consolidation benchmark: `nodes` on-demand nodes of 8, 16 and 32
+/// CPUs from the benchmark NodePool, holding `pods` generic pods placed round-robin where they
+/// fit, so some nodes are full and others could go or shrink. `None` when the pods do not fit.
+pub fn consolidation_cluster(
+    nodes: usize,
+    pods: usize,
+    seed: u64,
+) -> Option<(NodePoolInput, Vec<crate::disruption::NodeState>)> {
+    use karpenter_api::labels::{CAPACITY_TYPE_LABEL, NODE_POOL_LABEL};
+    let mut pool = node_pool(64);
+    pool.node_pool.spec.disruption.consolidate_after =
+        karpenter_api::NillableDuration::from_secs(0);
+    let mut rng = Rng(seed);
+    let mut states: Vec<crate::disruption::NodeState> = (0..nodes)
+        .map(|i| {
+            let cpus = rng.pick(&[8usize, 16, 32]);
+            let it = &pool.instance_types[cpus - 1];
+            let offering = &it.offerings[0];
+            let name = format!("node-{i}");
+            let mut labels: BTreeMap<String, String> = it
+                .requirements
+                .iter()
+                .filter(|r| r.operator() == karpenter_api::Operator::In && r.values().len() == 1)
+                .filter_map(|r| Some((r.key().to_string(), r.values().next()?.to_string())))
+                .collect();
+            labels.extend(pool.node_pool.spec.template.metadata.labels.clone());
+            labels.insert(ZONE_LABEL.into(), offering.zone.clone());
+            labels.insert(CAPACITY_TYPE_LABEL.into(), offering.capacity_type.clone());
+            labels.insert(HOSTNAME_LABEL.into(), name.clone());
+            labels.insert(NODE_POOL_LABEL.into(), "default".into());
+            crate::disruption::NodeState {
+                name,
+                node_pool: Some("default".into()),
+                labels,
+                allocatable: it.allocatable().clone(),
+                capacity: it.capacity.clone(),
+                initialized: true,
+                ready: true,
+                price: offering.price,
+                ..Default::default()
+            }
+        })
+        .collect();
+    let mut used: Vec<crate::resources::Resources> = vec![Default::default(); nodes];
+    for i in 0..pods {
+        let row = PodSpecRow {
+            kind: PodKind::Generic,
+            label: rng.pick(&LABEL_VALUES).into(),
+            selector: String::new(),
+            cpu_milli: rng.pick(&CPU_MILLI),
+            memory_mi: rng.pick(&MEMORY_MI),
+        };
+        let pod = pod(i, &row);
+        let requests = crate::resources::pod_requests(&pod).ok()?;
+        let start = i % nodes.max(1);
+        let target = (0..nodes)
+            .map(|k| (start + k) % nodes)
+            .find(|&n| used[n].fits_with(&requests, &states[n].allocatable))?;
+        used[target].add(&requests);
+        states[target].pods.push(pod);
+    }
+    Some((pool, states))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,5 +448,32 @@ mod tests {
             }
         );
         assert!(rows_from_csv("header\n0,unknown,a,b,c,d,1,2\n").is_err());
+    }
+
+    #[test]
+    fn consolidation_cluster_places_every_pod_within_allocatable() {
+        let (_, nodes) = consolidation_cluster(50, 600, 7).expect("600 pods fit on 50 nodes");
+        assert_eq!(nodes.len(), 50);
+        assert_eq!(nodes.iter().map(|n| n.pods.len()).sum::<usize>(), 600);
+        for n in &nodes {
+            let mut used = crate::resources::Resources::new();
+            for p in &n.pods {
+                used.add(&crate::resources::pod_requests(p).unwrap());
+            }
+            assert!(used.fits(&n.allocatable), "{}: {used:?}", n.name);
+        }
+        // Same seed, same cluster.
+        let (_, again) = consolidation_cluster(50, 600, 7).unwrap();
+        assert_eq!(
+            nodes
+                .iter()
+                .map(|n| (n.price, n.pods.len()))
+                .collect::<Vec<_>>(),
+            again
+                .iter()
+                .map(|n| (n.price, n.pods.len()))
+                .collect::<Vec<_>>()
+        );
+        assert!(consolidation_cluster(2, 1000, 7).is_none());
     }
 }

@@ -67,3 +67,45 @@ pub fn scheduling(options: &SchedulingBench) -> anyhow::Result<Vec<String>> {
     ));
     Ok(lines)
 }
+
+/// Runs one full disruption pass (emptiness, drift, multi- and single-node consolidation) over a
+/// generated cluster and returns the report lines; the last is
+/// `consolidation nodes=N pods=P seconds=T actions=A savings_per_hour=S`.
+pub fn consolidation(nodes: usize, pods: usize, seed: u64) -> anyhow::Result<Vec<String>> {
+    let (pool, states) = benchmark::consolidation_cluster(nodes, pods, seed)
+        .with_context(|| format!("{pods} pods do not fit on {nodes} nodes"))?;
+    let options = SchedulerOptions {
+        provider_labels: karpenter_core::cloudprovider::fake::provider_labels(),
+        ..Default::default()
+    };
+    let start = Instant::now();
+    let decision = karpenter_core::disruption::decide(&karpenter_core::disruption::Input {
+        now: 0,
+        nodes: &states,
+        node_pools: std::slice::from_ref(&pool),
+        pdbs: &[],
+        pending_pods: &[],
+        daemonset_pods: &[],
+        options,
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let mut lines: Vec<String> = decision
+        .commands
+        .iter()
+        .map(|c| {
+            format!(
+                "{} ({}): {} node(s) out, {} replacement(s)",
+                c.method,
+                c.reason.as_str(),
+                c.candidates.len(),
+                c.replacements.len()
+            )
+        })
+        .collect();
+    lines.push(format!(
+        "consolidation nodes={nodes} pods={pods} seconds={seconds:.3} actions={} savings_per_hour={:.4}",
+        decision.commands.len(),
+        decision.commands.iter().map(|c| c.savings_per_hour).sum::<f64>()
+    ));
+    Ok(lines)
+}
