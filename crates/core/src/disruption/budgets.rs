@@ -164,4 +164,185 @@ mod tests {
             usize::MAX
         );
     }
+
+    /// Upstream's budget suite: six budgets, the clock at 2000-06-15 12:30:30 UTC.
+    const JUNE_15_2000: i64 = 961_072_230;
+
+    fn upstream_budgets() -> Vec<Budget> {
+        use DisruptionReason::{Drifted, Empty, Underutilized};
+        let every_minute =
+            |nodes: &str, reasons| budget(nodes, Some("* * * * *"), Some(3600), reasons);
+        vec![
+            every_minute("10", None),
+            every_minute("100", None),
+            every_minute("100%", None),
+            every_minute("15", Some(vec![Drifted, Underutilized])),
+            every_minute("5", Some(vec![Drifted])),
+            budget(
+                "0",
+                Some("@weekly"),
+                Some(3600),
+                Some(vec![Underutilized, Drifted, Empty]),
+            ),
+        ]
+    }
+
+    fn pool_with(budgets: Vec<Budget>) -> NodePool {
+        let mut np = NodePool::default();
+        np.spec.disruption.budgets = budgets;
+        np
+    }
+
+    #[test]
+    fn upstream_allowed_disruptions_by_reason() {
+        use DisruptionReason::{Drifted, Empty, Underutilized};
+        let all = [Empty, Underutilized, Drifted];
+        type Edit = fn(&mut Vec<Budget>);
+        // (case, edit of the six budgets, allowed for Empty, Underutilized, Drifted)
+        let cases: [(&str, Edit, [usize; 3]); 5] = [
+            (
+                "a budget for all reasons active blocks all",
+                |b| b[5].schedule = Some("* * * * *".into()),
+                [0, 0, 0],
+            ),
+            (
+                "no active budget: unbounded",
+                |b| {
+                    b.iter_mut()
+                        .for_each(|b| b.schedule = Some("@yearly".into()))
+                },
+                [usize::MAX; 3],
+            ),
+            (
+                "inactive reason budgets are ignored",
+                |b| {
+                    b[3].schedule = Some("@yearly".into());
+                    b[4].schedule = Some("@yearly".into());
+                },
+                [10, 10, 10],
+            ),
+            (
+                "one budget without reasons covers every reason",
+                |b| b.truncate(1),
+                [10, 10, 10],
+            ),
+            (
+                "the smallest budget per reason",
+                |b| {
+                    b.push(budget(
+                        "4",
+                        Some("* * * * *"),
+                        Some(3600),
+                        Some(vec![Empty]),
+                    ))
+                },
+                [4, 10, 5],
+            ),
+        ];
+        for (case, edit, want) in cases {
+            let mut budgets = upstream_budgets();
+            edit(&mut budgets);
+            let np = pool_with(budgets);
+            for (reason, want) in all.iter().zip(want) {
+                assert_eq!(
+                    allowed_disruptions(&np, 100, *reason, JUNE_15_2000),
+                    want,
+                    "{case}: {reason:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn upstream_budget_allowances_and_activity() {
+        let b = upstream_budgets();
+        let with = |i: usize, edit: fn(&mut Budget)| {
+            let mut b = b[i].clone();
+            edit(&mut b);
+            b
+        };
+        // (case, budget, now, allowed of 100 nodes; None when inactive)
+        let cases: Vec<(&str, Budget, i64, Option<usize>)> = vec![
+            (
+                "invalid schedule allows none",
+                with(0, |b| b.schedule = Some("@wrongly".into())),
+                JUNE_15_2000,
+                Some(0),
+            ),
+            (
+                "invalid nodes allows none",
+                with(0, |b| b.nodes = "1000a%".into()),
+                JUNE_15_2000,
+                Some(0),
+            ),
+            (
+                "inactive",
+                with(0, |b| b.schedule = Some("@yearly".into())),
+                JUNE_15_2000,
+                None,
+            ),
+            ("active count", b[0].clone(), JUNE_15_2000, Some(10)),
+            ("active percentage", b[2].clone(), JUNE_15_2000, Some(100)),
+            // 2000-05-31 00:00 at UTC+1 is 05-30 23:00 UTC: @daily fired 23 h ago.
+            (
+                "schedules are UTC",
+                with(0, |b| {
+                    b.schedule = Some("@daily".into());
+                    b.duration = Some(Duration::from_secs(1800));
+                }),
+                959_727_600,
+                None,
+            ),
+            (
+                "no schedule is always active",
+                with(0, |b| {
+                    b.schedule = None;
+                    b.duration = None;
+                }),
+                JUNE_15_2000,
+                Some(10),
+            ),
+            (
+                "hit in the middle of the duration",
+                with(0, |b| {
+                    b.schedule = Some("@yearly".into());
+                    b.duration = Some(Duration::from_secs(24 * 3600));
+                }),
+                -30_610_180_800, // year 1000, January 1st, noon
+                Some(10),
+            ),
+            (
+                "duration longer than the recurrence",
+                with(0, |b| {
+                    b.schedule = Some("@daily".into());
+                    b.duration = Some(Duration::from_secs(48 * 3600));
+                }),
+                1_704_585_600, // 2024-01-07 00:00, a Sunday
+                Some(10),
+            ),
+            (
+                "hit after the duration",
+                with(0, |b| {
+                    b.schedule = Some("30 6 * * SUN".into());
+                    b.duration = Some(Duration::from_secs(6 * 3600));
+                }),
+                1_704_585_600,
+                None,
+            ),
+            (
+                "backwards day range fails closed",
+                with(0, |b| {
+                    b.schedule = Some("0 0 * * tue-mon".into());
+                    b.duration = Some(Duration::from_secs(6 * 3600));
+                }),
+                1_704_585_600,
+                Some(0),
+            ),
+        ];
+        for (case, budget, now, want) in cases {
+            assert_eq!(budget_allows(&budget, 100, now), want, "{case}");
+        }
+        let err = Schedule::parse("0 0 * * tue-mon").unwrap_err().to_string();
+        assert!(err.contains("beyond"), "{err}");
+    }
 }
