@@ -386,3 +386,55 @@ fn plan_reports_disruption_and_why_nodes_stay() {
     assert!(a.replacements.is_empty());
     assert!((a.savings_per_hour - 0.8687).abs() < 1e-3, "{a:?}");
 }
+
+#[test]
+fn expired_nodes_are_drained_and_their_pods_rescheduled() {
+    let text = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: short-lived}
+spec:
+  template:
+    spec:
+      expireAfter: 10m
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: app}}
+  template:
+    metadata: {labels: {app: app}}
+    spec:
+      containers: [{name: app, image: app, resources: {requests: {cpu: "1"}}}]
+---
+apiVersion: simulation.karpenter-rs.dev/v1alpha1
+kind: Scenario
+metadata: {name: expiry}
+spec:
+  duration: 25m
+"#;
+    let report = run(&scenario::parse(Path::new("expiry.yaml"), text).unwrap());
+    let expired: Vec<_> = report
+        .disruptions
+        .iter()
+        .filter(|d| d.kind == "Expired")
+        .collect();
+    // The first node expires at about 10m50s, its replacement 10 minutes after it launched.
+    assert!(!expired.is_empty(), "{:?}", report.events);
+    assert!(expired.iter().all(|d| d.t_s >= 10 * 60), "{expired:?}");
+    for n in &report.nodeclaims {
+        if let Some(end) = n.terminated_at_s {
+            assert!(
+                end - n.launched_at_s >= 10 * 60,
+                "{n:?} ended before expireAfter"
+            );
+        }
+    }
+    assert_eq!(report.summary.pods_pending, 0);
+    assert!(report.summary.nodes_launched >= 2);
+}

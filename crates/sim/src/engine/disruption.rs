@@ -187,12 +187,19 @@ impl Simulation {
     }
 
     fn node_states(&self) -> Vec<NodeState> {
+        // One pass over the pods, not one per node: this runs every simulated second.
+        let mut by_node: Vec<Vec<&SimPod>> = vec![Vec::new(); self.nodes.len()];
+        for p in &self.pods {
+            if let Some(n) = p.node {
+                by_node[n].push(p);
+            }
+        }
         let mut out = Vec::new();
         for (n, node) in self.nodes.iter().enumerate() {
             if !node.alive() {
                 continue;
             }
-            let on_node: Vec<&SimPod> = self.pods.iter().filter(|p| p.node == Some(n)).collect();
+            let on_node = &by_node[n];
             let last_pod_event = on_node
                 .iter()
                 .flat_map(|p| [p.bound_at, p.ended_at])
@@ -411,6 +418,18 @@ impl Simulation {
 
     /// Nodes past their NodePool's `expireAfter` are drained and terminated, budgets or not.
     fn expire(&mut self) {
+        let any_due = self.nodes.iter().any(|n| {
+            n.alive()
+                && !n.draining
+                && n.node_pool
+                    .as_ref()
+                    .and_then(|p| self.pools.get(p))
+                    .and_then(|p| p.spec.template.spec.expire_after.0)
+                    .is_some_and(|after| self.now >= n.launched_at + after.as_secs())
+        });
+        if !any_due {
+            return;
+        }
         let pools: Vec<NodePool> = self.pools.values().cloned().collect();
         let states = self.node_states();
         let names: Vec<String> = expired(&states, &pools, EPOCH + self.now as i64)
