@@ -2,10 +2,7 @@
 //! consolidation`); `karpenter-rs bench consolidation` prints the same figure for one size.
 
 use divan::Bencher;
-use karpenter_core::benchmark::consolidation_cluster;
-use karpenter_core::cloudprovider::fake;
-use karpenter_core::disruption::{Input, decide};
-use karpenter_core::provisioning::scheduling::SchedulerOptions;
+use karpenter_core::benchmark::{consolidation_cluster, consolidation_pass};
 
 fn main() {
     divan::main();
@@ -15,19 +12,5 @@ fn main() {
 #[divan::bench(args = [(100, 2_000), (500, 10_000), (1_000, 20_000)], sample_count = 5)]
 fn full_pass(bencher: Bencher, (nodes, pods): (usize, usize)) {
     let (pool, states) = consolidation_cluster(nodes, pods, 42).expect("the pods fit");
-    let options = SchedulerOptions {
-        provider_labels: fake::provider_labels(),
-        ..Default::default()
-    };
-    bencher.bench_local(|| {
-        decide(&Input {
-            now: 0,
-            nodes: &states,
-            node_pools: std::slice::from_ref(&pool),
-            pdbs: &[],
-            pending_pods: &[],
-            daemonset_pods: &[],
-            options: options.clone(),
-        })
-    });
+    bencher.bench_local(|| consolidation_pass(&pool, &states));
 }

@@ -386,6 +386,26 @@ pub fn consolidation_cluster(
     Some((pool, states))
 }
 
+/// One full disruption pass over a [`consolidation_cluster`], as both benchmark front-ends time
+/// it.
+pub fn consolidation_pass(
+    pool: &NodePoolInput,
+    nodes: &[crate::disruption::NodeState],
+) -> crate::disruption::Decision {
+    crate::disruption::decide(&crate::disruption::Input {
+        now: 0,
+        nodes,
+        node_pools: std::slice::from_ref(pool),
+        pdbs: &[],
+        pending_pods: &[],
+        daemonset_pods: &[],
+        options: crate::provisioning::scheduling::SchedulerOptions {
+            provider_labels: fake::provider_labels(),
+            ..Default::default()
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

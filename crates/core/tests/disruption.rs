@@ -3,14 +3,10 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::policy::v1::{
-    PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_api::{Budget, ConsolidationPolicy, DisruptionReason, NillableDuration};
 use karpenter_core::cloudprovider::{InstanceType, fake};
 use karpenter_core::disruption::{Decision, Input, NodeState, decide, expired};
@@ -36,19 +32,7 @@ fn pool(name: &str, edit: impl FnOnce(&mut karpenter_api::NodePool)) -> NodePool
 /// A managed, initialized node of instance type `fake-it-{cpu-1}` holding `pods`.
 fn node(name: &str, pool: &str, cpu: usize, capacity_type: &str, pods: Vec<Pod>) -> NodeState {
     let it = fake::instance_types(16).into_iter().nth(cpu - 1).unwrap();
-    let labels: BTreeMap<String, String> = [
-        (CAPACITY_TYPE, capacity_type),
-        (ZONE, "test-zone-1"),
-        (INSTANCE_TYPE, it.name.as_str()),
-        (HOSTNAME, name),
-        ("karpenter.sh/nodepool", pool),
-        ("testing/cluster", "unspecified"),
-        (ARCH, "amd64"),
-        (OS, "linux"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
+    let labels = managed_node_labels(name, pool, &it, capacity_type);
     NodeState {
         name: name.into(),
         node_pool: Some(pool.into()),
@@ -264,32 +248,6 @@ fn budgets_limit_disruption() {
     );
 }
 
-fn pdb(allowed: i32, labels: &[(&str, &str)]) -> PodDisruptionBudget {
-    PodDisruptionBudget {
-        metadata: ObjectMeta {
-            name: Some(format!("pdb-{allowed}")),
-            namespace: Some("default".into()),
-            ..Default::default()
-        },
-        spec: Some(PodDisruptionBudgetSpec {
-            selector: Some(LabelSelector {
-                match_labels: Some(
-                    labels
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                ),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        status: Some(PodDisruptionBudgetStatus {
-            disruptions_allowed: allowed,
-            ..Default::default()
-        }),
-    }
-}
-
 #[test]
 fn candidates_respect_blockers() {
     let pools = [pool("default", |_| {})];
@@ -328,13 +286,16 @@ fn candidates_respect_blockers() {
         (
             "PDB allows no disruption",
             big(),
-            vec![pdb(0, &[("app", "web")])],
+            vec![pdb("pdb-0", 0, &[("app", "web")])],
             "prevents pod evictions",
         ),
         (
             "two PDBs",
             big(),
-            vec![pdb(1, &[("app", "web")]), pdb(2, &[("app", "web")])],
+            vec![
+                pdb("pdb-1", 1, &[("app", "web")]),
+                pdb("pdb-2", 2, &[("app", "web")]),
+            ],
             "more than one PodDisruptionBudget",
         ),
         (
@@ -391,11 +352,15 @@ fn candidates_respect_blockers() {
     }
     // A PDB that allows a disruption does not block; one for other pods neither.
     assert_eq!(
-        deleted(&run(&[big()], &pools, &[pdb(1, &[("app", "web")])])),
+        deleted(&run(
+            &[big()],
+            &pools,
+            &[pdb("pdb-1", 1, &[("app", "web")])]
+        )),
         ["big"]
     );
     assert_eq!(
-        deleted(&run(&[big()], &pools, &[pdb(0, &[("app", "db")])])),
+        deleted(&run(&[big()], &pools, &[pdb("pdb-0", 0, &[("app", "db")])])),
         ["big"]
     );
 }

@@ -9,10 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::policy::v1::{
-    PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_api::{Budget, DisruptionReason, NillableDuration};
 use karpenter_core::cloudprovider::{InstanceType, fake};
 use karpenter_core::disruption::budgets::allowed_disruptions;
@@ -97,19 +94,7 @@ fn build(spec: &ClusterSpec) -> Cluster {
         let it = &catalog[n.cpus - 1];
         let capacity_type = if n.spot { "spot" } else { "on-demand" };
         let name = format!("node-{i}");
-        let labels: BTreeMap<String, String> = [
-            (CAPACITY_TYPE, capacity_type),
-            (ZONE, "test-zone-1"),
-            (INSTANCE_TYPE, it.name.as_str()),
-            (HOSTNAME, name.as_str()),
-            ("karpenter.sh/nodepool", "default"),
-            ("testing/cluster", "unspecified"),
-            (ARCH, "amd64"),
-            (OS, "linux"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+        let labels = managed_node_labels(&name, "default", it, capacity_type);
         let mut used = Resources::new();
         let mut pods: Vec<Pod> = Vec::new();
         for (j, &(app, cpu)) in n.pods.iter().enumerate() {
@@ -155,24 +140,7 @@ fn build(spec: &ClusterSpec) -> Cluster {
         .iter()
         .enumerate()
         .filter_map(|(app, allowed)| {
-            allowed.map(|allowed| PodDisruptionBudget {
-                metadata: ObjectMeta {
-                    name: Some(APPS[app].into()),
-                    namespace: Some("default".into()),
-                    ..Default::default()
-                },
-                spec: Some(PodDisruptionBudgetSpec {
-                    selector: Some(LabelSelector {
-                        match_labels: Some([("app".to_string(), APPS[app].to_string())].into()),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                status: Some(PodDisruptionBudgetStatus {
-                    disruptions_allowed: allowed,
-                    ..Default::default()
-                }),
-            })
+            allowed.map(|allowed| pdb(APPS[app], allowed, &[("app", APPS[app])]))
         })
         .collect();
     Cluster {

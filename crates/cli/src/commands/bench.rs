@@ -74,20 +74,8 @@ pub fn scheduling(options: &SchedulingBench) -> anyhow::Result<Vec<String>> {
 pub fn consolidation(nodes: usize, pods: usize, seed: u64) -> anyhow::Result<Vec<String>> {
     let (pool, states) = benchmark::consolidation_cluster(nodes, pods, seed)
         .with_context(|| format!("{pods} pods do not fit on {nodes} nodes"))?;
-    let options = SchedulerOptions {
-        provider_labels: karpenter_core::cloudprovider::fake::provider_labels(),
-        ..Default::default()
-    };
     let start = Instant::now();
-    let decision = karpenter_core::disruption::decide(&karpenter_core::disruption::Input {
-        now: 0,
-        nodes: &states,
-        node_pools: std::slice::from_ref(&pool),
-        pdbs: &[],
-        pending_pods: &[],
-        daemonset_pods: &[],
-        options,
-    });
+    let decision = benchmark::consolidation_pass(&pool, &states);
     let seconds = start.elapsed().as_secs_f64();
     let mut lines: Vec<String> = decision
         .commands

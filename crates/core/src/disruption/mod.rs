@@ -294,6 +294,37 @@ fn budget_mapping(input: &Input<'_>, reason: DisruptionReason) -> HashMap<String
     out
 }
 
+/// The leading `candidates` each NodePool's budget for `reason` allows; the rest are blocked
+/// with the reason.
+fn within_budget<'c, 'a>(
+    input: &Input<'_>,
+    reason: DisruptionReason,
+    candidates: &[&'c Candidate<'a>],
+    decision: &mut Decision,
+) -> Vec<&'c Candidate<'a>> {
+    let mut budget = budget_mapping(input, reason);
+    let mut chosen = Vec::new();
+    for c in candidates {
+        let left = budget
+            .get_mut(c.pool_name())
+            .expect("every pool has a budget entry");
+        if *left == 0 {
+            decision.blocked.insert(
+                c.node.name.clone(),
+                format!(
+                    "no allowed disruptions for reason {} in NodePool {:?}",
+                    reason.as_str(),
+                    c.pool_name()
+                ),
+            );
+            continue;
+        }
+        *left -= 1;
+        chosen.push(*c);
+    }
+    chosen
+}
+
 /// The scheduling simulation with `removed` gone: do their pods (and the pending ones) fit, and
 /// what would be launched?
 enum Simulation {
@@ -302,12 +333,12 @@ enum Simulation {
     Invalid(String),
 }
 
-fn simulate(input: &Input<'_>, removed: &[&NodeState]) -> Simulation {
-    let removed_names: Vec<&str> = removed.iter().map(|n| n.name.as_str()).collect();
-    let existing: Vec<ExistingNodeInput> = input
+/// The nodes pods may move to: every node not deleting and not `removed`.
+fn remaining_nodes(input: &Input<'_>, removed: &[&NodeState]) -> Vec<ExistingNodeInput> {
+    input
         .nodes
         .iter()
-        .filter(|n| !n.deleting && !removed_names.contains(&n.name.as_str()))
+        .filter(|n| !n.deleting && !removed.iter().any(|r| r.name == n.name))
         .map(|n| ExistingNodeInput {
             name: n.name.clone(),
             labels: n.labels.clone(),
@@ -319,7 +350,11 @@ fn simulate(input: &Input<'_>, removed: &[&NodeState]) -> Simulation {
             node_pool: n.node_pool.clone(),
             ..Default::default()
         })
-        .collect();
+        .collect()
+}
+
+fn simulate(input: &Input<'_>, removed: &[&NodeState]) -> Simulation {
+    let existing = remaining_nodes(input, removed);
     let moving: Vec<Pod> = removed
         .iter()
         .flat_map(|n| reschedulable(n).cloned())
@@ -498,29 +533,11 @@ pub fn decide(input: &Input<'_>) -> Decision {
     };
 
     // 1. Emptiness: every empty, consolidatable node within budget, in one command.
-    let mut budget = budget_mapping(input, DisruptionReason::Empty);
     let empty: Vec<&Candidate<'_>> = candidates
         .iter()
         .filter(|c| !no_consolidation(c) && is_empty(c.node) && c.consolidatable(input.now))
         .collect();
-    let mut chosen = Vec::new();
-    for c in &empty {
-        let left = budget
-            .get_mut(c.pool_name())
-            .expect("every pool has a budget entry");
-        if *left == 0 {
-            decision.blocked.insert(
-                c.node.name.clone(),
-                format!(
-                    "no allowed disruptions for reason Empty in NodePool {:?}",
-                    c.pool_name()
-                ),
-            );
-            continue;
-        }
-        *left -= 1;
-        chosen.push(*c);
-    }
+    let chosen = within_budget(input, DisruptionReason::Empty, &empty, &mut decision);
     if !chosen.is_empty() {
         let savings = chosen.iter().map(|c| c.node.price).sum();
         decision.commands.push(Command {
@@ -550,22 +567,7 @@ pub fn decide(input: &Input<'_>) -> Decision {
         }
         let nodes = [c.node];
         let removed: Vec<Pod> = reschedulable(c.node).cloned().collect();
-        let existing: Vec<ExistingNodeInput> = input
-            .nodes
-            .iter()
-            .filter(|n| !n.deleting && n.name != c.node.name)
-            .map(|n| ExistingNodeInput {
-                name: n.name.clone(),
-                labels: n.labels.clone(),
-                taints: n.taints.clone(),
-                allocatable: n.allocatable.clone(),
-                capacity: n.capacity.clone(),
-                pods: n.pods.clone(),
-                initialized: n.initialized,
-                node_pool: n.node_pool.clone(),
-                ..Default::default()
-            })
-            .collect();
+        let existing = remaining_nodes(input, &nodes);
         let results = Scheduler::new(
             input.node_pools,
             &existing,
@@ -618,25 +620,12 @@ pub fn decide(input: &Input<'_>) -> Decision {
             why.is_none()
         })
         .collect();
-    let mut budget = budget_mapping(input, DisruptionReason::Underutilized);
-    let mut within_budget: Vec<&Candidate<'_>> = Vec::new();
-    for c in &consolidatable {
-        let left = budget
-            .get_mut(c.pool_name())
-            .expect("every pool has a budget entry");
-        if *left == 0 {
-            decision.blocked.insert(
-                c.node.name.clone(),
-                format!(
-                    "no allowed disruptions for reason Underutilized in NodePool {:?}",
-                    c.pool_name()
-                ),
-            );
-            continue;
-        }
-        *left -= 1;
-        within_budget.push(c);
-    }
+    let within_budget = within_budget(
+        input,
+        DisruptionReason::Underutilized,
+        &consolidatable,
+        &mut decision,
+    );
 
     // 3. Multi-node consolidation: the longest prefix (binary search, up to 100 nodes) that can
     //    go with at most one cheaper replacement.

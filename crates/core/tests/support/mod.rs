@@ -38,7 +38,7 @@ fn expressions(reqs: &[(&str, &str, &[&str])]) -> Vec<NodeSelectorRequirement> {
         .collect()
 }
 
-fn selector(labels: &[(&str, &str)]) -> LabelSelector {
+pub fn selector(labels: &[(&str, &str)]) -> LabelSelector {
     LabelSelector {
         match_labels: Some(
             labels
@@ -734,5 +734,55 @@ impl Outcome {
             });
         }
         existing
+    }
+}
+
+/// The labels of a node of instance type `it` in `pool`, zone `test-zone-1`, as the fake
+/// provider would set them.
+pub fn managed_node_labels(
+    name: &str,
+    pool: &str,
+    it: &InstanceType,
+    capacity_type: &str,
+) -> BTreeMap<String, String> {
+    [
+        (CAPACITY_TYPE, capacity_type),
+        (ZONE, "test-zone-1"),
+        (INSTANCE_TYPE, it.name.as_str()),
+        (HOSTNAME, name),
+        ("karpenter.sh/nodepool", pool),
+        ("testing/cluster", "unspecified"),
+        (ARCH, "amd64"),
+        (OS, "linux"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// A PodDisruptionBudget in `default` over pods with `labels`, whose status allows `allowed`
+/// disruptions now.
+pub fn pdb(
+    name: &str,
+    allowed: i32,
+    labels: &[(&str, &str)],
+) -> k8s_openapi::api::policy::v1::PodDisruptionBudget {
+    use k8s_openapi::api::policy::v1::{
+        PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
+    };
+    PodDisruptionBudget {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        spec: Some(PodDisruptionBudgetSpec {
+            selector: Some(selector(labels)),
+            ..Default::default()
+        }),
+        status: Some(PodDisruptionBudgetStatus {
+            disruptions_allowed: allowed,
+            ..Default::default()
+        }),
     }
 }

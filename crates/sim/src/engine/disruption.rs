@@ -15,7 +15,6 @@ use k8s_openapi::jiff::Timestamp;
 use karpenter_api::labels::DISRUPTED_TAINT_KEY;
 use karpenter_api::{DisruptionReason, NodePool};
 use karpenter_core::disruption::{Command, Input, NodeState, decide, expired};
-use karpenter_core::provisioning::scheduling::NodePoolInput;
 use karpenter_core::scheduling::selector;
 
 use super::{SimPod, Simulation};
@@ -149,14 +148,7 @@ impl Simulation {
     /// The snapshot the controller would see, and the core's decision over it.
     fn decision(&self) -> Vec<Command> {
         let nodes = self.node_states();
-        let pools: Vec<NodePoolInput> = self
-            .pools
-            .values()
-            .map(|np| NodePoolInput {
-                node_pool: np.clone(),
-                instance_types: self.catalog.instance_types.clone(),
-            })
-            .collect();
+        let pools = self.pool_inputs();
         let pdbs = self.pdbs_with_status();
         let pending: Vec<Pod> = self
             .pods

@@ -679,6 +679,17 @@ impl Simulation {
         (inputs, index)
     }
 
+    /// The NodePools, each offering the whole catalog.
+    fn pool_inputs(&self) -> Vec<NodePoolInput> {
+        self.pools
+            .values()
+            .map(|np| NodePoolInput {
+                node_pool: np.clone(),
+                instance_types: self.catalog.instance_types.clone(),
+            })
+            .collect()
+    }
+
     fn options(&self) -> SchedulerOptions {
         SchedulerOptions {
             provider_labels: self.catalog.provider_labels.clone(),
@@ -753,14 +764,7 @@ impl Simulation {
             return;
         }
         self.batch_started = None;
-        let pools: Vec<NodePoolInput> = self
-            .pools
-            .values()
-            .map(|np| NodePoolInput {
-                node_pool: np.clone(),
-                instance_types: self.catalog.instance_types.clone(),
-            })
-            .collect();
+        let pools = self.pool_inputs();
         let (existing, _) = self.existing_inputs(true);
         let batch: Vec<Pod> = pending.iter().map(|&p| self.pods[p].pod.clone()).collect();
         let results = Scheduler::new(&pools, &existing, &self.daemonset_pods(), self.options())
