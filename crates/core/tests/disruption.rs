@@ -477,6 +477,39 @@ fn pods_move_to_existing_nodes_when_they_fit() {
     assert_eq!(cmd.candidates.len(), 2, "{cmd:?}");
     assert_eq!(cmd.replacements.len(), 1);
     assert!(cmd.savings_per_hour > nodes[0].price, "{cmd:?}");
+    // Their own type is an option, so every option must be cheaper than it (upstream's
+    // filterOutSameInstanceType): no trading two nodes for one of the same.
+    let options = &cmd.replacements[0].instance_types;
+    assert!(!options.is_empty());
+    for it in options {
+        assert!(
+            it.offerings[0].price < nodes[0].price,
+            "{} is not cheaper",
+            it.name
+        );
+    }
+
+    // When the only option is the candidates' own type, merging is refused; single-node
+    // consolidation deletes one of them instead, which saves as much without a launch.
+    let mut np = node_pool("default")
+        .require(INSTANCE_TYPE, karpenter_api::Operator::In, &["fake-it-3"])
+        .0;
+    np.spec.disruption.consolidate_after = NillableDuration::from_secs(0);
+    np.spec.disruption.budgets = vec![Budget {
+        nodes: "100%".into(),
+        ..Default::default()
+    }];
+    let only_own = [NodePoolInput {
+        node_pool: np,
+        instance_types: types(),
+    }];
+    let d = run(&nodes, &only_own, &[]);
+    let cmd = &d.commands[0];
+    assert_eq!(
+        (cmd.method, cmd.candidates.len(), cmd.replacements.len()),
+        ("single-node consolidation", 1, 0),
+        "{cmd:?}"
+    );
 }
 
 #[test]

@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::core::v1::{Pod, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_api::labels::{
-    CAPACITY_TYPE_LABEL, DO_NOT_DISRUPT_ANNOTATION, POD_DELETION_COST_ANNOTATION,
+    CAPACITY_TYPE_LABEL, DO_NOT_DISRUPT_ANNOTATION, INSTANCE_TYPE_LABEL,
+    POD_DELETION_COST_ANNOTATION,
 };
 use karpenter_api::{ConsolidationPolicy, DisruptionReason, NodePool};
 
@@ -463,6 +464,54 @@ fn consolidate(input: &Input<'_>, candidates: &[&Candidate<'_>]) -> Result<Comma
     }
 }
 
+/// Merging nodes onto one of their own instance types only pays if that type is cheaper than
+/// what runs now: when a replacement option is a type some candidate already is, keep only the
+/// options cheaper than the cheapest such candidate, or give up. This stops multi-node
+/// consolidation from trading nodes for the same nodes.
+fn filter_out_same_instance_type(
+    mut cmd: Command,
+    candidates: &[&Candidate<'_>],
+) -> Option<Command> {
+    let Some(claim) = cmd.replacements.first_mut() else {
+        return Some(cmd);
+    };
+    let current: Vec<(&str, f64)> = candidates
+        .iter()
+        .filter_map(|c| {
+            c.node
+                .labels
+                .get(INSTANCE_TYPE_LABEL)
+                .map(|t| (t.as_str(), c.node.price))
+        })
+        .collect();
+    let ceiling = claim
+        .instance_types
+        .iter()
+        .flat_map(|it| {
+            current
+                .iter()
+                .filter(|(t, _)| *t == it.name)
+                .map(|(_, p)| *p)
+        })
+        .min_by(f64::total_cmp);
+    let Some(ceiling) = ceiling else {
+        return Some(cmd);
+    };
+    let requirements = claim.requirements.clone();
+    claim.instance_types.retain(|it| {
+        it.compatible_offerings(&requirements)
+            .map(|o| o.price)
+            .min_by(f64::total_cmp)
+            .is_some_and(|p| p < ceiling)
+    });
+    if claim.instance_types.is_empty() {
+        return None;
+    }
+    let price: f64 = candidates.iter().map(|c| c.node.price).sum();
+    cmd.savings_per_hour = price - claim.cheapest_price().unwrap_or(price);
+    Some(cmd)
+}
+
 /// Upstream's Balanced policy: a move passes when its share of the pool's savings is at least
 /// half its share of the pool's disruption.
 fn balanced_approves(
@@ -635,11 +684,14 @@ pub fn decide(input: &Input<'_>) -> Decision {
         while low <= high {
             let mid = (low + high) / 2;
             let prefix = &within_budget[..=mid];
-            let valid = consolidate(input, prefix).ok().filter(|cmd| {
-                prefix
-                    .iter()
-                    .all(|c| balanced_approves(input, c.pool, cmd, prefix))
-            });
+            let valid = consolidate(input, prefix)
+                .ok()
+                .and_then(|cmd| filter_out_same_instance_type(cmd, prefix))
+                .filter(|cmd| {
+                    prefix
+                        .iter()
+                        .all(|c| balanced_approves(input, c.pool, cmd, prefix))
+                });
             match valid {
                 Some(cmd) => {
                     best = Some(cmd);
