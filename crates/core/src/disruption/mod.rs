@@ -707,8 +707,9 @@ pub fn decide(input: &Input<'_>) -> Decision {
         }
     }
 
-    // 4. Single-node consolidation: the first node that can go alone.
-    for c in &within_budget {
+    // 4. Single-node consolidation: the first node that can go alone, taking the NodePools in
+    //    turn so one large pool cannot starve the others.
+    for c in &round_robin_by_pool(&within_budget) {
         match consolidate(input, std::slice::from_ref(c)) {
             Ok(mut cmd) if balanced_approves(input, c.pool, &cmd, std::slice::from_ref(c)) => {
                 cmd.method = "single-node consolidation";
@@ -727,6 +728,27 @@ pub fn decide(input: &Input<'_>) -> Decision {
         }
     }
     finish(decision, &candidates)
+}
+
+/// `candidates` interleaved across NodePools (first of each pool, then second of each, …),
+/// keeping each pool's order and the pools in order of first appearance.
+fn round_robin_by_pool<'c, 'a>(candidates: &[&'c Candidate<'a>]) -> Vec<&'c Candidate<'a>> {
+    let mut pools: Vec<(&str, std::collections::VecDeque<&'c Candidate<'a>>)> = Vec::new();
+    for c in candidates {
+        match pools.iter_mut().find(|(name, _)| *name == c.pool_name()) {
+            Some((_, queue)) => queue.push_back(c),
+            None => pools.push((c.pool_name(), [*c].into())),
+        }
+    }
+    let mut out = Vec::with_capacity(candidates.len());
+    while out.len() < candidates.len() {
+        for (_, queue) in &mut pools {
+            if let Some(c) = queue.pop_front() {
+                out.push(c);
+            }
+        }
+    }
+    out
 }
 
 /// Every candidate neither acted on nor blocked waits for a later pass; say so, so that no node
@@ -762,4 +784,43 @@ pub fn expired<'a>(nodes: &'a [NodeState], pools: &[NodePool], now: i64) -> Vec<
                 .is_some_and(|after| now >= n.created_at + after.as_secs() as i64)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_node_order_takes_node_pools_in_turn() {
+        let pool = |name: &str| {
+            let mut node_pool = NodePool::default();
+            node_pool.metadata.name = Some(name.into());
+            NodePoolInput {
+                node_pool,
+                instance_types: Vec::new(),
+            }
+        };
+        let (a, b) = (pool("a"), pool("b"));
+        let nodes: Vec<NodeState> = ["a1", "a2", "a3", "b1"]
+            .iter()
+            .map(|n| NodeState {
+                name: n.to_string(),
+                ..Default::default()
+            })
+            .collect();
+        let candidates: Vec<Candidate<'_>> = nodes
+            .iter()
+            .map(|node| Candidate {
+                node,
+                pool: if node.name.starts_with('a') { &a } else { &b },
+                reschedule_cost: 1.0,
+            })
+            .collect();
+        let refs: Vec<&Candidate<'_>> = candidates.iter().collect();
+        let order: Vec<&str> = round_robin_by_pool(&refs)
+            .iter()
+            .map(|c| c.node.name.as_str())
+            .collect();
+        assert_eq!(order, ["a1", "b1", "a2", "a3"]);
+    }
 }
