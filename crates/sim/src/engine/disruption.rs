@@ -103,11 +103,13 @@ impl Simulation {
         }
         self.disruption.next_pass = self.now + PASS_EVERY_SECONDS;
         // Upstream waits for a synced cluster; here: nothing launching and no command running.
+        // Pending pods do not stop a pass: the decision counts them, so it never removes
+        // capacity they need.
         let launching = self
             .nodes
             .iter()
             .any(|n| n.alive() && n.reason != "existing" && !n.ready(self.now));
-        if launching || !self.disruption.in_flight.is_empty() || self.pending_count() > 0 {
+        if launching || !self.disruption.in_flight.is_empty() {
             return;
         }
         let decision = self.decision();
