@@ -25,11 +25,12 @@ pub enum Compare {
     ClusterAutoscaler,
 }
 
-/// Runs the scenario under karpenter-rs and under Cluster Autoscaler's policy.
-pub fn compare(
+/// `file` (or the built-in scenario) and the catalog to run it on: `catalog_name`, else the
+/// scenario's own, else `kwok`.
+fn load(
     file: Option<&Path>,
     catalog_name: Option<&str>,
-) -> anyhow::Result<(Report, Report)> {
+) -> anyhow::Result<(scenario::Scenario, catalog::Catalog)> {
     let scenario = match file {
         Some(path) => scenario::load(path)?,
         None => scenario::built_in(),
@@ -38,6 +39,15 @@ pub fn compare(
         .or(scenario.spec.catalog.as_deref())
         .unwrap_or("kwok");
     let catalog = catalog::load(name).context("choosing the catalog")?;
+    Ok((scenario, catalog))
+}
+
+/// Runs the scenario under karpenter-rs and under Cluster Autoscaler's policy.
+pub fn compare(
+    file: Option<&Path>,
+    catalog_name: Option<&str>,
+) -> anyhow::Result<(Report, Report)> {
+    let (scenario, catalog) = load(file, catalog_name)?;
     let karpenter = Simulation::new(&scenario, catalog.clone()).run(&mut |_| {});
     let other = Simulation::cluster_autoscaler(&scenario, catalog).run(&mut |_| {});
     Ok((karpenter, other))
@@ -49,14 +59,7 @@ pub fn run(
     catalog_name: Option<&str>,
     show_progress: bool,
 ) -> anyhow::Result<Report> {
-    let scenario = match file {
-        Some(path) => scenario::load(path)?,
-        None => scenario::built_in(),
-    };
-    let name = catalog_name
-        .or(scenario.spec.catalog.as_deref())
-        .unwrap_or("kwok");
-    let catalog = catalog::load(name).context("choosing the catalog")?;
+    let (scenario, catalog) = load(file, catalog_name)?;
     let mut last = 0usize;
     let mut progress = |fraction: f64| {
         if !show_progress {
