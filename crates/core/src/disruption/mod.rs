@@ -5,6 +5,7 @@
 //! out the commands (taint, launch replacements, wait for them, then delete).
 
 pub mod budgets;
+pub mod pdb;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -20,7 +21,6 @@ use crate::provisioning::scheduling::{
     ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
 };
 use crate::resources::Resources;
-use crate::scheduling::selector;
 
 /// A node as disruption sees it.
 #[derive(Clone, Debug, Default)]
@@ -218,32 +218,23 @@ fn blocked_reason(
         if is_daemonset_pod(pod) {
             continue;
         }
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
-        let matching: Vec<&PodDisruptionBudget> = pdbs
-            .iter()
-            .filter(|b| b.metadata.namespace.as_deref().unwrap_or("default") == namespace)
-            .filter(|b| {
-                b.spec
-                    .as_ref()
-                    .and_then(|s| s.selector.as_ref())
-                    .is_some_and(|sel| selector::matches(sel, &labels))
-            })
-            .collect();
+        let matching: Vec<&PodDisruptionBudget> =
+            pdbs.iter().filter(|b| pdb::selects(b, pod)).collect();
         if matching.len() > 1 {
             return Some(format!(
                 "pod {name} is selected by more than one PodDisruptionBudget; eviction does not support multiple PDBs"
             ));
         }
-        if let Some(pdb) = matching.first()
-            && pdb
+        if let Some(budget) = matching.first()
+            && budget
                 .status
                 .as_ref()
                 .is_none_or(|s| s.disruptions_allowed <= 0)
         {
             return Some(format!(
-                "pdb {namespace}/{} prevents pod evictions",
-                pdb.metadata.name.as_deref().unwrap_or("?")
+                "pdb {}/{} prevents pod evictions",
+                budget.metadata.namespace.as_deref().unwrap_or("default"),
+                budget.metadata.name.as_deref().unwrap_or("?")
             ));
         }
     }

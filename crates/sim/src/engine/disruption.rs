@@ -10,12 +10,11 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use k8s_openapi::api::core::v1::{Pod, PodStatus, Taint};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use karpenter_api::labels::DISRUPTED_TAINT_KEY;
 use karpenter_api::{DisruptionReason, NodePool};
+use karpenter_core::disruption::pdb::{disruptions_allowed, selects};
 use karpenter_core::disruption::{Command, Input, NodeState, decide, expired};
-use karpenter_core::scheduling::selector;
 
 use super::{SimPod, Simulation};
 use crate::report::Event;
@@ -52,43 +51,6 @@ pub(super) fn template_hash(pool: &NodePool) -> u64 {
         .unwrap_or_default()
         .hash(&mut hasher);
     hasher.finish()
-}
-
-/// How many more pods a PodDisruptionBudget lets go, computed as the disruption controller in
-/// kube-controller-manager does: `healthy` of `expected` matching pods are running.
-pub fn disruptions_allowed(pdb: &PodDisruptionBudget, expected: usize, healthy: usize) -> i32 {
-    let spec = pdb.spec.clone().unwrap_or_default();
-    let scaled = |v: &IntOrString| -> i64 {
-        match v {
-            IntOrString::Int(i) => i64::from(*i),
-            IntOrString::String(s) => {
-                let percent: i64 = s.trim_end_matches('%').parse().unwrap_or(100);
-                (percent * expected as i64 + 99) / 100
-            }
-        }
-    };
-    let desired_healthy = match (&spec.min_available, &spec.max_unavailable) {
-        (Some(min), _) => scaled(min),
-        (None, Some(max)) => expected as i64 - scaled(max),
-        (None, None) => expected as i64,
-    };
-    (healthy as i64 - desired_healthy).clamp(0, i64::from(i32::MAX)) as i32
-}
-
-fn in_namespace(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
-    pdb.metadata.namespace.as_deref().unwrap_or("default")
-        == pod.metadata.namespace.as_deref().unwrap_or("default")
-}
-
-fn selects(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
-    in_namespace(pdb, pod)
-        && pdb
-            .spec
-            .as_ref()
-            .and_then(|s| s.selector.as_ref())
-            .is_some_and(|sel| {
-                selector::matches(sel, &pod.metadata.labels.clone().unwrap_or_default())
-            })
 }
 
 impl Simulation {
@@ -447,46 +409,6 @@ impl Simulation {
                 message: format!("node/{name}"),
             });
             self.event("Expired", format!("node/{name}"));
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec;
-
-    fn pdb(min: Option<IntOrString>, max: Option<IntOrString>) -> PodDisruptionBudget {
-        PodDisruptionBudget {
-            spec: Some(PodDisruptionBudgetSpec {
-                min_available: min,
-                max_unavailable: max,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn pdb_disruptions_allowed() {
-        use IntOrString::{Int, String as Pct};
-        let cases = [
-            (Some(Int(2)), None, 3, 3, 1),
-            (Some(Int(3)), None, 3, 3, 0),
-            (Some(Int(3)), None, 3, 2, 0),
-            (None, Some(Int(1)), 4, 4, 1),
-            (None, Some(Int(1)), 4, 3, 0),
-            (Some(Pct("50%".into())), None, 5, 5, 2), // 50% of 5 rounds up to 3
-            (None, Some(Pct("50%".into())), 5, 5, 3), // 50% of 5 rounds up to 3 unavailable
-            (None, Some(Pct("0%".into())), 5, 5, 0),
-            (None, None, 2, 2, 0),
-        ];
-        for (min, max, expected, healthy, want) in cases {
-            assert_eq!(
-                disruptions_allowed(&pdb(min.clone(), max.clone()), expected, healthy),
-                want,
-                "min={min:?} max={max:?} expected={expected} healthy={healthy}"
-            );
         }
     }
 }

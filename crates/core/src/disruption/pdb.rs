@@ -1,0 +1,105 @@
+//! PodDisruptionBudget arithmetic as kube-controller-manager's disruption controller does it:
+//! which pods a budget selects and how many of them may go now. Shared by whatever stands in for
+//! the API server's eviction subresource (the simulator, the test kit) and by disruption.
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::scheduling::selector;
+
+/// How many more pods a budget lets go when `healthy` of its `expected` pods are running.
+/// Percentages round up, as kube-controller-manager rounds them.
+pub fn disruptions_allowed(pdb: &PodDisruptionBudget, expected: usize, healthy: usize) -> i32 {
+    let spec = pdb.spec.clone().unwrap_or_default();
+    let scaled = |v: &IntOrString| -> i64 {
+        match v {
+            IntOrString::Int(i) => i64::from(*i),
+            IntOrString::String(s) => {
+                let percent: i64 = s.trim_end_matches('%').parse().unwrap_or(100);
+                (percent * expected as i64 + 99) / 100
+            }
+        }
+    };
+    let desired_healthy = match (&spec.min_available, &spec.max_unavailable) {
+        (Some(min), _) => scaled(min),
+        (None, Some(max)) => expected as i64 - scaled(max),
+        (None, None) => expected as i64,
+    };
+    (healthy as i64 - desired_healthy).clamp(0, i64::from(i32::MAX)) as i32
+}
+
+/// Whether a budget covers a pod: same namespace and its selector matches the pod's labels. A
+/// budget without a selector covers nothing.
+pub fn selects(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
+    let namespace = |ns: &Option<String>| ns.as_deref().unwrap_or("default").to_string();
+    namespace(&pdb.metadata.namespace) == namespace(&pod.metadata.namespace)
+        && pdb
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.as_ref())
+            .is_some_and(|sel| {
+                selector::matches(
+                    sel,
+                    pod.metadata.labels.as_ref().unwrap_or(&Default::default()),
+                )
+            })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+    fn pdb(min: Option<IntOrString>, max: Option<IntOrString>) -> PodDisruptionBudget {
+        PodDisruptionBudget {
+            spec: Some(PodDisruptionBudgetSpec {
+                min_available: min,
+                max_unavailable: max,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn pdb_disruptions_allowed() {
+        use IntOrString::{Int, String as Pct};
+        let cases = [
+            (Some(Int(2)), None, 3, 3, 1),
+            (Some(Int(3)), None, 3, 3, 0),
+            (Some(Int(3)), None, 3, 2, 0),
+            (None, Some(Int(1)), 4, 4, 1),
+            (None, Some(Int(1)), 4, 3, 0),
+            (Some(Pct("50%".into())), None, 5, 5, 2), // 50% of 5 rounds up to 3
+            (None, Some(Pct("50%".into())), 5, 5, 3), // 50% of 5 rounds up to 3 unavailable
+            (None, Some(Pct("0%".into())), 5, 5, 0),
+            (None, None, 2, 2, 0),
+        ];
+        for (min, max, expected, healthy, want) in cases {
+            assert_eq!(
+                disruptions_allowed(&pdb(min.clone(), max.clone()), expected, healthy),
+                want,
+                "min={min:?} max={max:?} expected={expected} healthy={healthy}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_budget_selects_pods_of_its_namespace_only() {
+        let mut budget = pdb(Some(IntOrString::Int(1)), None);
+        budget.metadata.namespace = Some("web".into());
+        budget.spec.as_mut().unwrap().selector = Some(LabelSelector {
+            match_labels: Some([("app".to_string(), "a".to_string())].into()),
+            ..Default::default()
+        });
+        let mut pod = Pod::default();
+        pod.metadata.labels = Some([("app".to_string(), "a".to_string())].into());
+        assert!(!selects(&budget, &pod), "pod in default, budget in web");
+        pod.metadata.namespace = Some("web".into());
+        assert!(selects(&budget, &pod));
+        budget.spec.as_mut().unwrap().selector = None;
+        assert!(!selects(&budget, &pod), "no selector selects nothing");
+    }
+}
