@@ -1,1 +1,171 @@
-//! The controller.
+//! The karpenter-rs controller: cluster state fed by watches, and the loops that act on it —
+//! provisioning, the NodeClaim lifecycle, node termination, garbage collection — behind
+//! leader election, with upstream's metrics and events.
+//!
+//! Decisions come from `karpenter-core` (pure); this crate reads the cluster, asks, and
+//! carries out the answers through the Kubernetes API and a [`CloudProvider`].
+
+pub mod admin;
+pub mod cloudprovider;
+pub mod conditions;
+pub mod events;
+pub mod garbage;
+pub mod leader;
+pub mod lifecycle;
+pub mod metrics;
+pub mod options;
+pub mod pods;
+pub mod provisioning;
+pub mod state;
+pub mod termination;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use kube::Client;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub use cloudprovider::{CloudProvider, CloudProviderError};
+pub use options::Options;
+
+/// Why a reconcile did not finish; it is retried on the next pass.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The Kubernetes API refused or failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// The cloud provider failed.
+    #[error("cloud provider: {0}")]
+    Cloud(CloudProviderError),
+    /// Cluster state is not complete enough to decide.
+    #[error("cluster state not synced: {0}")]
+    NotSynced(String),
+}
+
+impl Error {
+    /// A write lost a race with another; the next pass sees the winner.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Kube(kube::Error::Api(e)) if e.code == 409)
+    }
+}
+
+/// Everything the loops share.
+pub struct Context<P> {
+    /// The Kubernetes client.
+    pub client: Client,
+    /// Cluster state.
+    pub cluster: Arc<state::Cluster>,
+    /// The cloud provider.
+    pub provider: Arc<P>,
+    /// Settings.
+    pub options: Options,
+    /// Metrics.
+    pub metrics: Arc<metrics::Metrics>,
+    /// Events.
+    pub recorder: events::Recorder,
+    leader: watch::Receiver<bool>,
+    launches: lifecycle::LaunchCache,
+    drains: termination::DrainClock,
+}
+
+impl<P: CloudProvider> Context<P> {
+    /// Whether this replica acts (standbys only keep state).
+    pub fn is_leader(&self) -> bool {
+        *self.leader.borrow()
+    }
+
+    /// Calls the provider, timing it and counting failures under upstream's metric names.
+    pub async fn call<T>(
+        &self,
+        method: &str,
+        call: impl Future<Output = cloudprovider::Result<T>>,
+    ) -> cloudprovider::Result<T> {
+        let started = Instant::now();
+        let result = call.await;
+        let provider = self.provider.name();
+        self.metrics
+            .cloudprovider_duration
+            .get_or_create(&metrics::labels(&[
+                ("method", method),
+                ("provider", provider),
+            ]))
+            .observe(started.elapsed().as_secs_f64());
+        if let Err(e) = &result {
+            self.metrics
+                .cloudprovider_errors
+                .get_or_create(&metrics::labels(&[
+                    ("method", method),
+                    ("provider", provider),
+                    ("error", e.metric_label()),
+                ]))
+                .inc();
+        }
+        result
+    }
+}
+
+/// The controller, ready to run.
+pub struct Controller<P> {
+    ctx: Arc<Context<P>>,
+    leader: watch::Sender<bool>,
+}
+
+impl<P: CloudProvider> Controller<P> {
+    /// A controller acting through `client` and `provider`.
+    pub fn new(client: Client, provider: Arc<P>, options: Options) -> Self {
+        let (leader, leader_rx) = watch::channel(false);
+        let ctx = Context {
+            recorder: events::Recorder::new(client.clone()),
+            client,
+            cluster: Arc::new(state::Cluster::default()),
+            provider,
+            options,
+            metrics: Arc::new(metrics::Metrics::new()),
+            leader: leader_rx,
+            launches: Default::default(),
+            drains: Default::default(),
+        };
+        Self {
+            ctx: Arc::new(ctx),
+            leader,
+        }
+    }
+
+    /// The shared context (state, metrics) for the admin server and tests.
+    pub fn context(&self) -> Arc<Context<P>> {
+        self.ctx.clone()
+    }
+
+    /// Runs every loop until `shutdown` is cancelled, then stops them and releases the lease.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let ctx = self.ctx;
+        let watches = ctx.cluster.watch(&ctx.client);
+        let mut loops = tokio::task::JoinSet::new();
+        if ctx.options.disable_leader_election {
+            self.leader.send_replace(true);
+        } else {
+            let identity = if ctx.options.identity.is_empty() {
+                format!("karpenter-{}", std::process::id())
+            } else {
+                ctx.options.identity.clone()
+            };
+            loops.spawn(leader::run(
+                ctx.client.clone(),
+                ctx.options.system_namespace.clone(),
+                identity,
+                self.leader,
+                shutdown.clone(),
+            ));
+        }
+        loops.spawn(provisioning::run(ctx.clone(), shutdown.clone()));
+        loops.spawn(lifecycle::run(ctx.clone(), shutdown.clone()));
+        loops.spawn(termination::run(ctx.clone(), shutdown.clone()));
+        loops.spawn(garbage::run(ctx.clone(), shutdown.clone()));
+        while loops.join_next().await.is_some() {}
+        for w in watches {
+            w.abort();
+        }
+    }
+}

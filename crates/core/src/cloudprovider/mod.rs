@@ -2,6 +2,7 @@
 //! capacity type, with a price and availability) and the resources a node of each type offers.
 
 pub mod fake;
+pub mod kwok;
 
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
 

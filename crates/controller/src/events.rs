@@ -1,0 +1,194 @@
+//! Kubernetes events with upstream's reasons, deduplicated as upstream's recorder does (the
+//! same reason and message for the same object at most once per window) and rate-limited for
+//! the per-pod `Nominated` flood.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::PostParams;
+use kube::{Api, Client, Resource, ResourceExt};
+
+/// Upstream's default dedupe window.
+pub const DEFAULT_DEDUPE: Duration = Duration::from_secs(120);
+
+/// `Normal` or `Warning`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// Something expected happened.
+    Normal,
+    /// Something a person may need to act on.
+    Warning,
+}
+
+/// Publishes events as `karpenter` (core/v1 Events, which `kubectl describe` shows).
+pub struct Recorder {
+    client: Client,
+    gate: Gate,
+}
+
+/// Which events go out: dedupe and the rate limit.
+struct Gate {
+    seen: Mutex<HashMap<String, Instant>>,
+    bucket: Mutex<(f64, Instant)>,
+}
+
+impl Gate {
+    fn admit(&self, key: String, note: &Note<'_>) -> bool {
+        let now = Instant::now();
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen
+            .get(&key)
+            .is_some_and(|at| now.duration_since(*at) < note.dedupe)
+        {
+            return false;
+        }
+        if note.rate_limited {
+            let mut bucket = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+            let tokens = (bucket.0 + now.duration_since(bucket.1).as_secs_f64() * 5.0).min(10.0);
+            if tokens < 1.0 {
+                *bucket = (tokens, now);
+                return false;
+            }
+            *bucket = (tokens - 1.0, now);
+        }
+        if seen.len() > 10_000 {
+            seen.retain(|_, at| now.duration_since(*at) < DEFAULT_DEDUPE * 10);
+        }
+        seen.insert(key, now);
+        true
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self {
+            seen: Mutex::new(HashMap::new()),
+            bucket: Mutex::new((10.0, Instant::now())),
+        }
+    }
+}
+
+/// An event about to be published.
+pub struct Note<'a> {
+    /// Normal or Warning.
+    pub type_: EventType,
+    /// Upstream's reason (`Nominated`, `FailedScheduling`, `DisruptionBlocked`, …).
+    pub reason: &'a str,
+    /// The message.
+    pub message: String,
+    /// Identical events within this window are dropped.
+    pub dedupe: Duration,
+    /// Whether the event shares the rate limit (5/s, burst 10) of the per-pod events.
+    pub rate_limited: bool,
+}
+
+impl Recorder {
+    /// A recorder writing through `client`.
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            gate: Gate::default(),
+        }
+    }
+
+    /// Publishes an event about `object`; failures are logged, never returned (an event is
+    /// never worth failing a reconcile for).
+    pub async fn publish<K: Resource<DynamicType = ()>>(&self, object: &K, note: Note<'_>) {
+        let name = object.name_any();
+        let namespace = object.namespace();
+        let key = format!(
+            "{}/{:?}/{name}/{}/{}",
+            K::kind(&()),
+            namespace,
+            note.reason,
+            note.message
+        );
+        if !self.gate.admit(key, &note) {
+            return;
+        }
+        let now = Time(Timestamp::now());
+        let event = Event {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{name}.")),
+                namespace: Some(namespace.clone().unwrap_or_else(|| "default".into())),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some(K::api_version(&()).into_owned()),
+                kind: Some(K::kind(&()).into_owned()),
+                name: Some(name),
+                namespace: namespace.clone(),
+                uid: object.meta().uid.clone(),
+                ..Default::default()
+            },
+            reason: Some(note.reason.to_string()),
+            message: Some(note.message),
+            type_: Some(match note.type_ {
+                EventType::Normal => "Normal".into(),
+                EventType::Warning => "Warning".into(),
+            }),
+            source: Some(EventSource {
+                component: Some("karpenter".into()),
+                host: None,
+            }),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            count: Some(1),
+            ..Default::default()
+        };
+        let api: Api<Event> = Api::namespaced(
+            self.client.clone(),
+            namespace.as_deref().unwrap_or("default"),
+        );
+        if let Err(e) = api.create(&PostParams::default(), &event).await {
+            tracing::debug!(error = %e, "failed to publish event");
+        }
+    }
+}
+
+/// A Normal event with the default dedupe window.
+pub fn normal(reason: &str, message: impl Into<String>) -> Note<'_> {
+    Note {
+        type_: EventType::Normal,
+        reason,
+        message: message.into(),
+        dedupe: DEFAULT_DEDUPE,
+        rate_limited: false,
+    }
+}
+
+/// A Warning event with the default dedupe window.
+pub fn warning(reason: &str, message: impl Into<String>) -> Note<'_> {
+    Note {
+        type_: EventType::Warning,
+        ..normal(reason, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identical_events_are_deduplicated_and_pod_events_rate_limited() {
+        let recorder = Gate::default();
+        assert!(recorder.admit("a".into(), &normal("R", "m")));
+        assert!(
+            !recorder.admit("a".into(), &normal("R", "m")),
+            "same key within the window"
+        );
+        assert!(recorder.admit("b".into(), &normal("R", "m")));
+        let limited = |i: usize| Note {
+            rate_limited: true,
+            ..normal("Nominated", format!("{i}"))
+        };
+        let admitted = (0..50)
+            .filter(|&i| recorder.admit(format!("pod-{i}"), &limited(i)))
+            .count();
+        assert!((10..=11).contains(&admitted), "burst of 10, got {admitted}");
+    }
+}

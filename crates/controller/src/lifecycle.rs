@@ -1,0 +1,624 @@
+//! The NodeClaim lifecycle, as upstream's `nodeclaim/lifecycle`: finalizer first, then launch
+//! through the cloud provider, registration when the Node appears (labels, taints, finalizer,
+//! owner, the `karpenter.sh/unregistered` taint removed), initialization once the Node is
+//! Ready without startup or ephemeral taints, the launch and registration timeouts,
+//! expiration, and on deletion: the Node first, then the instance, then the finalizer.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use karpenter_api::NodeClaim;
+use karpenter_api::labels::{
+    NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION, NODE_DO_NOT_SYNC_TAINTS_LABEL,
+    NODE_INITIALIZED_LABEL, NODE_POOL_LABEL, NODE_REGISTERED_LABEL, TERMINATION_FINALIZER,
+    UNREGISTERED_TAINT_KEY,
+};
+use karpenter_api::nodeclaim::condition::{
+    INITIALIZED, INSTANCE_TERMINATING, LAUNCHED, READY, REGISTERED,
+};
+use karpenter_core::resources::Resources;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+
+use crate::cloudprovider::{CloudProvider, CloudProviderError};
+use crate::conditions;
+use crate::events::warning;
+use crate::metrics::labels;
+use crate::{Context, Error};
+
+/// Upstream's `LaunchTimeout`.
+pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// Upstream's `registrationTimeout`.
+pub const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// Launch results by NodeClaim UID, so a claim whose status write was lost (a conflict, a
+/// restart of the watch) is not launched twice.
+#[derive(Default)]
+pub struct LaunchCache(Mutex<HashMap<String, NodeClaim>>);
+
+impl LaunchCache {
+    fn get(&self, uid: &str) -> Option<NodeClaim> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(uid)
+            .cloned()
+    }
+
+    fn put(&self, uid: &str, claim: NodeClaim) {
+        let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() > 10_000 {
+            cache.clear();
+        }
+        cache.insert(uid.to_string(), claim);
+    }
+}
+
+fn since(t: Option<&Time>, now: Timestamp) -> Duration {
+    t.map(|t| now.duration_since(t.0))
+        .and_then(|d| Duration::try_from(d).ok())
+        .unwrap_or_default()
+}
+
+fn has_finalizer<K: Resource>(obj: &K) -> bool {
+    obj.meta()
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == TERMINATION_FINALIZER))
+}
+
+fn nodepool_of(claim: &NodeClaim) -> String {
+    claim
+        .labels()
+        .get(NODE_POOL_LABEL)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn capacity_type_of(claim: &NodeClaim) -> String {
+    claim
+        .labels()
+        .get(karpenter_api::labels::CAPACITY_TYPE_LABEL)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Known taints a node carries while it starts (upstream's ephemeral taints).
+pub fn is_ephemeral_taint(t: &Taint) -> bool {
+    matches!(
+        (t.key.as_str(), t.effect.as_str()),
+        ("node.kubernetes.io/not-ready", "NoSchedule" | "NoExecute")
+            | ("node.kubernetes.io/unreachable", "NoSchedule")
+            | (
+                "node.cloudprovider.kubernetes.io/uninitialized",
+                "NoSchedule"
+            )
+            | (UNREGISTERED_TAINT_KEY, "NoExecute")
+    ) || t.key.starts_with("readiness.k8s.io/")
+}
+
+fn same_taint(a: &Taint, b: &Taint) -> bool {
+    a.key == b.key && a.effect == b.effect
+}
+
+async fn patch_status<P: CloudProvider>(
+    ctx: &Context<P>,
+    claim: &NodeClaim,
+    status: &karpenter_api::NodeClaimStatus,
+) -> Result<(), Error> {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let patch =
+        json!({"metadata": {"resourceVersion": claim.resource_version()}, "status": status});
+    let updated = api
+        .patch_status(
+            &claim.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await?;
+    ctx.cluster.node_claims.apply(updated);
+    Ok(())
+}
+
+async fn delete_claim<P: CloudProvider>(
+    ctx: &Context<P>,
+    claim: &NodeClaim,
+    reason: &str,
+) -> Result<(), Error> {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let params = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: claim.uid(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(&claim.name_any(), &params).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    ctx.metrics
+        .nodeclaims_disrupted
+        .get_or_create(&labels(&[
+            ("reason", reason),
+            ("nodepool", &nodepool_of(claim)),
+            ("capacity_type", &capacity_type_of(claim)),
+        ]))
+        .inc();
+    tracing::info!(nodeclaim = %claim.name_any(), reason, "deleting nodeclaim");
+    Ok(())
+}
+
+/// One pass over one NodeClaim.
+pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, claim: &NodeClaim) -> Result<(), Error> {
+    let now = Timestamp::now();
+    if claim.metadata.deletion_timestamp.is_some() {
+        return finalize(ctx, claim, now).await;
+    }
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    if !has_finalizer(claim) {
+        // Never launch an instance the controller could not clean up.
+        let mut finalizers = claim.finalizers().to_vec();
+        finalizers.push(TERMINATION_FINALIZER.into());
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": claim.resource_version()}});
+        let updated = api
+            .patch(
+                &claim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await?;
+        ctx.cluster.node_claims.apply(updated);
+        return Ok(());
+    }
+    let status = claim.status.clone().unwrap_or_default();
+    if status.provider_id.is_none() {
+        return launch(ctx, claim, now).await;
+    }
+    if let Some(expire_after) = claim.spec.expire_after.0
+        && since(claim.metadata.creation_timestamp.as_ref(), now) >= expire_after
+    {
+        return delete_claim(ctx, claim, "expired").await;
+    }
+    if !conditions::is_true(&status.conditions, REGISTERED) {
+        return register(ctx, claim, now).await;
+    }
+    if !conditions::is_true(&status.conditions, INITIALIZED) {
+        return initialize(ctx, claim, now).await;
+    }
+    Ok(())
+}
+
+async fn launch<P: CloudProvider>(
+    ctx: &Context<P>,
+    claim: &NodeClaim,
+    now: Timestamp,
+) -> Result<(), Error> {
+    if since(claim.metadata.creation_timestamp.as_ref(), now) >= LAUNCH_TIMEOUT {
+        return delete_claim(ctx, claim, "launch_timeout").await;
+    }
+    let uid = claim.uid().unwrap_or_default();
+    let launched = match ctx.launches.get(&uid) {
+        Some(l) => l,
+        None => {
+            let result = ctx.call("create", ctx.provider.create(claim)).await;
+            match result {
+                Ok(l) => {
+                    ctx.launches.put(&uid, l.clone());
+                    l
+                }
+                Err(
+                    e @ (CloudProviderError::InsufficientCapacity(_)
+                    | CloudProviderError::NodeClassNotReady(_)),
+                ) => {
+                    let reason = if matches!(e, CloudProviderError::InsufficientCapacity(_)) {
+                        "InsufficientCapacityError"
+                    } else {
+                        "NodeClassNotReady"
+                    };
+                    ctx.recorder
+                        .publish(
+                            claim,
+                            warning(reason, format!("NodeClaim {} event: {e}", claim.name_any())),
+                        )
+                        .await;
+                    let metric_reason = if reason == "NodeClassNotReady" {
+                        "nodeclass_not_ready"
+                    } else {
+                        "insufficient_capacity"
+                    };
+                    return delete_claim(ctx, claim, metric_reason).await;
+                }
+                Err(e) => {
+                    let mut status = claim.status.clone().unwrap_or_default();
+                    let message: String = e.to_string().chars().take(300).collect();
+                    if conditions::set(
+                        &mut status.conditions,
+                        LAUNCHED,
+                        "Unknown",
+                        "LaunchFailed",
+                        &message,
+                        now,
+                    ) {
+                        patch_status(ctx, claim, &status).await?;
+                    }
+                    return Err(Error::Cloud(e));
+                }
+            }
+        }
+    };
+    // Labels the instance has (zone, instance type, capacity type, …) join the claim's.
+    let mut claim_labels: BTreeMap<String, String> = launched.labels().clone();
+    claim_labels.extend(claim.labels().clone());
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    if claim_labels != *claim.labels() {
+        let patch = json!({"metadata": {"labels": claim_labels}});
+        let updated = api
+            .patch(
+                &claim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await?;
+        ctx.cluster.node_claims.apply(updated);
+    }
+    let claim = ctx
+        .cluster
+        .node_claims
+        .get(&claim.name_any())
+        .unwrap_or_else(|| Arc::new(claim.clone()));
+    let from = launched.status.clone().unwrap_or_default();
+    let mut status = claim.status.clone().unwrap_or_default();
+    status.provider_id = from.provider_id;
+    status.image_id = from.image_id;
+    status.capacity = from.capacity;
+    status.allocatable = from.allocatable;
+    conditions::set(&mut status.conditions, LAUNCHED, "True", LAUNCHED, "", now);
+    conditions::set(
+        &mut status.conditions,
+        REGISTERED,
+        "Unknown",
+        "NodeNotFound",
+        "Node not registered with cluster",
+        now,
+    );
+    conditions::set(
+        &mut status.conditions,
+        INITIALIZED,
+        "Unknown",
+        "NotInitialized",
+        "",
+        now,
+    );
+    conditions::set(
+        &mut status.conditions,
+        READY,
+        "Unknown",
+        "NotInitialized",
+        "",
+        now,
+    );
+    patch_status(ctx, &claim, &status).await?;
+    tracing::info!(nodeclaim = %claim.name_any(), provider_id = ?status.provider_id, "launched nodeclaim");
+    Ok(())
+}
+
+async fn register<P: CloudProvider>(
+    ctx: &Context<P>,
+    claim: &NodeClaim,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let status = claim.status.clone().unwrap_or_default();
+    let provider_id = status.provider_id.clone().unwrap_or_default();
+    let Some(node) = ctx.cluster.node_for_provider_id(&provider_id) else {
+        let launched_at =
+            conditions::get(&status.conditions, LAUNCHED).map(|c| &c.last_transition_time);
+        if since(launched_at, now) >= REGISTRATION_TIMEOUT {
+            return delete_claim(ctx, claim, "registration_timeout").await;
+        }
+        return Ok(());
+    };
+    let node_name = node.name_any();
+    let mut labels = node.labels().clone();
+    labels.extend(claim.labels().clone());
+    labels.insert(NODE_REGISTERED_LABEL.into(), "true".into());
+    let mut taints: Vec<Taint> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let sync_taints = node
+        .labels()
+        .get(NODE_DO_NOT_SYNC_TAINTS_LABEL)
+        .is_none_or(|v| v != "true");
+    if sync_taints {
+        for t in claim.spec.taints.iter().chain(&claim.spec.startup_taints) {
+            if !taints.iter().any(|have| same_taint(have, t)) {
+                taints.push(t.clone());
+            }
+        }
+    }
+    taints.retain(|t| t.key != UNREGISTERED_TAINT_KEY);
+    let mut finalizers = node.finalizers().to_vec();
+    if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
+        finalizers.push(TERMINATION_FINALIZER.into());
+    }
+    let mut owners = node.owner_references().to_vec();
+    if !owners.iter().any(|o| Some(&o.uid) == claim.uid().as_ref()) {
+        owners.push(OwnerReference {
+            api_version: NodeClaim::api_version(&()).into_owned(),
+            kind: NodeClaim::kind(&()).into_owned(),
+            name: claim.name_any(),
+            uid: claim.uid().unwrap_or_default(),
+            block_owner_deletion: Some(true),
+            controller: None,
+        });
+    }
+    let patch = json!({
+        "metadata": {"labels": labels, "finalizers": finalizers, "ownerReferences": owners, "resourceVersion": node.resource_version()},
+        "spec": {"taints": taints},
+    });
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let updated = nodes
+        .patch(&node_name, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    ctx.cluster.nodes.apply(updated);
+    let mut status = status;
+    status.node_name = Some(node_name.clone());
+    conditions::set(
+        &mut status.conditions,
+        REGISTERED,
+        "True",
+        REGISTERED,
+        "",
+        now,
+    );
+    patch_status(ctx, claim, &status).await?;
+    ctx.metrics
+        .nodes_created
+        .get_or_create(&labels_for(claim))
+        .inc();
+    tracing::info!(nodeclaim = %claim.name_any(), node = %node_name, "registered nodeclaim");
+    Ok(())
+}
+
+fn labels_for(claim: &NodeClaim) -> crate::metrics::Labels {
+    labels(&[("nodepool", &nodepool_of(claim))])
+}
+
+/// Why a registered node is not initialized yet, in upstream's reasons.
+pub fn not_initialized(claim: &NodeClaim, node: &Node) -> Option<(&'static str, String)> {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    if !ready {
+        return Some(("NodeNotReady", "Node status is NotReady".into()));
+    }
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    if let Some(t) = taints
+        .iter()
+        .find(|t| claim.spec.startup_taints.iter().any(|s| same_taint(s, t)))
+    {
+        return Some((
+            "StartupTaintsExist",
+            format!("StartupTaint \"{}\" still exists", t.key),
+        ));
+    }
+    if let Some(t) = taints.iter().find(|t| is_ephemeral_taint(t)) {
+        return Some((
+            "KnownEphemeralTaintsExist",
+            format!("KnownEphemeralTaint \"{}\" still exists", t.key),
+        ));
+    }
+    let requested = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
+    let allocatable = node
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        .and_then(|a| Resources::from_list(a).ok())
+        .unwrap_or_default();
+    for (name, quantity) in requested.iter() {
+        let extended = !matches!(name, "cpu" | "memory" | "pods" | "ephemeral-storage");
+        if extended && quantity > 0 && allocatable.get(name) == 0 {
+            return Some((
+                "ResourceNotRegistered",
+                format!("Resource \"{name}\" was requested but not registered"),
+            ));
+        }
+    }
+    None
+}
+
+async fn initialize<P: CloudProvider>(
+    ctx: &Context<P>,
+    claim: &NodeClaim,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let status = claim.status.clone().unwrap_or_default();
+    let Some(node) = status
+        .provider_id
+        .as_deref()
+        .and_then(|id| ctx.cluster.node_for_provider_id(id))
+    else {
+        return Ok(());
+    };
+    let mut status = status;
+    if let Some((reason, message)) = not_initialized(claim, &node) {
+        if conditions::set(
+            &mut status.conditions,
+            INITIALIZED,
+            "Unknown",
+            reason,
+            &message,
+            now,
+        ) {
+            patch_status(ctx, claim, &status).await?;
+        }
+        return Ok(());
+    }
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let patch = json!({"metadata": {"labels": {NODE_INITIALIZED_LABEL: "true"}}});
+    let updated = nodes
+        .patch(
+            &node.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await?;
+    ctx.cluster.nodes.apply(updated);
+    conditions::set(
+        &mut status.conditions,
+        INITIALIZED,
+        "True",
+        INITIALIZED,
+        "",
+        now,
+    );
+    conditions::set(&mut status.conditions, READY, "True", READY, "", now);
+    patch_status(ctx, claim, &status).await?;
+    tracing::info!(nodeclaim = %claim.name_any(), node = %node.name_any(), "initialized nodeclaim");
+    Ok(())
+}
+
+async fn finalize<P: CloudProvider>(
+    ctx: &Context<P>,
+    claim: &NodeClaim,
+    now: Timestamp,
+) -> Result<(), Error> {
+    if !has_finalizer(claim) {
+        return Ok(());
+    }
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    if let (Some(tgp), Some(deleted)) = (
+        claim.spec.termination_grace_period,
+        claim.metadata.deletion_timestamp.as_ref(),
+    ) && !claim
+        .annotations()
+        .contains_key(NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION)
+    {
+        let deadline = deleted
+            .0
+            .saturating_add(SignedDuration::try_from(tgp.0).unwrap_or(SignedDuration::MAX))
+            .unwrap_or(deleted.0);
+        let patch = json!({"metadata": {"annotations": {NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION: deadline.to_string()}}});
+        let updated = api
+            .patch(
+                &claim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await?;
+        ctx.cluster.node_claims.apply(updated);
+        return Ok(());
+    }
+    let status = claim.status.clone().unwrap_or_default();
+    if let Some(provider_id) = status.provider_id.as_deref() {
+        if let Some(node) = ctx.cluster.node_for_provider_id(provider_id) {
+            // The Node's own finalizer drains it; the instance goes once the Node is gone.
+            if node.metadata.deletion_timestamp.is_none() {
+                let nodes: Api<Node> = Api::all(ctx.client.clone());
+                match nodes
+                    .delete(&node.name_any(), &DeleteParams::default())
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            return Ok(());
+        }
+        match ctx.call("delete", ctx.provider.delete(claim)).await {
+            Err(CloudProviderError::NotFound(_)) => {}
+            Ok(()) => {
+                let mut status = status.clone();
+                if conditions::set(
+                    &mut status.conditions,
+                    INSTANCE_TERMINATING,
+                    "True",
+                    INSTANCE_TERMINATING,
+                    "",
+                    now,
+                ) {
+                    patch_status(ctx, claim, &status).await?;
+                }
+                return Ok(());
+            }
+            Err(e) => return Err(Error::Cloud(e)),
+        }
+    }
+    let finalizers: Vec<String> = claim
+        .finalizers()
+        .iter()
+        .filter(|f| *f != TERMINATION_FINALIZER)
+        .cloned()
+        .collect();
+    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": claim.resource_version()}});
+    match api
+        .patch(
+            &claim.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+    {
+        Ok(updated) => ctx.cluster.node_claims.apply(updated),
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => return Err(e.into()),
+    }
+    ctx.metrics
+        .nodeclaims_terminated
+        .get_or_create(&labels(&[
+            ("nodepool", &nodepool_of(claim)),
+            ("capacity_type", &capacity_type_of(claim)),
+        ]))
+        .inc();
+    tracing::info!(nodeclaim = %claim.name_any(), "deleted nodeclaim");
+    Ok(())
+}
+
+/// Runs the lifecycle over every NodeClaim on each change until `shutdown`.
+pub async fn run<P: CloudProvider>(
+    ctx: Arc<Context<P>>,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let mut changes = ctx.cluster.subscribe();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = changes.changed() => {}
+            _ = tokio::time::sleep(ctx.options.resync) => {}
+        }
+        if !ctx.is_leader() || !ctx.cluster.node_claims.synced() {
+            continue;
+        }
+        let claims = ctx.cluster.node_claims.all();
+        futures::stream::iter(claims)
+            .for_each_concurrent(64, |claim| {
+                let ctx = ctx.clone();
+                async move {
+                    if let Err(e) = reconcile(&ctx, &claim).await {
+                        if e.is_conflict() {
+                            tracing::debug!(nodeclaim = %claim.name_any(), "conflict, retrying");
+                        } else {
+                            tracing::warn!(nodeclaim = %claim.name_any(), error = %e, "reconciling nodeclaim");
+                        }
+                    }
+                }
+            })
+            .await;
+    }
+}

@@ -1,0 +1,328 @@
+//! Cluster state: an in-memory index of every object the controller reasons about, fed by
+//! watches (the linkerd policy-controller pattern) and by the controller's own writes, so a
+//! decision never waits for its own change to come back round.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use karpenter_api::{NodeClaim, NodePool};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+/// Objects of one kind by `namespace/name` (or `name`).
+pub struct Index<K> {
+    objects: RwLock<HashMap<String, Arc<K>>>,
+    synced: AtomicBool,
+}
+
+impl<K> Default for Index<K> {
+    fn default() -> Self {
+        Self {
+            objects: RwLock::new(HashMap::new()),
+            synced: AtomicBool::new(false),
+        }
+    }
+}
+
+fn key_of<K: Resource>(obj: &K) -> String {
+    match obj.meta().namespace.as_deref() {
+        Some(ns) => format!("{ns}/{}", obj.meta().name.as_deref().unwrap_or_default()),
+        None => obj.meta().name.clone().unwrap_or_default(),
+    }
+}
+
+/// Whether `new` is at least as recent as `old`. ResourceVersions are opaque, but every API
+/// server numbers them from etcd's revision; when they do not parse, the newcomer wins.
+fn is_newer(old: Option<&str>, new: Option<&str>) -> bool {
+    match (
+        old.and_then(|o| o.parse::<u64>().ok()),
+        new.and_then(|n| n.parse::<u64>().ok()),
+    ) {
+        (Some(o), Some(n)) => n >= o,
+        _ => true,
+    }
+}
+
+impl<K: Resource> Index<K> {
+    /// One object.
+    pub fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.read().get(key).cloned()
+    }
+
+    /// Every object.
+    pub fn all(&self) -> Vec<Arc<K>> {
+        self.read().values().cloned().collect()
+    }
+
+    /// How many objects there are.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.read().is_empty()
+    }
+
+    /// Whether the initial list has arrived.
+    pub fn synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// Records an object (from a watch, or as a write of ours returned it) unless a newer
+    /// version is already known.
+    pub fn apply(&self, obj: K) {
+        let key = key_of(&obj);
+        let mut objects = self.write();
+        let newer = objects.get(&key).is_none_or(|old| {
+            is_newer(
+                old.meta().resource_version.as_deref(),
+                obj.meta().resource_version.as_deref(),
+            )
+        });
+        if newer {
+            objects.insert(key, Arc::new(obj));
+        }
+    }
+
+    /// Forgets a deleted object.
+    pub fn remove(&self, obj: &K) {
+        self.write().remove(&key_of(obj));
+    }
+
+    /// Replaces everything after a (re)list.
+    pub fn reset(&self, objects: Vec<K>) {
+        *self.write() = objects
+            .into_iter()
+            .map(|o| (key_of(&o), Arc::new(o)))
+            .collect();
+        self.synced.store(true, Ordering::Release);
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<K>>> {
+        self.objects.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<K>>> {
+        self.objects.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Everything the controller watches.
+pub struct Cluster {
+    /// Nodes.
+    pub nodes: Index<Node>,
+    /// Pods (trimmed to what scheduling and draining read, see [`trim_pod`]).
+    pub pods: Index<Pod>,
+    /// NodePools.
+    pub node_pools: Index<NodePool>,
+    /// NodeClaims.
+    pub node_claims: Index<NodeClaim>,
+    /// PodDisruptionBudgets.
+    pub pdbs: Index<PodDisruptionBudget>,
+    /// DaemonSets (their pods' overhead lands on every new node).
+    pub daemonsets: Index<DaemonSet>,
+    changes: watch::Sender<u64>,
+}
+
+impl Default for Cluster {
+    fn default() -> Self {
+        Self {
+            nodes: Index::default(),
+            pods: Index::default(),
+            node_pools: Index::default(),
+            node_claims: Index::default(),
+            pdbs: Index::default(),
+            daemonsets: Index::default(),
+            changes: watch::channel(0).0,
+        }
+    }
+}
+
+impl Cluster {
+    /// Whether every index has its initial list.
+    pub fn synced(&self) -> bool {
+        self.nodes.synced()
+            && self.pods.synced()
+            && self.node_pools.synced()
+            && self.node_claims.synced()
+            && self.pdbs.synced()
+            && self.daemonsets.synced()
+    }
+
+    /// A receiver that wakes on every change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Wakes the loops.
+    pub fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// The node with this providerID.
+    pub fn node_for_provider_id(&self, provider_id: &str) -> Option<Arc<Node>> {
+        self.nodes
+            .all()
+            .into_iter()
+            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
+    }
+
+    /// The NodeClaim whose instance has this providerID.
+    pub fn node_claim_for_provider_id(&self, provider_id: &str) -> Option<Arc<NodeClaim>> {
+        self.node_claims
+            .all()
+            .into_iter()
+            .find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
+    }
+
+    /// Pods bound to a node.
+    pub fn pods_on(&self, node: &str) -> Vec<Arc<Pod>> {
+        self.pods
+            .all()
+            .into_iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .collect()
+    }
+
+    /// Starts one watch per kind, feeding the indexes until the tasks are aborted.
+    pub fn watch(self: &Arc<Self>, client: &Client) -> Vec<tokio::task::JoinHandle<()>> {
+        vec![
+            spawn_watch(self.clone(), Api::all(client.clone()), |c| &c.nodes, |_| {}),
+            spawn_watch(
+                self.clone(),
+                Api::all(client.clone()),
+                |c| &c.pods,
+                trim_pod,
+            ),
+            spawn_watch(
+                self.clone(),
+                Api::all(client.clone()),
+                |c| &c.node_pools,
+                |_| {},
+            ),
+            spawn_watch(
+                self.clone(),
+                Api::all(client.clone()),
+                |c| &c.node_claims,
+                |_| {},
+            ),
+            spawn_watch(self.clone(), Api::all(client.clone()), |c| &c.pdbs, |_| {}),
+            spawn_watch(
+                self.clone(),
+                Api::all(client.clone()),
+                |c| &c.daemonsets,
+                |_| {},
+            ),
+        ]
+    }
+}
+
+fn spawn_watch<K>(
+    cluster: Arc<Cluster>,
+    api: Api<K>,
+    index: fn(&Cluster) -> &Index<K>,
+    trim: fn(&mut K),
+) -> tokio::task::JoinHandle<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    tokio::spawn(async move {
+        let mut stream = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(trim)
+            .boxed();
+        let mut relisted = Vec::new();
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(Event::Init) => relisted.clear(),
+                Ok(Event::InitApply(o)) => relisted.push(o),
+                Ok(Event::InitDone) => index(&cluster).reset(std::mem::take(&mut relisted)),
+                Ok(Event::Apply(o)) => index(&cluster).apply(o),
+                Ok(Event::Delete(o)) => index(&cluster).remove(&o),
+                Err(e) => {
+                    tracing::warn!(kind = %K::kind(&Default::default()), error = %e, "watch failed, retrying");
+                    continue;
+                }
+            }
+            cluster.changed();
+        }
+    })
+}
+
+/// Drops what neither scheduling nor draining reads (images, commands, environment, probes,
+/// volumes' sources, container statuses, managed fields), so 100,000 pods fit in memory.
+pub fn trim_pod(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        for c in spec
+            .containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten())
+        {
+            c.image = None;
+            c.command = None;
+            c.args = None;
+            c.env = None;
+            c.env_from = None;
+            c.volume_mounts = None;
+            c.liveness_probe = None;
+            c.readiness_probe = None;
+            c.startup_probe = None;
+            c.lifecycle = None;
+            c.security_context = None;
+        }
+        spec.volumes = None;
+        spec.ephemeral_containers = None;
+    }
+    if let Some(status) = pod.status.as_mut() {
+        status.container_statuses = None;
+        status.init_container_statuses = None;
+        status.ephemeral_container_statuses = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::ResourceExt;
+
+    fn node(name: &str, rv: &str) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.into());
+        n.metadata.resource_version = Some(rv.into());
+        n
+    }
+
+    #[test]
+    fn an_index_keeps_the_newest_version() {
+        let index = Index::<Node>::default();
+        index.apply(node("a", "5"));
+        index.apply(node("a", "3"));
+        assert_eq!(
+            index.get("a").unwrap().resource_version().as_deref(),
+            Some("5")
+        );
+        index.apply(node("a", "7"));
+        assert_eq!(
+            index.get("a").unwrap().resource_version().as_deref(),
+            Some("7")
+        );
+        index.remove(&node("a", "8"));
+        assert!(index.get("a").is_none());
+        assert!(!index.synced());
+        index.reset(vec![node("b", "1")]);
+        assert!(index.synced());
+        assert_eq!(index.len(), 1);
+    }
+}
