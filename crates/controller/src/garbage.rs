@@ -4,7 +4,6 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use karpenter_api::NodeClaim;
@@ -13,10 +12,6 @@ use kube::ResourceExt;
 
 use crate::cloudprovider::{CloudProvider, CloudProviderError};
 use crate::{Context, Error, conditions};
-
-/// An instance younger than this may belong to a NodeClaim whose status is still being
-/// written; it is left alone.
-const LAUNCH_GRACE: Duration = Duration::from_secs(30);
 
 /// What one collection did.
 #[derive(Debug, Default, PartialEq)]
@@ -54,7 +49,10 @@ pub async fn collect<P: CloudProvider>(ctx: &Context<P>) -> Result<Collected, Er
             .metadata
             .creation_timestamp
             .as_ref()
-            .is_some_and(|t| now.duration_since(t.0).as_secs() < LAUNCH_GRACE.as_secs() as i64);
+            .is_some_and(|t| {
+                now.duration_since(t.0).as_secs()
+                    < ctx.options.instance_launch_grace.as_secs() as i64
+            });
         if claimed_ids.contains(&id) || claim_names.contains(&instance.name_any()) || young {
             continue;
         }

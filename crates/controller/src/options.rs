@@ -41,6 +41,10 @@ pub struct Options {
     /// How often instances without a NodeClaim are looked for.
     #[arg(skip = Duration::from_secs(120))]
     pub garbage_collection_interval: Duration,
+    /// How old an instance without a NodeClaim must be before it is collected (its claim's
+    /// status may still be on its way).
+    #[arg(skip = Duration::from_secs(30))]
+    pub instance_launch_grace: Duration,
     /// How long a drained node stays empty before its instance is terminated (upstream 5s:
     /// catches pods bound just before the taint).
     #[arg(skip = Duration::from_secs(5))]
@@ -63,6 +67,7 @@ impl Default for Options {
             system_namespace: "kube-system".into(),
             identity: String::new(),
             garbage_collection_interval: Duration::from_secs(120),
+            instance_launch_grace: Duration::from_secs(30),
             min_drain_time: Duration::from_secs(5),
             resync: Duration::from_secs(1),
         }

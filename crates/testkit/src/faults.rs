@@ -14,6 +14,8 @@ pub struct Fault {
     pub verb: Option<Verb>,
     /// Only this resource plural, e.g. `nodeclaims` (any when `None`).
     pub plural: Option<String>,
+    /// Only this subresource, e.g. `status` (any when `None`).
+    pub subresource: Option<String>,
     /// Answer with this status instead of serving the request (`None`: serve it, after the
     /// latency).
     pub code: Option<StatusCode>,
@@ -29,6 +31,7 @@ impl Fault {
         Self {
             verb,
             plural: plural.map(str::to_string),
+            subresource: None,
             code: Some(code),
             latency: Duration::ZERO,
             times: None,
@@ -40,10 +43,17 @@ impl Fault {
         Self {
             verb,
             plural: plural.map(str::to_string),
+            subresource: None,
             code: None,
             latency,
             times: None,
         }
+    }
+
+    /// Narrows the rule to one subresource (`status`, `eviction`).
+    pub fn subresource(mut self, subresource: &str) -> Self {
+        self.subresource = Some(subresource.into());
+        self
     }
 
     /// Spends the rule after `n` requests.
@@ -59,5 +69,9 @@ impl Fault {
                 .plural
                 .as_deref()
                 .is_none_or(|p| p == req.resource.plural)
+            && self
+                .subresource
+                .as_deref()
+                .is_none_or(|s| Some(s) == req.subresource.as_deref())
     }
 }

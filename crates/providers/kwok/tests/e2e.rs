@@ -1,0 +1,476 @@
+//! End to end over HTTP against the fake API server: the controller with the KWOK provider,
+//! the test kit's scheduler stand-in binding pods to the nodes it launches.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::StatusCode;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use karpenter_api::{KWOKNodeClass, NodeClaim, NodePool};
+use karpenter_controller::{Context, Controller, Options};
+use karpenter_kwok::KwokProvider;
+use karpenter_testkit::{FakeApiServer, Fault, Verb, eventually};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn options() -> Options {
+    Options {
+        batch_idle_duration: Duration::from_millis(100),
+        batch_max_duration: Duration::from_millis(1000),
+        disable_leader_election: true,
+        min_drain_time: Duration::from_millis(100),
+        garbage_collection_interval: Duration::from_millis(300),
+        instance_launch_grace: Duration::ZERO,
+        resync: Duration::from_millis(200),
+        ..Options::default()
+    }
+}
+
+struct Running {
+    ctx: Arc<Context<KwokProvider>>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
+fn start(server: &FakeApiServer, options: Options) -> Running {
+    let client = server.client();
+    let controller = Controller::new(client.clone(), Arc::new(KwokProvider::new(client)), options);
+    let ctx = controller.context();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(controller.run(stop.clone()));
+    Running { ctx, stop, task }
+}
+
+fn setup(node_pool: serde_json::Value) -> FakeApiServer {
+    let server = FakeApiServer::new();
+    let class: KWOKNodeClass = serde_json::from_value(json!({
+        "apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass", "metadata": {"name": "default"}, "spec": {},
+    }))
+    .unwrap();
+    server.create(&class).unwrap();
+    let mut pool = json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {
+            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+            "requirements": [
+                {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            ],
+        }}},
+    });
+    json_patch::merge(&mut pool, &node_pool);
+    let pool: NodePool = serde_json::from_value(pool).unwrap();
+    server.create(&pool).unwrap();
+    server.spawn_cluster(Duration::from_millis(50));
+    server
+}
+
+fn pod(name: &str, cpu: &str, labels: serde_json::Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "app", "resources": {"requests": {"cpu": cpu, "memory": "128Mi"}}}]},
+    }))
+    .unwrap()
+}
+
+fn bound(server: &FakeApiServer) -> usize {
+    server
+        .list::<Pod>()
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .count()
+}
+
+fn ready_claims(server: &FakeApiServer) -> Vec<NodeClaim> {
+    server
+        .list::<NodeClaim>()
+        .into_iter()
+        .filter(|c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+        })
+        .collect()
+}
+
+async fn provision(server: &FakeApiServer, pods: usize) {
+    for i in 0..pods {
+        server
+            .create(&pod(&format!("p{i}"), "1", json!({"app": "web"})))
+            .unwrap();
+    }
+    let all_bound = eventually(WAIT, || (bound(server) == pods).then_some(())).await;
+    assert!(
+        all_bound.is_some(),
+        "{} of {pods} pods bound",
+        bound(server)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_pods_get_nodes_and_run() {
+    let server = setup(json!({}));
+    let running = start(&server, options());
+    provision(&server, 10).await;
+
+    let claims = server.list::<NodeClaim>();
+    let nodes = server.list::<Node>();
+    assert_eq!(claims.len(), nodes.len(), "one node per claim");
+    assert!(!claims.is_empty());
+    eventually(WAIT, || {
+        (ready_claims(&server).len() == claims.len()).then_some(())
+    })
+    .await
+    .expect("every claim Ready");
+    for node in server.list::<Node>() {
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels.get("karpenter.sh/initialized").map(String::as_str),
+            Some("true")
+        );
+        assert_eq!(
+            labels.get("karpenter.sh/registered").map(String::as_str),
+            Some("true")
+        );
+        assert_eq!(
+            labels.get("karpenter.sh/nodepool").map(String::as_str),
+            Some("default")
+        );
+        assert!(
+            node.metadata
+                .finalizers
+                .clone()
+                .unwrap_or_default()
+                .contains(&"karpenter.sh/termination".to_string())
+        );
+        let taints = node
+            .spec
+            .as_ref()
+            .unwrap()
+            .taints
+            .clone()
+            .unwrap_or_default();
+        assert!(
+            taints.iter().all(|t| t.key != "karpenter.sh/unregistered"),
+            "{taints:?}"
+        );
+        assert_eq!(
+            node.metadata.owner_references.as_ref().unwrap()[0].kind,
+            "NodeClaim"
+        );
+    }
+    // Ten 1-cpu pods: the simulation packs them, it does not launch one node each.
+    assert!(claims.len() <= 3, "{} claims for 10 pods", claims.len());
+    let events = server.list::<Event>();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("Nominated"))
+    );
+    let metrics = running.ctx.metrics.encode();
+    assert!(
+        metrics.contains(
+            "karpenter_nodeclaims_created_total{reason=\"provisioned\",nodepool=\"default\""
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains("karpenter_nodes_created_total{nodepool=\"default\"}"));
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_nodeclaim_drains_and_removes_its_node() {
+    let server = setup(json!({}));
+    let running = start(&server, options());
+    provision(&server, 3).await;
+    let claims = server.list::<NodeClaim>();
+    let victim = claims[0].metadata.name.clone().unwrap();
+    let node_name = claims[0]
+        .status
+        .as_ref()
+        .unwrap()
+        .node_name
+        .clone()
+        .expect("registered");
+    let pods_before: Vec<String> = server
+        .list::<Pod>()
+        .into_iter()
+        .filter(|p| p.spec.as_ref().unwrap().node_name.as_deref() == Some(node_name.as_str()))
+        .map(|p| p.metadata.name.unwrap())
+        .collect();
+    assert!(!pods_before.is_empty());
+
+    server.delete::<NodeClaim>("", &victim).unwrap();
+    let gone = eventually(WAIT, || {
+        (server.get::<Node>("", &node_name).is_none()
+            && server.get::<NodeClaim>("", &victim).is_none())
+        .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "node and claim removed");
+    for name in pods_before {
+        assert!(
+            server.get::<Pod>("default", &name).is_none(),
+            "{name} was evicted"
+        );
+    }
+    assert!(
+        server.count(Verb::Evict, "pods") >= 1,
+        "drained through the Eviction API"
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_disruption_budget_holds_the_drain() {
+    let server = setup(json!({}));
+    let running = start(&server, options());
+    provision(&server, 2).await;
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .unwrap();
+    server.create(&pdb).unwrap();
+    let claim = server.list::<NodeClaim>()[0].clone();
+    let node_name = claim.status.unwrap().node_name.unwrap();
+    server
+        .delete::<NodeClaim>("", claim.metadata.name.as_deref().unwrap())
+        .unwrap();
+
+    let refused = eventually(WAIT, || {
+        server
+            .list::<Event>()
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("FailedDraining"))
+    })
+    .await
+    .expect("a FailedDraining event");
+    assert!(refused.message.unwrap().contains("violates a PDB"));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let node = server
+        .get::<Node>("", &node_name)
+        .expect("the node stays while the PDB holds");
+    assert!(
+        node.spec
+            .unwrap()
+            .taints
+            .unwrap()
+            .iter()
+            .any(|t| t.key == "karpenter.sh/disrupted")
+    );
+    assert!(
+        server
+            .list::<Pod>()
+            .iter()
+            .any(|p| p.spec.as_ref().unwrap().node_name.as_deref() == Some(node_name.as_str()))
+    );
+
+    server
+        .delete::<PodDisruptionBudget>("default", "web")
+        .unwrap();
+    let gone = eventually(WAIT, || {
+        server.get::<Node>("", &node_name).is_none().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "drains once the budget allows");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_in_the_middle_of_a_launch_leaks_nothing_and_duplicates_nothing() {
+    let server = setup(json!({}));
+    // The instance launches but its providerID is never recorded.
+    server.inject(
+        Fault::error(
+            Some(Verb::Patch),
+            Some("nodeclaims"),
+            StatusCode::SERVICE_UNAVAILABLE,
+        )
+        .subresource("status"),
+    );
+    let first = start(&server, options());
+    for i in 0..4 {
+        server
+            .create(&pod(&format!("p{i}"), "1", json!({})))
+            .unwrap();
+    }
+    eventually(WAIT, || (!server.list::<Node>().is_empty()).then_some(()))
+        .await
+        .expect("an instance launched");
+    let claims_before: Vec<String> = server
+        .list::<NodeClaim>()
+        .into_iter()
+        .map(|c| c.metadata.name.unwrap())
+        .collect();
+    first.stop().await;
+
+    server.clear_faults();
+    let second = start(&server, options());
+    eventually(WAIT, || (bound(&server) == 4).then_some(()))
+        .await
+        .expect("pods bound after the restart");
+    let claims_after: Vec<String> = server
+        .list::<NodeClaim>()
+        .into_iter()
+        .map(|c| c.metadata.name.unwrap())
+        .collect();
+    assert_eq!(claims_after, claims_before, "no duplicate nodeclaims");
+    let nodes = server.list::<Node>();
+    assert_eq!(
+        nodes.len(),
+        claims_after.len(),
+        "one instance per claim, none leaked"
+    );
+    second.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_errors_and_conflicts_are_retried_without_losing_work() {
+    let server = setup(json!({}));
+    server.inject(
+        Fault::error(
+            Some(Verb::Create),
+            Some("nodeclaims"),
+            StatusCode::INTERNAL_SERVER_ERROR,
+        )
+        .times(2),
+    );
+    server.inject(Fault::error(Some(Verb::Patch), Some("nodes"), StatusCode::CONFLICT).times(3));
+    server.inject(
+        Fault::error(
+            Some(Verb::Patch),
+            Some("nodeclaims"),
+            StatusCode::INTERNAL_SERVER_ERROR,
+        )
+        .times(3),
+    );
+    server.inject(Fault::latency(
+        None,
+        Some("nodes"),
+        Duration::from_millis(20),
+    ));
+    let running = start(&server, options());
+    provision(&server, 6).await;
+    eventually(WAIT, || {
+        (ready_claims(&server).len() == server.list::<NodeClaim>().len()).then_some(())
+    })
+    .await
+    .expect("all claims Ready");
+    assert_eq!(
+        server.list::<Node>().len(),
+        server.list::<NodeClaim>().len()
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_without_a_nodeclaim_is_collected() {
+    let server = setup(json!({}));
+    let running = start(&server, options());
+    let leaked: Node = serde_json::from_value(json!({
+        "metadata": {"name": "leaked", "labels": {"kwok.x-k8s.io/node": "fake"}},
+        "spec": {"providerID": "kwok://leaked"},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }))
+    .unwrap();
+    server.create(&leaked).unwrap();
+    let gone = eventually(WAIT, || {
+        server.get::<Node>("", "leaked").is_none().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the leaked instance was terminated");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_nodes_are_drained_and_removed() {
+    let server = setup(json!({"spec": {"template": {"spec": {"expireAfter": "2s"}}}}));
+    let running = start(&server, options());
+    provision(&server, 1).await;
+    let first = server.list::<NodeClaim>()[0].clone();
+    let node = first.status.clone().unwrap().node_name.unwrap();
+    let gone = eventually(WAIT, || {
+        (server
+            .get::<NodeClaim>("", first.metadata.name.as_deref().unwrap())
+            .is_none()
+            && server.get::<Node>("", &node).is_none())
+        .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the expired claim and its node went");
+    let metrics = running.ctx.metrics.encode();
+    assert!(
+        metrics.contains("karpenter_nodeclaims_disrupted_total{reason=\"expired\""),
+        "{metrics}"
+    );
+    // The evicted pod's replacement gets a new node.
+    server.create(&pod("again", "1", json!({}))).unwrap();
+    eventually(WAIT, || (bound(&server) == 1).then_some(()))
+        .await
+        .expect("a new node for the new pod");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_acts_and_a_standby_takes_over() {
+    let server = setup(json!({}));
+    let elected = Options {
+        disable_leader_election: false,
+        ..options()
+    };
+    let a = start(
+        &server,
+        Options {
+            identity: "a".into(),
+            ..elected.clone()
+        },
+    );
+    eventually(WAIT, || {
+        server.get::<Lease>("kube-system", "karpenter-leader-election")
+    })
+    .await
+    .expect("a lease");
+    let b = start(
+        &server,
+        Options {
+            identity: "b".into(),
+            ..elected
+        },
+    );
+    provision(&server, 2).await;
+    let holder = |s: &FakeApiServer| {
+        s.get::<Lease>("kube-system", "karpenter-leader-election")
+            .and_then(|l| l.spec?.holder_identity)
+    };
+    assert_eq!(holder(&server).as_deref(), Some("a"));
+    assert!(a.ctx.is_leader() && !b.ctx.is_leader());
+    assert!(b.ctx.cluster.synced(), "the standby keeps its state warm");
+    let claims = server.list::<NodeClaim>().len();
+
+    a.stop().await;
+    eventually(WAIT, || {
+        (holder(&server).as_deref() == Some("b")).then_some(())
+    })
+    .await
+    .expect("b takes over");
+    server.create(&pod("late", "1", json!({}))).unwrap();
+    eventually(WAIT, || (bound(&server) == 3).then_some(()))
+        .await
+        .expect("b provisions");
+    assert!(server.list::<NodeClaim>().len() >= claims);
+    b.stop().await;
+}
