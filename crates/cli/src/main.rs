@@ -70,6 +70,18 @@ enum Command {
         #[command(subcommand)]
         bench: Bench,
     },
+    /// Run the controller against the cluster in the kubeconfig (or the one it runs in), with
+    /// the KWOK provider; `/metrics` and `/healthz`, `/readyz` on their ports.
+    Controller {
+        #[command(flatten)]
+        options: karpenter_controller::Options,
+        /// Log filter: `info`, `debug`, or any tracing filter.
+        #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+        log_level: String,
+        /// Log format.
+        #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = commands::controller::LogFormat::Json)]
+        log_format: commands::controller::LogFormat,
+    },
     /// Print the karpenter.sh/v1 form of karpenter.sh/v1beta1 NodePools and NodeClaims, and
     /// what changed (on standard error).
     Convert {
@@ -116,6 +128,29 @@ enum Bench {
         /// Seed of the cluster generator.
         #[arg(long, default_value_t = 42)]
         seed: u64,
+    },
+    /// The controller's memory and time to create NodeClaims for pending pods with nodes in
+    /// state, against the fake API server in a child process.
+    Controller {
+        /// Unschedulable pods.
+        #[arg(long, default_value_t = 10_000)]
+        pending: usize,
+        /// Existing nodes (full), each with its NodeClaim.
+        #[arg(long, default_value_t = 2_000)]
+        nodes: usize,
+        /// Pods running on those nodes.
+        #[arg(long, default_value_t = 20_000)]
+        bound: usize,
+    },
+    /// The child process of `bench controller`.
+    #[command(hide = true)]
+    FakeApiserver {
+        #[arg(long)]
+        pending: usize,
+        #[arg(long)]
+        nodes: usize,
+        #[arg(long)]
+        bound: usize,
     },
 }
 
@@ -178,6 +213,45 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for line in commands::bench::consolidation(nodes, pods, seed)? {
                 println!("{line}");
             }
+        }
+        Command::Bench {
+            bench:
+                Bench::Controller {
+                    pending,
+                    nodes,
+                    bound,
+                },
+        } => {
+            let workload = commands::bench_controller::Workload {
+                pending,
+                nodes,
+                bound,
+            };
+            for line in commands::bench_controller::run(workload)? {
+                println!("{line}");
+            }
+        }
+        Command::Bench {
+            bench:
+                Bench::FakeApiserver {
+                    pending,
+                    nodes,
+                    bound,
+                },
+        } => {
+            commands::bench_controller::serve_fake(commands::bench_controller::Workload {
+                pending,
+                nodes,
+                bound,
+            })?;
+        }
+        Command::Controller {
+            options,
+            log_level,
+            log_format,
+        } => {
+            commands::controller::init_logging(&log_level, log_format)?;
+            commands::controller::run(options)?;
         }
         Command::Simulate {
             scenario,

@@ -173,32 +173,28 @@ fn list(server: &FakeApiServer, req: &ApiRequest) -> Result<(StatusCode, Value),
         .and_then(|l| l.parse().ok())
         .filter(|&l| l > 0)
         .unwrap_or(usize::MAX);
-    let after = req.query.get("continue").cloned().unwrap_or_default();
-    let (items, rv) = server.with_store(|s| {
+    // The continue token is the last key served: `namespace/name`.
+    let after = req
+        .query
+        .get("continue")
+        .and_then(|t| t.split_once('/'))
+        .map(|(ns, name)| (ns.to_string(), name.to_string()));
+    let ((page, next), rv) = server.with_store(|s| {
         (
-            s.list(&req.resource, req.namespace.as_deref(), &labels, &fields),
+            s.page(
+                &req.resource,
+                req.namespace.as_deref(),
+                &labels,
+                &fields,
+                after,
+                limit,
+            ),
             s.resource_version(),
         )
     });
-    let key = |o: &Value| {
-        format!(
-            "{}/{}",
-            o["metadata"]["namespace"].as_str().unwrap_or_default(),
-            o["metadata"]["name"].as_str().unwrap_or_default()
-        )
-    };
-    let page: Vec<&Arc<Value>> = items
-        .iter()
-        .filter(|o| after.is_empty() || key(o) > after)
-        .take(limit)
-        .collect();
-    let more = page.len() == limit
-        && page
-            .last()
-            .is_some_and(|last| items.iter().any(|o| key(o) > key(last)));
     let mut metadata = json!({"resourceVersion": rv.to_string()});
-    if more && let Some(last) = page.last() {
-        metadata["continue"] = json!(key(last));
+    if let Some((ns, name)) = next {
+        metadata["continue"] = json!(format!("{ns}/{name}"));
     }
     Ok((
         StatusCode::OK,
@@ -206,7 +202,7 @@ fn list(server: &FakeApiServer, req: &ApiRequest) -> Result<(StatusCode, Value),
             "kind": format!("{}List", req.resource.kind()),
             "apiVersion": req.resource.api_version(),
             "metadata": metadata,
-            "items": page.iter().map(|o| (***o).clone()).collect::<Vec<_>>(),
+            "items": page.iter().map(|o| (**o).clone()).collect::<Vec<_>>(),
         }),
     ))
 }

@@ -206,6 +206,34 @@ impl Store {
             .collect()
     }
 
+    /// One page of a list: up to `limit` objects after the key `after`, and the key to
+    /// continue from when more remain.
+    pub fn page(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+        after: Option<(String, String)>,
+        limit: usize,
+    ) -> (Vec<Arc<Value>>, Option<(String, String)>) {
+        use std::ops::Bound;
+        let Some(objects) = self.objects.get(&res_key(rt)) else {
+            return (Vec::new(), None);
+        };
+        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut matching = objects
+            .range((start, Bound::Unbounded))
+            .filter(|((n, _), _)| ns.is_none_or(|ns| ns == n))
+            .filter(|(_, o)| labels.matches(o) && fields.matches(o));
+        let page: Vec<(&Key, &Arc<Value>)> = matching.by_ref().take(limit).collect();
+        let next = match (page.last(), matching.next()) {
+            (Some((key, _)), Some(_)) => Some((*key).clone()),
+            _ => None,
+        };
+        (page.into_iter().map(|(_, o)| o.clone()).collect(), next)
+    }
+
     /// Every object of every type (for the cluster stand-in and assertions).
     pub fn all(&self, group: &str, plural: &str) -> Vec<Arc<Value>> {
         self.objects

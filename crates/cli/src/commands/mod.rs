@@ -1,6 +1,8 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_controller;
+pub mod controller;
 pub mod convert;
 pub mod crds;
 pub mod simulate;
