@@ -2,7 +2,6 @@
 //! store — lists with paging, watches as newline-delimited JSON streams.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
