@@ -47,6 +47,8 @@ use store::Store;
 pub struct RequestRecord {
     /// Its verb.
     pub verb: Verb,
+    /// The API group (empty for the core group).
+    pub group: String,
     /// The resource plural.
     pub plural: String,
     /// The namespace, if any.
@@ -138,6 +140,7 @@ impl FakeApiServer {
     pub(crate) fn log(&self, req: &ApiRequest) {
         lock(&self.inner.log).push(RequestRecord {
             verb: req.verb,
+            group: req.resource.group.clone(),
             plural: req.resource.plural.clone(),
             namespace: req.namespace.clone(),
             name: req.name.clone(),
