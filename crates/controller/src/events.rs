@@ -98,11 +98,24 @@ impl Recorder {
     /// Publishes an event about `object`; failures are logged, never returned (an event is
     /// never worth failing a reconcile for).
     pub async fn publish<K: Resource<DynamicType = ()>>(&self, object: &K, note: Note<'_>) {
-        let name = object.name_any();
-        let namespace = object.namespace();
+        let reference = ObjectReference {
+            api_version: Some(K::api_version(&()).into_owned()),
+            kind: Some(K::kind(&()).into_owned()),
+            name: Some(object.name_any()),
+            namespace: object.namespace(),
+            uid: object.meta().uid.clone(),
+            ..Default::default()
+        };
+        self.publish_to(reference, note).await;
+    }
+
+    /// Publishes an event about the object `reference` names.
+    pub async fn publish_to(&self, reference: ObjectReference, note: Note<'_>) {
+        let name = reference.name.clone().unwrap_or_default();
+        let namespace = reference.namespace.clone();
         let key = format!(
             "{}/{:?}/{name}/{}/{}",
-            K::kind(&()),
+            reference.kind.as_deref().unwrap_or_default(),
             namespace,
             note.reason,
             note.message
@@ -117,14 +130,7 @@ impl Recorder {
                 namespace: Some(namespace.clone().unwrap_or_else(|| "default".into())),
                 ..Default::default()
             },
-            involved_object: ObjectReference {
-                api_version: Some(K::api_version(&()).into_owned()),
-                kind: Some(K::kind(&()).into_owned()),
-                name: Some(name),
-                namespace: namespace.clone(),
-                uid: object.meta().uid.clone(),
-                ..Default::default()
-            },
+            involved_object: reference,
             reason: Some(note.reason.to_string()),
             message: Some(note.message),
             type_: Some(match note.type_ {

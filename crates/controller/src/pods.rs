@@ -1,8 +1,8 @@
 //! What the controller asks of a pod, in upstream's terms (`pkg/utils/pod`).
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::state::StoredPod;
 
-fn owner_kind(pod: &Pod, kind: &str) -> bool {
+fn owner_kind(pod: &StoredPod, kind: &str) -> bool {
     pod.metadata
         .owner_references
         .iter()
@@ -11,20 +11,17 @@ fn owner_kind(pod: &Pod, kind: &str) -> bool {
 }
 
 /// Succeeded or Failed.
-pub fn is_terminal(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
+pub fn is_terminal(pod: &StoredPod) -> bool {
+    pod.is_terminal()
 }
 
 /// Owned by a DaemonSet.
-pub fn is_daemonset_pod(pod: &Pod) -> bool {
-    owner_kind(pod, "DaemonSet")
+pub fn is_daemonset_pod(pod: &StoredPod) -> bool {
+    pod.is_daemonset_pod()
 }
 
 /// A static pod's mirror (owned by its Node).
-pub fn is_mirror_pod(pod: &Pod) -> bool {
+pub fn is_mirror_pod(pod: &StoredPod) -> bool {
     owner_kind(pod, "Node")
         || pod
             .metadata
@@ -35,29 +32,15 @@ pub fn is_mirror_pod(pod: &Pod) -> bool {
 
 /// kube-scheduler marked it Unschedulable, it is not bound or nominated for preemption, and
 /// it is neither a DaemonSet nor a static pod — upstream's `IsProvisionable`.
-pub fn is_provisionable(pod: &Pod) -> bool {
-    let unschedulable = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| {
-            c.iter().any(|c| {
-                c.type_ == "PodScheduled"
-                    && c.status == "False"
-                    && c.reason.as_deref() == Some("Unschedulable")
-            })
-        });
+pub fn is_provisionable(pod: &StoredPod) -> bool {
+    let unschedulable = pod.conditions.iter().any(|c| {
+        c.type_ == "PodScheduled"
+            && c.status == "False"
+            && c.reason.as_deref() == Some("Unschedulable")
+    });
     unschedulable
-        && pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_none_or(str::is_empty)
-        && pod
-            .status
-            .as_ref()
-            .and_then(|s| s.nominated_node_name.as_deref())
-            .is_none_or(str::is_empty)
+        && pod.node_name.is_none()
+        && pod.nominated_node_name.as_deref().is_none_or(str::is_empty)
         && pod.metadata.deletion_timestamp.is_none()
         && !is_terminal(pod)
         && !is_daemonset_pod(pod)
@@ -66,17 +49,15 @@ pub fn is_provisionable(pod: &Pod) -> bool {
 
 /// A pod that must find a new home when its node goes: active (or a terminating StatefulSet
 /// pod, whose replacement keeps its name), not a DaemonSet or static pod.
-pub fn is_reschedulable(pod: &Pod) -> bool {
+pub fn is_reschedulable(pod: &StoredPod) -> bool {
     let active = pod.metadata.deletion_timestamp.is_none() || owner_kind(pod, "StatefulSet");
     active && !is_terminal(pod) && !is_daemonset_pod(pod) && !is_mirror_pod(pod)
 }
 
 /// `system-cluster-critical` or `system-node-critical`: drained last.
-pub fn is_critical(pod: &Pod) -> bool {
+pub fn is_critical(pod: &StoredPod) -> bool {
     matches!(
-        pod.spec
-            .as_ref()
-            .and_then(|s| s.priority_class_name.as_deref()),
+        pod.spec.spec.priority_class_name.as_deref(),
         Some("system-cluster-critical" | "system-node-critical")
     )
 }
@@ -84,10 +65,11 @@ pub fn is_critical(pod: &Pod) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::SpecInterner;
     use serde_json::json;
 
-    fn pod(v: serde_json::Value) -> Pod {
-        serde_json::from_value(v).unwrap()
+    fn pod(v: serde_json::Value) -> StoredPod {
+        StoredPod::new(serde_json::from_value(v).unwrap(), &SpecInterner::default())
     }
 
     #[test]

@@ -21,6 +21,7 @@ use kube::{Api, Resource};
 use crate::cloudprovider::CloudProvider;
 use crate::events::{Note, normal, warning};
 use crate::metrics::labels;
+use crate::state::StoredPod;
 use crate::{Context, Error, pods};
 
 /// Upstream's budget for one simulation; what is decided by then is kept.
@@ -111,7 +112,9 @@ fn node_ready(node: &Node) -> bool {
 
 /// The nodes pods may go to (including NodeClaims still launching), and the pods of nodes
 /// being deleted, which need a place too.
-fn existing_nodes(ctx_cluster: &crate::state::Cluster) -> (Vec<ExistingNodeInput>, Vec<Pod>) {
+fn existing_nodes(
+    ctx_cluster: &crate::state::Cluster,
+) -> (Vec<ExistingNodeInput>, Vec<Arc<StoredPod>>) {
     let mut inputs = Vec::new();
     let mut displaced = Vec::new();
     let mut with_node = HashSet::new();
@@ -121,12 +124,12 @@ fn existing_nodes(ctx_cluster: &crate::state::Cluster) -> (Vec<ExistingNodeInput
         .into_iter()
         .filter_map(|c| Some((c.status.as_ref()?.provider_id.clone()?, c)))
         .collect();
-    let mut pods_by_node: HashMap<String, Vec<Pod>> = HashMap::new();
+    let mut pods_by_node: HashMap<String, Vec<Arc<StoredPod>>> = HashMap::new();
     for pod in ctx_cluster.pods.all() {
-        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone())
+        if let Some(node) = pod.node_name.clone()
             && !pods::is_terminal(&pod)
         {
-            pods_by_node.entry(node).or_default().push((*pod).clone());
+            pods_by_node.entry(node).or_default().push(pod);
         }
     }
     for node in ctx_cluster.nodes.all() {
@@ -143,7 +146,7 @@ fn existing_nodes(ctx_cluster: &crate::state::Cluster) -> (Vec<ExistingNodeInput
         let deleting = node.metadata.deletion_timestamp.is_some()
             || claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
         if deleting {
-            displaced.extend(pods.into_iter().filter(pods::is_reschedulable));
+            displaced.extend(pods.into_iter().filter(|p| pods::is_reschedulable(p)));
             continue;
         }
         let labels = node.metadata.labels.clone().unwrap_or_default();
@@ -177,7 +180,11 @@ fn existing_nodes(ctx_cluster: &crate::state::Cluster) -> (Vec<ExistingNodeInput
                 .as_ref()
                 .and_then(|a| Resources::from_list(a).ok())
                 .unwrap_or_default(),
-            pods,
+            pods: pods
+                .iter()
+                .filter_map(|p| p.bound())
+                .map(Arc::new)
+                .collect(),
             initialized,
         });
     }
@@ -323,19 +330,20 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         }
     }
     let (existing, displaced) = existing_nodes(cluster);
-    let mut batch: Vec<Arc<Pod>> = cluster
+    let mut stored: Vec<Arc<StoredPod>> = cluster
         .pods
         .all()
         .into_iter()
         .filter(|p| pods::is_provisionable(p))
         .collect();
-    batch.sort_by(|a, b| {
+    stored.sort_by(|a, b| {
         a.metadata
             .creation_timestamp
             .cmp(&b.metadata.creation_timestamp)
     });
-    let mut batch: Vec<Pod> = batch.iter().map(|p| (**p).clone()).collect();
-    batch.extend(displaced);
+    stored.extend(displaced);
+    // Whole pods only for the batch: the scheduler reads their affinities and spread.
+    let batch: Vec<Pod> = stored.iter().map(|p| p.to_pod()).collect();
     if batch.is_empty() {
         return Ok(Provisioned::default());
     }
@@ -372,7 +380,7 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
                 format!("Failed to schedule pod, {reason}"),
             )
         };
-        ctx.recorder.publish(&batch[*i], note).await;
+        ctx.recorder.publish_to(stored[*i].reference(), note).await;
     }
     for (node, pods) in &results.existing_nodes {
         for &i in pods {
@@ -380,7 +388,7 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
                 rate_limited: true,
                 ..normal("Nominated", format!("Pod should schedule on: node/{node}"))
             };
-            ctx.recorder.publish(&batch[i], note).await;
+            ctx.recorder.publish_to(stored[i].reference(), note).await;
         }
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
@@ -415,7 +423,7 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
                     format!("Pod should schedule on: nodeclaim/{name}"),
                 )
             };
-            ctx.recorder.publish(&batch[i], note).await;
+            ctx.recorder.publish_to(stored[i].reference(), note).await;
         }
         tracing::info!(nodeclaim = %name, nodepool = %claim.node_pool, pods = claim.pods.len(), "created nodeclaim");
         created.push(name);

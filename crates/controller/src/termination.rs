@@ -25,6 +25,7 @@ use serde_json::json;
 use crate::cloudprovider::{CloudProvider, CloudProviderError};
 use crate::events::{normal, warning};
 use crate::metrics::labels;
+use crate::state::StoredPod;
 use crate::{Context, Error, pods};
 
 /// A pod deleted more than this long ago is stuck (its kubelet is gone) and not waited for.
@@ -62,12 +63,8 @@ fn disrupted_taint() -> Taint {
 
 /// Pods the drain waits for: not finished, not a static pod, not tolerating the disrupted
 /// taint (those would come straight back), not stuck terminating.
-pub fn drainable(pod: &Pod, now: Timestamp) -> bool {
-    let tolerations = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.tolerations.clone())
-        .unwrap_or_default();
+pub fn drainable(pod: &StoredPod, now: Timestamp) -> bool {
+    let tolerations = pod.spec.spec.tolerations.clone().unwrap_or_default();
     let stuck =
         pod.metadata.deletion_timestamp.as_ref().is_some_and(|t| {
             now.duration_since(t.0).as_secs() >= STUCK_TERMINATING.as_secs() as i64
@@ -80,8 +77,8 @@ pub fn drainable(pod: &Pod, now: Timestamp) -> bool {
 
 /// The group drained first: non-critical non-DaemonSet, non-critical DaemonSet, critical
 /// non-DaemonSet, critical DaemonSet.
-pub fn drain_group<'a>(pods: &[&'a Pod]) -> Vec<&'a Pod> {
-    let tier = |p: &Pod| (pods::is_critical(p) as u8) * 2 + pods::is_daemonset_pod(p) as u8;
+pub fn drain_group<'a>(pods: &[&'a StoredPod]) -> Vec<&'a StoredPod> {
+    let tier = |p: &StoredPod| (pods::is_critical(p) as u8) * 2 + pods::is_daemonset_pod(p) as u8;
     let Some(first) = pods.iter().map(|p| tier(p)).min() else {
         return Vec::new();
     };
@@ -144,7 +141,7 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
     }
     let deadline = termination_deadline(claim.as_deref());
     let on_node = ctx.cluster.pods_on(&name);
-    let waiting: Vec<&Pod> = on_node
+    let waiting: Vec<&StoredPod> = on_node
         .iter()
         .map(|p| &**p)
         .filter(|p| drainable(p, now))
@@ -198,24 +195,24 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
     Ok(())
 }
 
+fn pod_name(pod: &StoredPod) -> String {
+    pod.metadata.name.clone().unwrap_or_default()
+}
+
 async fn drain<P: CloudProvider>(
     ctx: &Context<P>,
     node: &Node,
-    waiting: &[&Pod],
+    waiting: &[&StoredPod],
     deadline: Option<Timestamp>,
     now: Timestamp,
 ) {
     // Past the grace period every pod goes, whatever its tier, budget or annotation.
-    let forced: Vec<&Pod> = waiting
+    let forced: Vec<&StoredPod> = waiting
         .iter()
         .copied()
         .filter(|p| {
             deadline.is_some_and(|d| {
-                let grace = p
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.termination_grace_period_seconds)
-                    .unwrap_or(30);
+                let grace = p.spec.spec.termination_grace_period_seconds.unwrap_or(30);
                 now.as_second() >= d.as_second() - grace
             })
         })
@@ -230,10 +227,10 @@ async fn drain<P: CloudProvider>(
             grace_period_seconds: Some(grace),
             ..Default::default()
         };
-        if api.delete(&pod.name_any(), &params).await.is_ok() {
+        if api.delete(&pod_name(pod), &params).await.is_ok() {
             ctx.recorder
-                .publish(
-                    *pod,
+                .publish_to(
+                    pod.reference(),
                     normal(
                         "Disrupted",
                         "Deleting the pod to accommodate the terminationTime of the node",
@@ -255,7 +252,7 @@ async fn drain<P: CloudProvider>(
             ctx.client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or("default"),
         );
-        let result = api.evict(&pod.name_any(), &EvictParams::default()).await;
+        let result = api.evict(&pod_name(pod), &EvictParams::default()).await;
         let code = match &result {
             Ok(_) => 200,
             Err(kube::Error::Api(e)) => e.code,
@@ -268,7 +265,7 @@ async fn drain<P: CloudProvider>(
         match result {
             Ok(_) => {
                 ctx.recorder
-                    .publish(pod, normal("Evicted", "Evicted pod"))
+                    .publish_to(pod.reference(), normal("Evicted", "Evicted pod"))
                     .await;
                 ctx.metrics
                     .pods_drained
@@ -277,9 +274,8 @@ async fn drain<P: CloudProvider>(
             }
             Err(kube::Error::Api(e)) if e.code == 429 => {
                 let message = format!(
-                    "Failed to drain node, evicting pod {}/{} violates a PDB",
-                    pod.namespace().unwrap_or_default(),
-                    pod.name_any()
+                    "Failed to drain node, evicting pod {} violates a PDB",
+                    pod.key()
                 );
                 ctx.recorder
                     .publish(node, warning("FailedDraining", message))
@@ -287,9 +283,8 @@ async fn drain<P: CloudProvider>(
             }
             Err(kube::Error::Api(e)) if e.message.contains("more than one PodDisruptionBudget") => {
                 let message = format!(
-                    "Failed to drain node, pod {}/{} has more than one PodDisruptionBudget; eviction does not support multiple PDBs",
-                    pod.namespace().unwrap_or_default(),
-                    pod.name_any()
+                    "Failed to drain node, pod {} has more than one PodDisruptionBudget; eviction does not support multiple PDBs",
+                    pod.key()
                 );
                 ctx.recorder
                     .publish(node, warning("FailedDraining", message))
@@ -297,7 +292,7 @@ async fn drain<P: CloudProvider>(
             }
             Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
             Err(e) => {
-                tracing::warn!(pod = %pod.name_any(), error = %e, "eviction failed, retrying")
+                tracing::warn!(pod = %pod.key(), error = %e, "eviction failed, retrying")
             }
         }
     }
@@ -346,7 +341,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn pod(name: &str, critical: bool, daemonset: bool) -> Pod {
+    fn pod(name: &str, critical: bool, daemonset: bool) -> StoredPod {
+        stored(raw(name, critical, daemonset))
+    }
+
+    fn stored(p: Pod) -> StoredPod {
+        StoredPod::new(p, &crate::state::SpecInterner::default())
+    }
+
+    fn raw(name: &str, critical: bool, daemonset: bool) -> Pod {
         let mut p: Pod =
             serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"containers": []}}))
                 .unwrap();
@@ -372,14 +375,14 @@ mod tests {
             pod("ds", false, true),
             pod("app", false, false),
         ];
-        let mut remaining: Vec<&Pod> = all.iter().collect();
+        let mut remaining: Vec<&StoredPod> = all.iter().collect();
         let mut order = Vec::new();
         while !remaining.is_empty() {
             let group: Vec<String> = drain_group(&remaining)
                 .iter()
-                .map(|p| p.name_any())
+                .map(|p| pod_name(p))
                 .collect();
-            remaining.retain(|p| !group.contains(&p.name_any()));
+            remaining.retain(|p| !group.contains(&pod_name(p)));
             order.push(group);
         }
         assert_eq!(order, [["app"], ["ds"], ["crit"], ["crit-ds"]]);
@@ -388,20 +391,23 @@ mod tests {
     #[test]
     fn pods_tolerating_the_disrupted_taint_are_not_waited_for() {
         let now = Timestamp::now();
-        let mut p = pod("a", false, false);
-        assert!(drainable(&p, now));
+        let mut p = raw("a", false, false);
+        assert!(drainable(&stored(p.clone()), now));
         p.spec.as_mut().unwrap().tolerations = Some(vec![
             serde_json::from_value(json!({"operator": "Exists"})).unwrap(),
         ]);
-        assert!(!drainable(&p, now), "tolerates everything");
-        let mut stuck = pod("b", false, false);
+        assert!(!drainable(&stored(p), now), "tolerates everything");
+        let mut stuck = raw("b", false, false);
         stuck.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 Timestamp::from_second(now.as_second() - 120).unwrap(),
             ));
-        assert!(!drainable(&stuck, now), "stuck terminating for two minutes");
-        let mut done = pod("c", false, false);
+        assert!(
+            !drainable(&stored(stuck), now),
+            "stuck terminating for two minutes"
+        );
+        let mut done = raw("c", false, false);
         done.status = Some(serde_json::from_value(json!({"phase": "Succeeded"})).unwrap());
-        assert!(!drainable(&done, now));
+        assert!(!drainable(&stored(done), now));
     }
 }

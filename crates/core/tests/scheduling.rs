@@ -8,6 +8,7 @@ use karpenter_api::Operator;
 use karpenter_core::cloudprovider::fake::{
     self, FakeInstanceType, GPU_VENDOR_A, GPU_VENDOR_B, INTEGER_LABEL, SIZE_LABEL, SPECIAL_LABEL,
 };
+use karpenter_core::provisioning::scheduling::BoundPod;
 use support::*;
 
 /// What must happen to the pod.
@@ -729,7 +730,7 @@ fn existing_nodes_come_first() {
     assert_eq!(o.nodes.len(), 1);
     // Pods already running use its capacity.
     let mut busy = node.clone();
-    busy.pods = vec![pod().cpu("3500m").build()];
+    busy.pods = BoundPod::all(&[pod().cpu("3500m").build()]);
     let o = env().existing(busy).provision(&[pod().cpu("1").build()]);
     assert_eq!(o.nodes.len(), 1, "3.5 of 4 CPUs are taken");
     // A tainted existing node is skipped without a toleration.
@@ -846,7 +847,7 @@ fn node_pool_limits() {
         &[("cpu", "8"), ("memory", "8Gi"), ("pods", "10")],
     );
     node.node_pool = Some("default".into());
-    node.pods = vec![pod().cpu("8").build()];
+    node.pods = BoundPod::all(&[pod().cpu("8").build()]);
     let o = Env::new(default_pool().limit("cpu", "10"))
         .existing(node)
         .provision(&[pod().cpu("3").build()]);

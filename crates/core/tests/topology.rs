@@ -7,6 +7,7 @@ mod support;
 use k8s_openapi::api::core::v1::{PodAffinityTerm, TopologySpreadConstraint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use karpenter_api::Operator;
+use karpenter_core::provisioning::scheduling::BoundPod;
 use support::*;
 
 const APP: &[(&str, &str)] = &[("app", "test")];
@@ -494,7 +495,7 @@ fn pod_anti_affinity() {
         &[(ZONE, "test-zone-1")],
         &[("cpu", "4"), ("memory", "8Gi"), ("pods", "10")],
     );
-    node.pods = vec![pod().anti_affinity_to(ZONE, s2).build()];
+    node.pods = BoundPod::all(&[pod().anti_affinity_to(ZONE, s2).build()]);
     let o = Env::new(pool.clone())
         .existing(node)
         .provision(&[pod().labels(s2).cpu("1").build()]);

@@ -13,7 +13,7 @@ use karpenter_api::labels::{
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::disruption::{self, NodeState};
 use karpenter_core::provisioning::scheduling::{
-    ExistingNodeInput, NodePoolInput, Scheduler, SchedulerOptions,
+    BoundPod, ExistingNodeInput, NodePoolInput, Scheduler, SchedulerOptions,
 };
 use karpenter_core::resources::Resources;
 use serde::Serialize;
@@ -230,7 +230,7 @@ pub fn plan(file: &Path, text: &str, catalog: &Catalog, now: i64) -> Result<Plan
                 .unwrap_or_default(),
             allocatable: resources(status.allocatable.as_ref()),
             capacity: resources(status.capacity.as_ref()),
-            pods: bound.remove(&name).unwrap_or_default(),
+            pods: BoundPod::all(bound.get(&name).into_iter().flatten()),
             initialized: ready
                 && (!managed
                     || labels
@@ -327,7 +327,7 @@ pub fn plan(file: &Path, text: &str, catalog: &Catalog, now: i64) -> Result<Plan
             reason: reason.clone(),
         });
     }
-    let states = node_states(&nodes, &claims, &existing, catalog, now);
+    let states = node_states(&nodes, &claims, &existing, &bound, catalog, now);
     let decision = disruption::decide(&disruption::Input {
         now,
         nodes: &states,
@@ -385,6 +385,7 @@ fn node_states(
     nodes: &[Node],
     claims: &[NodeClaim],
     existing: &[ExistingNodeInput],
+    bound: &BTreeMap<String, Vec<Pod>>,
     catalog: &Catalog,
     now: i64,
 ) -> Vec<NodeState> {
@@ -432,7 +433,7 @@ fn node_states(
                 taints: input.taints.clone(),
                 allocatable: input.allocatable.clone(),
                 capacity: input.capacity.clone(),
-                pods: input.pods.clone(),
+                pods: bound.get(&input.name).cloned().unwrap_or_default(),
                 initialized: input.initialized,
                 ready,
                 deleting: node.metadata.deletion_timestamp.is_some()

@@ -172,6 +172,7 @@ pub fn run(w: Workload) -> anyhow::Result<Vec<String>> {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let synced = started.elapsed();
+        let state_kib = rss_kib("VmRSS:");
         let provisioned_at = Instant::now();
         let result = provisioning::provision(&ctx).await?;
         let provision = provisioned_at.elapsed();
@@ -180,6 +181,7 @@ pub fn run(w: Workload) -> anyhow::Result<Vec<String>> {
         }
         anyhow::Ok((
             synced,
+            state_kib,
             provision,
             result.node_claims.len(),
             result.unschedulable,
@@ -187,12 +189,13 @@ pub fn run(w: Workload) -> anyhow::Result<Vec<String>> {
     });
     drop(child.stdin.take());
     let _ = child.wait();
-    let (synced, provision, claims, unschedulable) = result?;
+    let (synced, state_kib, provision, claims, unschedulable) = result?;
     let peak = rss_kib("VmHWM:");
     Ok(vec![
         format!(
-            "baseline_rss_mb={:.0} unschedulable={unschedulable}",
-            baseline_kib as f64 / 1024.0
+            "baseline_rss_mb={:.0} state_rss_mb={:.0} unschedulable={unschedulable}",
+            baseline_kib as f64 / 1024.0,
+            state_kib as f64 / 1024.0
         ),
         format!(
             "controller pending={} nodes={} bound={} sync_seconds={:.2} provision_seconds={:.2} nodeclaims={claims} peak_rss_mb={:.0}",

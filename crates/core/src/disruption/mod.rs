@@ -18,7 +18,7 @@ use karpenter_api::labels::{
 use karpenter_api::{ConsolidationPolicy, DisruptionReason, NodePool};
 
 use crate::provisioning::scheduling::{
-    ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
+    BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
 };
 use crate::resources::Resources;
 
@@ -337,7 +337,7 @@ fn remaining_nodes(input: &Input<'_>, removed: &[&NodeState]) -> Vec<ExistingNod
             taints: n.taints.clone(),
             allocatable: n.allocatable.clone(),
             capacity: n.capacity.clone(),
-            pods: n.pods.clone(),
+            pods: BoundPod::all(&n.pods),
             initialized: n.initialized,
             node_pool: n.node_pool.clone(),
             ..Default::default()

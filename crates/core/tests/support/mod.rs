@@ -17,7 +17,7 @@ use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, ZONE_LABEL};
 use karpenter_api::{NodeClassReference, NodePool, NodeSelectorRequirementWithMinValues, Operator};
 use karpenter_core::cloudprovider::{InstanceType, fake};
 use karpenter_core::provisioning::scheduling::{
-    ExistingNodeInput, NodePoolInput, Results, Scheduler, SchedulerOptions,
+    BoundPod, ExistingNodeInput, NodePoolInput, Results, Scheduler, SchedulerOptions,
 };
 use karpenter_core::resources::Resources;
 
@@ -670,7 +670,15 @@ impl Outcome {
         };
         let mut per: BTreeMap<String, usize> = BTreeMap::new();
         for node in existing {
-            let n = node.pods.iter().filter(|p| matches(p)).count();
+            let n = node
+                .pods
+                .iter()
+                .filter(|p| {
+                    labels
+                        .iter()
+                        .all(|(k, v)| p.labels.get(*k).map(String::as_str) == Some(*v))
+                })
+                .count();
             if n > 0 {
                 *per.entry(
                     node.labels
@@ -712,7 +720,7 @@ impl Outcome {
             if let Some(Placement::Existing(name)) = &self.placement[i]
                 && let Some(node) = existing.iter_mut().find(|e| &e.name == name)
             {
-                node.pods.push(p.clone());
+                node.pods.extend(BoundPod::all([p]));
             }
         }
         for (n, node) in self.nodes.iter().enumerate() {
@@ -727,7 +735,7 @@ impl Outcome {
                     .collect(),
                 allocatable: it.allocatable().clone(),
                 capacity: it.capacity.clone(),
-                pods: node.pods.iter().map(|&p| pods[p].clone()).collect(),
+                pods: BoundPod::all(node.pods.iter().map(|&p| &pods[p])),
                 initialized: true,
                 node_pool: Some(node.node_pool.clone()),
                 ..Default::default()

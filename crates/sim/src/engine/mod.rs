@@ -18,7 +18,7 @@ use karpenter_api::duration::parse_go_duration;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, NODE_POOL_LABEL, ZONE_LABEL};
 use karpenter_core::cloudprovider::InstanceType;
 use karpenter_core::provisioning::scheduling::{
-    ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
+    BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
 };
 use karpenter_core::resources::{Resources, pod_requests};
 use karpenter_core::scheduling::Requirements;
@@ -657,12 +657,12 @@ impl Simulation {
             if !node.alive() || (!include_in_flight && !node.ready(self.now)) {
                 continue;
             }
-            let pods = self
-                .pods
-                .iter()
-                .filter(|p| !p.done && p.node == Some(n))
-                .map(|p| p.pod.clone())
-                .collect();
+            let pods = BoundPod::all(
+                self.pods
+                    .iter()
+                    .filter(|p| !p.done && p.node == Some(n))
+                    .map(|p| &p.pod),
+            );
             inputs.push(ExistingNodeInput {
                 name: node.name.clone(),
                 labels: node.labels.clone(),

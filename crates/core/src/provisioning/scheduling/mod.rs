@@ -21,7 +21,7 @@ use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_L
 use karpenter_api::{NodePool, Operator};
 
 use existing::ExistingNode;
-pub use existing::ExistingNodeInput;
+pub use existing::{BoundPod, ExistingNodeInput};
 use nodeclaim::{InflightClaim, NodeClaimTemplate, unmet_min_values};
 use topology::{CountedNode, Matching, PodRef, Topology};
 

@@ -3,6 +3,7 @@
 //! with self anti-affinity is one group with 1,000 owners).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -11,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use karpenter_api::Operator;
 use karpenter_api::labels::HOSTNAME_LABEL;
 
+use super::BoundPod;
 use crate::scheduling::{AllowUndefined, Requirement, Requirements, selector, taints};
 
 /// What a group constrains.
@@ -358,7 +360,7 @@ pub struct CountedNode<'a> {
     /// The node's taints.
     pub taints: &'a [Taint],
     /// The pods bound to it.
-    pub pods: &'a [Pod],
+    pub pods: &'a [Arc<BoundPod>],
 }
 
 /// An existing node as topology counts it.
@@ -367,8 +369,8 @@ struct KnownNode {
     requirements: Requirements,
     labels: BTreeMap<String, String>,
     taints: Vec<Taint>,
-    /// Namespace and labels of each pod on it.
-    pods: Vec<(String, BTreeMap<String, String>)>,
+    /// The pods on it (their namespace and labels count).
+    pods: Vec<Arc<BoundPod>>,
 }
 
 /// Why a pod's topology cannot be satisfied on a node.
@@ -432,20 +434,7 @@ impl Topology {
                 if !n.labels.contains_key(HOSTNAME_LABEL) {
                     requirements.add(Requirement::new(HOSTNAME_LABEL, Operator::In, &[n.name]));
                 }
-                let pods = n
-                    .pods
-                    .iter()
-                    .filter(|p| !is_terminal(p))
-                    .map(|p| {
-                        (
-                            p.metadata
-                                .namespace
-                                .clone()
-                                .unwrap_or_else(|| "default".into()),
-                            p.metadata.labels.clone().unwrap_or_default(),
-                        )
-                    })
-                    .collect();
+                let pods = n.pods.to_vec();
                 KnownNode {
                     name: n.name.to_string(),
                     requirements,
@@ -696,28 +685,12 @@ impl Topology {
     /// repels avoid its domains.
     pub fn track_placed_pod(
         &mut self,
-        pod: &Pod,
+        pod: &BoundPod,
         node_labels: &BTreeMap<String, String>,
         node_name: &str,
     ) {
-        let Some(anti) = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.affinity.as_ref())
-            .and_then(|a| a.pod_anti_affinity.as_ref())
-        else {
-            return;
-        };
-        let namespace = pod
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
-        for term in anti
-            .required_during_scheduling_ignored_during_execution
-            .iter()
-            .flatten()
-        {
+        let namespace = pod.namespace.clone();
+        for term in &pod.anti_affinity {
             let group = self.group_for_term(&namespace, GroupKind::AntiAffinity, term);
             let (hosts, universe) = (&self.hosts, &self.universe);
             let i = Self::intern(&mut self.inverse, &mut self.inverse_index, group, |g| {
@@ -965,11 +938,6 @@ impl Topology {
     }
 }
 
-fn is_terminal(pod: &Pod) -> bool {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    matches!(phase, Some("Succeeded" | "Failed")) || pod.metadata.deletion_timestamp.is_some()
-}
-
 /// Makes a new group aware of every domain a NodePool can produce and of the NodeClaims
 /// opened so far (their hostnames).
 fn register_known_domains(
@@ -1007,8 +975,8 @@ fn count_domains(group: &mut TopologyGroup, nodes: &[KnownNode]) {
             continue;
         }
         group.register(&domain);
-        for (namespace, pod_labels) in pods {
-            if group.selects(namespace, pod_labels) {
+        for pod in pods {
+            if !pod.terminating && group.selects(&pod.namespace, &pod.labels) {
                 group.record(&domain);
             }
         }

@@ -2,6 +2,8 @@
 //! watches (the linkerd policy-controller pattern) and by the controller's own writes, so a
 //! decision never waits for its own change to come back round.
 
+pub mod pod;
+
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +19,40 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
+
+pub use pod::{SharedSpec, SpecInterner, StoredPod};
+
+/// What an index can hold: objects with a key and a resourceVersion.
+pub trait Stored {
+    /// `namespace/name`, or `name` for cluster-scoped objects.
+    fn key(&self) -> String;
+    /// The resourceVersion it was read at.
+    fn resource_version(&self) -> Option<&str>;
+}
+
+macro_rules! stored_resource {
+    ($($ty:ty),*) => {$(
+        impl Stored for $ty {
+            fn key(&self) -> String {
+                key_of(self)
+            }
+            fn resource_version(&self) -> Option<&str> {
+                self.meta().resource_version.as_deref()
+            }
+        }
+    )*};
+}
+
+stored_resource!(Node, NodePool, NodeClaim, PodDisruptionBudget, DaemonSet);
+
+impl Stored for StoredPod {
+    fn key(&self) -> String {
+        StoredPod::key(self)
+    }
+    fn resource_version(&self) -> Option<&str> {
+        self.metadata.resource_version.as_deref()
+    }
+}
 
 /// Objects of one kind by `namespace/name` (or `name`).
 pub struct Index<K> {
@@ -52,7 +88,7 @@ fn is_newer(old: Option<&str>, new: Option<&str>) -> bool {
     }
 }
 
-impl<K: Resource> Index<K> {
+impl<K: Stored> Index<K> {
     /// One object.
     pub fn get(&self, key: &str) -> Option<Arc<K>> {
         self.read().get(key).cloned()
@@ -81,14 +117,11 @@ impl<K: Resource> Index<K> {
     /// Records an object (from a watch, or as a write of ours returned it) unless a newer
     /// version is already known.
     pub fn apply(&self, obj: K) {
-        let key = key_of(&obj);
+        let key = obj.key();
         let mut objects = self.write();
-        let newer = objects.get(&key).is_none_or(|old| {
-            is_newer(
-                old.meta().resource_version.as_deref(),
-                obj.meta().resource_version.as_deref(),
-            )
-        });
+        let newer = objects
+            .get(&key)
+            .is_none_or(|old| is_newer(old.resource_version(), obj.resource_version()));
         if newer {
             objects.insert(key, Arc::new(obj));
         }
@@ -96,14 +129,14 @@ impl<K: Resource> Index<K> {
 
     /// Forgets a deleted object.
     pub fn remove(&self, obj: &K) {
-        self.write().remove(&key_of(obj));
+        self.write().remove(&obj.key());
     }
 
     /// Replaces everything after a (re)list.
     pub fn reset(&self, objects: Vec<K>) {
         *self.write() = objects
             .into_iter()
-            .map(|o| (key_of(&o), Arc::new(o)))
+            .map(|o| (o.key(), Arc::new(o)))
             .collect();
         self.synced.store(true, Ordering::Release);
     }
@@ -121,8 +154,10 @@ impl<K: Resource> Index<K> {
 pub struct Cluster {
     /// Nodes.
     pub nodes: Index<Node>,
-    /// Pods (trimmed to what scheduling and draining read, see [`trim_pod`]).
-    pub pods: Index<Pod>,
+    /// Pods, compact (see [`StoredPod`]).
+    pub pods: Index<StoredPod>,
+    /// The pod specs the pods share.
+    pub specs: SpecInterner,
     /// NodePools.
     pub node_pools: Index<NodePool>,
     /// NodeClaims.
@@ -139,6 +174,7 @@ impl Default for Cluster {
         Self {
             nodes: Index::default(),
             pods: Index::default(),
+            specs: SpecInterner::default(),
             node_pools: Index::default(),
             node_claims: Index::default(),
             pdbs: Index::default(),
@@ -186,70 +222,73 @@ impl Cluster {
     }
 
     /// Pods bound to a node.
-    pub fn pods_on(&self, node: &str) -> Vec<Arc<Pod>> {
+    pub fn pods_on(&self, node: &str) -> Vec<Arc<StoredPod>> {
         self.pods
             .all()
             .into_iter()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .filter(|p| p.node_name.as_deref() == Some(node))
             .collect()
     }
 
     /// Starts one watch per kind, feeding the indexes until the tasks are aborted.
     pub fn watch(self: &Arc<Self>, client: &Client) -> Vec<tokio::task::JoinHandle<()>> {
+        fn same<K>(_: &Cluster, k: K) -> K {
+            k
+        }
+        fn pod(c: &Cluster, p: Pod) -> StoredPod {
+            StoredPod::new(p, &c.specs)
+        }
         vec![
-            spawn_watch(self.clone(), Api::all(client.clone()), |c| &c.nodes, |_| {}),
-            spawn_watch(
-                self.clone(),
-                Api::all(client.clone()),
-                |c| &c.pods,
-                trim_pod,
-            ),
+            spawn_watch(self.clone(), Api::all(client.clone()), |c| &c.nodes, same),
+            spawn_watch(self.clone(), Api::all(client.clone()), |c| &c.pods, pod),
             spawn_watch(
                 self.clone(),
                 Api::all(client.clone()),
                 |c| &c.node_pools,
-                |_| {},
+                same,
             ),
             spawn_watch(
                 self.clone(),
                 Api::all(client.clone()),
                 |c| &c.node_claims,
-                |_| {},
+                same,
             ),
-            spawn_watch(self.clone(), Api::all(client.clone()), |c| &c.pdbs, |_| {}),
+            spawn_watch(self.clone(), Api::all(client.clone()), |c| &c.pdbs, same),
             spawn_watch(
                 self.clone(),
                 Api::all(client.clone()),
                 |c| &c.daemonsets,
-                |_| {},
+                same,
             ),
         ]
     }
 }
 
-fn spawn_watch<K>(
+/// Feeds one index from a watch; `convert` turns what the API server sends into what the
+/// index keeps.
+fn spawn_watch<K, T>(
     cluster: Arc<Cluster>,
     api: Api<K>,
-    index: fn(&Cluster) -> &Index<K>,
-    trim: fn(&mut K),
+    index: fn(&Cluster) -> &Index<T>,
+    convert: fn(&Cluster, K) -> T,
 ) -> tokio::task::JoinHandle<()>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default,
+    T: Stored + Send + Sync + 'static,
 {
     tokio::spawn(async move {
         let mut stream = watcher::watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(trim)
             .boxed();
         let mut relisted = Vec::new();
         while let Some(event) = stream.next().await {
             match event {
                 Ok(Event::Init) => relisted.clear(),
-                Ok(Event::InitApply(o)) => relisted.push(o),
+                Ok(Event::InitApply(o)) => relisted.push(convert(&cluster, o)),
                 Ok(Event::InitDone) => index(&cluster).reset(std::mem::take(&mut relisted)),
-                Ok(Event::Apply(o)) => index(&cluster).apply(o),
-                Ok(Event::Delete(o)) => index(&cluster).remove(&o),
+                Ok(Event::Apply(o)) => index(&cluster).apply(convert(&cluster, o)),
+                Ok(Event::Delete(o)) => index(&cluster).remove(&convert(&cluster, o)),
                 Err(e) => {
                     tracing::warn!(kind = %K::kind(&Default::default()), error = %e, "watch failed, retrying");
                     continue;
@@ -260,42 +299,9 @@ where
     })
 }
 
-/// Drops what neither scheduling nor draining reads (images, commands, environment, probes,
-/// volumes' sources, container statuses, managed fields), so 100,000 pods fit in memory.
-pub fn trim_pod(pod: &mut Pod) {
-    pod.metadata.managed_fields = None;
-    if let Some(spec) = pod.spec.as_mut() {
-        for c in spec
-            .containers
-            .iter_mut()
-            .chain(spec.init_containers.iter_mut().flatten())
-        {
-            c.image = None;
-            c.command = None;
-            c.args = None;
-            c.env = None;
-            c.env_from = None;
-            c.volume_mounts = None;
-            c.liveness_probe = None;
-            c.readiness_probe = None;
-            c.startup_probe = None;
-            c.lifecycle = None;
-            c.security_context = None;
-        }
-        spec.volumes = None;
-        spec.ephemeral_containers = None;
-    }
-    if let Some(status) = pod.status.as_mut() {
-        status.container_statuses = None;
-        status.init_container_statuses = None;
-        status.ephemeral_container_statuses = None;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::ResourceExt;
 
     fn node(name: &str, rv: &str) -> Node {
         let mut n = Node::default();
@@ -310,12 +316,12 @@ mod tests {
         index.apply(node("a", "5"));
         index.apply(node("a", "3"));
         assert_eq!(
-            index.get("a").unwrap().resource_version().as_deref(),
+            index.get("a").unwrap().metadata.resource_version.as_deref(),
             Some("5")
         );
         index.apply(node("a", "7"));
         assert_eq!(
-            index.get("a").unwrap().resource_version().as_deref(),
+            index.get("a").unwrap().metadata.resource_version.as_deref(),
             Some("7")
         );
         index.remove(&node("a", "8"));

@@ -1,0 +1,305 @@
+//! Pods as cluster state keeps them. A `Pod` from k8s-openapi is over 4 KB before any of its
+//! strings (every optional field of the spec and its containers is inline), so 100,000 of them
+//! would not fit the memory a controller may use. A [`StoredPod`] keeps the metadata and the
+//! status fields the controller reads, and shares its spec with every pod of the same
+//! template: specs are interned, so a ReplicaSet's thousand pods hold one spec between them.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex, Weak};
+
+use k8s_openapi::api::core::v1::{
+    ObjectReference, Pod, PodAffinityTerm, PodCondition, PodSpec, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use karpenter_core::provisioning::scheduling::BoundPod;
+use karpenter_core::resources::{Resources, pod_requests};
+use karpenter_core::scheduling::hostports::{self, HostPort};
+
+/// A pod template's spec and what scheduling derives from it, computed once per template.
+#[derive(Debug)]
+pub struct SharedSpec {
+    /// The spec, without `nodeName` and without what neither scheduling nor draining reads.
+    pub spec: PodSpec,
+    /// Its requests (init containers, sidecars and overhead included).
+    pub requests: Resources,
+    /// Host ports it binds.
+    pub host_ports: Vec<HostPort>,
+    /// Its required pod anti-affinity terms.
+    pub anti_affinity: Vec<PodAffinityTerm>,
+}
+
+/// A pod in cluster state.
+#[derive(Clone, Debug)]
+pub struct StoredPod {
+    /// Metadata, without managed fields or `last-applied-configuration`.
+    pub metadata: ObjectMeta,
+    /// The node it is bound to.
+    pub node_name: Option<String>,
+    /// `status.phase`.
+    pub phase: Option<String>,
+    /// The `PodScheduled` and `Ready` conditions.
+    pub conditions: Vec<PodCondition>,
+    /// `status.nominatedNodeName`.
+    pub nominated_node_name: Option<String>,
+    /// `status.startTime`.
+    pub start_time: Option<Time>,
+    /// The spec, shared.
+    pub spec: Arc<SharedSpec>,
+}
+
+/// Hands out one [`SharedSpec`] per distinct spec.
+#[derive(Default)]
+pub struct SpecInterner {
+    specs: Mutex<(HashMap<u64, Weak<SharedSpec>>, usize)>,
+}
+
+fn trim_spec(spec: &mut PodSpec) {
+    spec.node_name = None;
+    for c in spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten())
+    {
+        c.image = None;
+        c.command = None;
+        c.args = None;
+        c.env = None;
+        c.env_from = None;
+        c.volume_mounts = None;
+        c.liveness_probe = None;
+        c.readiness_probe = None;
+        c.startup_probe = None;
+        c.lifecycle = None;
+        c.security_context = None;
+        c.working_dir = None;
+        c.termination_message_path = None;
+        c.termination_message_policy = None;
+        c.image_pull_policy = None;
+    }
+    spec.volumes = None;
+    spec.ephemeral_containers = None;
+    spec.image_pull_secrets = None;
+}
+
+impl SpecInterner {
+    /// The shared form of `spec` (trimmed first).
+    pub fn intern(&self, mut spec: PodSpec) -> Arc<SharedSpec> {
+        trim_spec(&mut spec);
+        let mut hasher = DefaultHasher::new();
+        serde_json::to_vec(&spec)
+            .unwrap_or_default()
+            .hash(&mut hasher);
+        let key = hasher.finish();
+        let mut guard = self.specs.lock().unwrap_or_else(|e| e.into_inner());
+        let (specs, inserts) = &mut *guard;
+        if let Some(shared) = specs.get(&key).and_then(Weak::upgrade)
+            && shared.spec == spec
+        {
+            return shared;
+        }
+        let pod = Pod {
+            spec: Some(spec),
+            ..Default::default()
+        };
+        let shared = Arc::new(SharedSpec {
+            requests: pod_requests(&pod).unwrap_or_default(),
+            host_ports: hostports::host_ports(&pod),
+            anti_affinity: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.affinity.as_ref())
+                .and_then(|a| a.pod_anti_affinity.as_ref())
+                .and_then(|a| {
+                    a.required_during_scheduling_ignored_during_execution
+                        .clone()
+                })
+                .unwrap_or_default(),
+            spec: pod.spec.unwrap_or_default(),
+        });
+        specs.insert(key, Arc::downgrade(&shared));
+        *inserts += 1;
+        if *inserts % 4096 == 0 {
+            specs.retain(|_, w| w.strong_count() > 0);
+        }
+        shared
+    }
+
+    /// How many distinct specs are alive.
+    pub fn len(&self) -> usize {
+        let guard = self.specs.lock().unwrap_or_else(|e| e.into_inner());
+        guard.0.values().filter(|w| w.strong_count() > 0).count()
+    }
+
+    /// Whether none are.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl StoredPod {
+    /// Keeps what the controller reads of a pod.
+    pub fn new(pod: Pod, specs: &SpecInterner) -> Self {
+        let mut metadata = pod.metadata;
+        metadata.managed_fields = None;
+        if let Some(a) = metadata.annotations.as_mut() {
+            a.remove("kubectl.kubernetes.io/last-applied-configuration");
+        }
+        let spec = pod.spec.unwrap_or_default();
+        let node_name = spec.node_name.clone().filter(|n| !n.is_empty());
+        let status = pod.status.unwrap_or_default();
+        Self {
+            metadata,
+            node_name,
+            phase: status.phase,
+            conditions: status
+                .conditions
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|c| c.type_ == "PodScheduled" || c.type_ == "Ready")
+                .collect(),
+            nominated_node_name: status.nominated_node_name,
+            start_time: status.start_time,
+            spec: specs.intern(spec),
+        }
+    }
+
+    /// The pod again, as the scheduler and the predicates in [`crate::pods`] take it.
+    pub fn to_pod(&self) -> Pod {
+        let mut spec = self.spec.spec.clone();
+        spec.node_name = self.node_name.clone();
+        Pod {
+            metadata: self.metadata.clone(),
+            spec: Some(spec),
+            status: Some(PodStatus {
+                phase: self.phase.clone(),
+                conditions: Some(self.conditions.clone()).filter(|c| !c.is_empty()),
+                nominated_node_name: self.nominated_node_name.clone(),
+                start_time: self.start_time.clone(),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.metadata.namespace.as_deref().unwrap_or("default"),
+            self.metadata.name.as_deref().unwrap_or_default()
+        )
+    }
+
+    /// Succeeded or Failed.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.phase.as_deref(), Some("Succeeded" | "Failed"))
+    }
+
+    fn owned_by(&self, kind: &str) -> bool {
+        self.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.kind == kind)
+    }
+
+    /// Owned by a DaemonSet.
+    pub fn is_daemonset_pod(&self) -> bool {
+        self.owned_by("DaemonSet")
+    }
+
+    /// As scheduling sees it on its node; `None` once it finished.
+    pub fn bound(&self) -> Option<BoundPod> {
+        if self.is_terminal() {
+            return None;
+        }
+        Some(BoundPod {
+            namespace: self
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            labels: self.metadata.labels.clone().unwrap_or_default(),
+            requests: self.spec.requests.clone(),
+            host_ports: self.spec.host_ports.clone(),
+            daemonset: self.is_daemonset_pod(),
+            anti_affinity: self.spec.anti_affinity.clone(),
+            terminating: self.metadata.deletion_timestamp.is_some(),
+        })
+    }
+
+    /// A reference for events about it.
+    pub fn reference(&self) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: self.metadata.name.clone(),
+            namespace: self.metadata.namespace.clone(),
+            uid: self.metadata.uid.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str, node: Option<&str>) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns", "labels": {"app": "web"},
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}", "keep": "me"}},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "big/image:1", "env": [{"name": "A", "value": "1"}],
+                "resources": {"requests": {"cpu": "250m"}}, "ports": [{"containerPort": 80, "hostPort": 8080}]}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}]},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn pods_of_one_template_share_their_spec() {
+        let specs = SpecInterner::default();
+        let a = StoredPod::new(pod("a", Some("n1")), &specs);
+        let b = StoredPod::new(pod("b", Some("n2")), &specs);
+        assert!(
+            Arc::ptr_eq(&a.spec, &b.spec),
+            "nodeName does not split templates"
+        );
+        assert_eq!(specs.len(), 1);
+        assert_eq!(
+            (a.node_name.as_deref(), b.node_name.as_deref()),
+            (Some("n1"), Some("n2"))
+        );
+        assert_eq!(a.spec.requests.cpu, 250);
+        assert_eq!(a.spec.host_ports.len(), 1);
+        drop((a, b));
+        assert!(specs.is_empty(), "specs go with their pods");
+    }
+
+    #[test]
+    fn round_trips_what_scheduling_and_draining_read() {
+        let specs = SpecInterner::default();
+        let original = pod("a", Some("n1"));
+        let back = StoredPod::new(original.clone(), &specs).to_pod();
+        assert_eq!(back.metadata.name, original.metadata.name);
+        assert_eq!(back.metadata.labels, original.metadata.labels);
+        assert_eq!(
+            back.metadata.annotations.as_ref().unwrap().len(),
+            1,
+            "last-applied-configuration dropped"
+        );
+        assert_eq!(back.spec.as_ref().unwrap().node_name.as_deref(), Some("n1"));
+        assert_eq!(
+            pod_requests(&back).unwrap(),
+            pod_requests(&original).unwrap()
+        );
+        assert_eq!(
+            hostports::host_ports(&back),
+            hostports::host_ports(&original)
+        );
+        let conditions = back.status.unwrap().conditions.unwrap();
+        assert_eq!(conditions.len(), 1, "only PodScheduled and Ready are kept");
+        assert!(back.spec.unwrap().containers[0].image.is_none());
+    }
+}
