@@ -33,12 +33,7 @@ pub fn is_mirror_pod(pod: &StoredPod) -> bool {
 /// kube-scheduler marked it Unschedulable, it is not bound or nominated for preemption, and
 /// it is neither a DaemonSet nor a static pod — upstream's `IsProvisionable`.
 pub fn is_provisionable(pod: &StoredPod) -> bool {
-    let unschedulable = pod.conditions.iter().any(|c| {
-        c.type_ == "PodScheduled"
-            && c.status == "False"
-            && c.reason.as_deref() == Some("Unschedulable")
-    });
-    unschedulable
+    pod.unschedulable
         && pod.node_name.is_none()
         && pod.nominated_node_name.as_deref().is_none_or(str::is_empty)
         && pod.metadata.deletion_timestamp.is_none()

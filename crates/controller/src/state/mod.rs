@@ -133,11 +133,8 @@ impl<K: Stored> Index<K> {
     }
 
     /// Replaces everything after a (re)list.
-    pub fn reset(&self, objects: Vec<K>) {
-        *self.write() = objects
-            .into_iter()
-            .map(|o| (o.key(), Arc::new(o)))
-            .collect();
+    pub fn reset(&self, objects: Vec<Arc<K>>) {
+        *self.write() = objects.into_iter().map(|o| (o.key(), o)).collect();
         self.synced.store(true, Ordering::Release);
     }
 
@@ -285,7 +282,7 @@ where
         while let Some(event) = stream.next().await {
             match event {
                 Ok(Event::Init) => relisted.clear(),
-                Ok(Event::InitApply(o)) => relisted.push(convert(&cluster, o)),
+                Ok(Event::InitApply(o)) => relisted.push(Arc::new(convert(&cluster, o))),
                 Ok(Event::InitDone) => index(&cluster).reset(std::mem::take(&mut relisted)),
                 Ok(Event::Apply(o)) => index(&cluster).apply(convert(&cluster, o)),
                 Ok(Event::Delete(o)) => index(&cluster).remove(&convert(&cluster, o)),
@@ -327,7 +324,7 @@ mod tests {
         index.remove(&node("a", "8"));
         assert!(index.get("a").is_none());
         assert!(!index.synced());
-        index.reset(vec![node("b", "1")]);
+        index.reset(vec![Arc::new(node("b", "1"))]);
         assert!(index.synced());
         assert_eq!(index.len(), 1);
     }

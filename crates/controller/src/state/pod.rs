@@ -1,10 +1,10 @@
 //! Pods as cluster state keeps them. A `Pod` from k8s-openapi is over 4 KB before any of its
 //! strings (every optional field of the spec and its containers is inline), so 100,000 of them
 //! would not fit the memory a controller may use. A [`StoredPod`] keeps the metadata and the
-//! status fields the controller reads, and shares its spec with every pod of the same
-//! template: specs are interned, so a ReplicaSet's thousand pods hold one spec between them.
+//! status fields the controller reads, and shares its spec and labels with every pod of the
+//! same template: both are interned, so a ReplicaSet's thousand pods hold one of each.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -32,14 +32,19 @@ pub struct SharedSpec {
 /// A pod in cluster state.
 #[derive(Clone, Debug)]
 pub struct StoredPod {
-    /// Metadata, without managed fields or `last-applied-configuration`.
+    /// Metadata, without labels (see `labels`), managed fields or
+    /// `last-applied-configuration`.
     pub metadata: ObjectMeta,
+    /// Its labels, shared.
+    pub labels: Arc<BTreeMap<String, String>>,
     /// The node it is bound to.
     pub node_name: Option<String>,
     /// `status.phase`.
     pub phase: Option<String>,
-    /// The `PodScheduled` and `Ready` conditions.
-    pub conditions: Vec<PodCondition>,
+    /// kube-scheduler set `PodScheduled=False` with reason `Unschedulable`.
+    pub unschedulable: bool,
+    /// The `Ready` condition is `True`.
+    pub ready: bool,
     /// `status.nominatedNodeName`.
     pub nominated_node_name: Option<String>,
     /// `status.startTime`.
@@ -48,10 +53,54 @@ pub struct StoredPod {
     pub spec: Arc<SharedSpec>,
 }
 
-/// Hands out one [`SharedSpec`] per distinct spec.
+/// One shared value per distinct value, kept while someone holds it.
+struct Interner<T> {
+    values: Mutex<(HashMap<u64, Weak<T>>, usize)>,
+}
+
+impl<T> Default for Interner<T> {
+    fn default() -> Self {
+        Self {
+            values: Mutex::new((HashMap::new(), 0)),
+        }
+    }
+}
+
+impl<T> Interner<T> {
+    /// The value with this hash that `same` accepts, or a new one from `make`.
+    fn get_or_make(
+        &self,
+        hash: u64,
+        same: impl Fn(&T) -> bool,
+        make: impl FnOnce() -> T,
+    ) -> Arc<T> {
+        let mut guard = self.values.lock().unwrap_or_else(|e| e.into_inner());
+        let (values, inserts) = &mut *guard;
+        if let Some(shared) = values.get(&hash).and_then(Weak::upgrade)
+            && same(&shared)
+        {
+            return shared;
+        }
+        let shared = Arc::new(make());
+        values.insert(hash, Arc::downgrade(&shared));
+        *inserts += 1;
+        if *inserts % 4096 == 0 {
+            values.retain(|_, w| w.strong_count() > 0);
+        }
+        shared
+    }
+
+    fn live(&self) -> usize {
+        let guard = self.values.lock().unwrap_or_else(|e| e.into_inner());
+        guard.0.values().filter(|w| w.strong_count() > 0).count()
+    }
+}
+
+/// Hands out one [`SharedSpec`] per distinct spec, and one label map per distinct map.
 #[derive(Default)]
 pub struct SpecInterner {
-    specs: Mutex<(HashMap<u64, Weak<SharedSpec>>, usize)>,
+    specs: Interner<SharedSpec>,
+    labels: Interner<BTreeMap<String, String>>,
 }
 
 fn trim_spec(spec: &mut PodSpec) {
@@ -90,45 +139,42 @@ impl SpecInterner {
         serde_json::to_vec(&spec)
             .unwrap_or_default()
             .hash(&mut hasher);
-        let key = hasher.finish();
-        let mut guard = self.specs.lock().unwrap_or_else(|e| e.into_inner());
-        let (specs, inserts) = &mut *guard;
-        if let Some(shared) = specs.get(&key).and_then(Weak::upgrade)
-            && shared.spec == spec
-        {
-            return shared;
-        }
-        let pod = Pod {
-            spec: Some(spec),
-            ..Default::default()
+        let hash = hasher.finish();
+        let same = |s: &SharedSpec| s.spec == spec;
+        let make = || {
+            let pod = Pod {
+                spec: Some(spec.clone()),
+                ..Default::default()
+            };
+            SharedSpec {
+                requests: pod_requests(&pod).unwrap_or_default(),
+                host_ports: hostports::host_ports(&pod),
+                anti_affinity: spec
+                    .affinity
+                    .as_ref()
+                    .and_then(|a| a.pod_anti_affinity.as_ref())
+                    .and_then(|a| {
+                        a.required_during_scheduling_ignored_during_execution
+                            .clone()
+                    })
+                    .unwrap_or_default(),
+                spec: spec.clone(),
+            }
         };
-        let shared = Arc::new(SharedSpec {
-            requests: pod_requests(&pod).unwrap_or_default(),
-            host_ports: hostports::host_ports(&pod),
-            anti_affinity: pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.affinity.as_ref())
-                .and_then(|a| a.pod_anti_affinity.as_ref())
-                .and_then(|a| {
-                    a.required_during_scheduling_ignored_during_execution
-                        .clone()
-                })
-                .unwrap_or_default(),
-            spec: pod.spec.unwrap_or_default(),
-        });
-        specs.insert(key, Arc::downgrade(&shared));
-        *inserts += 1;
-        if *inserts % 4096 == 0 {
-            specs.retain(|_, w| w.strong_count() > 0);
-        }
-        shared
+        self.specs.get_or_make(hash, same, make)
+    }
+
+    /// The shared form of a label map.
+    pub fn labels(&self, labels: BTreeMap<String, String>) -> Arc<BTreeMap<String, String>> {
+        let mut hasher = DefaultHasher::new();
+        labels.hash(&mut hasher);
+        self.labels
+            .get_or_make(hasher.finish(), |l| *l == labels, || labels.clone())
     }
 
     /// How many distinct specs are alive.
     pub fn len(&self) -> usize {
-        let guard = self.specs.lock().unwrap_or_else(|e| e.into_inner());
-        guard.0.values().filter(|w| w.strong_count() > 0).count()
+        self.specs.live()
     }
 
     /// Whether none are.
@@ -142,22 +188,30 @@ impl StoredPod {
     pub fn new(pod: Pod, specs: &SpecInterner) -> Self {
         let mut metadata = pod.metadata;
         metadata.managed_fields = None;
+        let labels = specs.labels(metadata.labels.take().unwrap_or_default());
         if let Some(a) = metadata.annotations.as_mut() {
             a.remove("kubectl.kubernetes.io/last-applied-configuration");
         }
         let spec = pod.spec.unwrap_or_default();
         let node_name = spec.node_name.clone().filter(|n| !n.is_empty());
         let status = pod.status.unwrap_or_default();
+        let condition = |type_: &str| {
+            status
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == type_)
+                .map(|c| (c.status.as_str(), c.reason.as_deref()))
+        };
+        let unschedulable = condition("PodScheduled") == Some(("False", Some("Unschedulable")));
+        let ready = condition("Ready").is_some_and(|(s, _)| s == "True");
         Self {
             metadata,
+            labels,
             node_name,
             phase: status.phase,
-            conditions: status
-                .conditions
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|c| c.type_ == "PodScheduled" || c.type_ == "Ready")
-                .collect(),
+            unschedulable,
+            ready,
             nominated_node_name: status.nominated_node_name,
             start_time: status.start_time,
             spec: specs.intern(spec),
@@ -168,12 +222,30 @@ impl StoredPod {
     pub fn to_pod(&self) -> Pod {
         let mut spec = self.spec.spec.clone();
         spec.node_name = self.node_name.clone();
+        let mut metadata = self.metadata.clone();
+        metadata.labels = Some((*self.labels).clone()).filter(|l| !l.is_empty());
+        let mut conditions = Vec::new();
+        if self.unschedulable {
+            conditions.push(PodCondition {
+                type_: "PodScheduled".into(),
+                status: "False".into(),
+                reason: Some("Unschedulable".into()),
+                ..Default::default()
+            });
+        }
+        if self.ready {
+            conditions.push(PodCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            });
+        }
         Pod {
-            metadata: self.metadata.clone(),
+            metadata,
             spec: Some(spec),
             status: Some(PodStatus {
                 phase: self.phase.clone(),
-                conditions: Some(self.conditions.clone()).filter(|c| !c.is_empty()),
+                conditions: Some(conditions).filter(|c| !c.is_empty()),
                 nominated_node_name: self.nominated_node_name.clone(),
                 start_time: self.start_time.clone(),
                 ..Default::default()
@@ -219,7 +291,7 @@ impl StoredPod {
                 .namespace
                 .clone()
                 .unwrap_or_else(|| "default".into()),
-            labels: self.metadata.labels.clone().unwrap_or_default(),
+            labels: self.labels.clone(),
             requests: self.spec.requests.clone(),
             host_ports: self.spec.host_ports.clone(),
             daemonset: self.is_daemonset_pod(),
@@ -266,6 +338,7 @@ mod tests {
             Arc::ptr_eq(&a.spec, &b.spec),
             "nodeName does not split templates"
         );
+        assert!(Arc::ptr_eq(&a.labels, &b.labels));
         assert_eq!(specs.len(), 1);
         assert_eq!(
             (a.node_name.as_deref(), b.node_name.as_deref()),
@@ -300,6 +373,7 @@ mod tests {
         );
         let conditions = back.status.unwrap().conditions.unwrap();
         assert_eq!(conditions.len(), 1, "only PodScheduled and Ready are kept");
+        assert_eq!(conditions[0].type_, "Ready");
         assert!(back.spec.unwrap().containers[0].image.is_none());
     }
 }

@@ -42,8 +42,8 @@ pub struct ExistingNodeInput {
 pub struct BoundPod {
     /// The pod's namespace.
     pub namespace: String,
-    /// The pod's labels.
-    pub labels: BTreeMap<String, String>,
+    /// The pod's labels (shared: pods of one template have the same).
+    pub labels: Arc<BTreeMap<String, String>>,
     /// What the pod requests (init containers, sidecars and overhead included).
     pub requests: Resources,
     /// Host ports the pod binds.
@@ -68,7 +68,7 @@ impl BoundPod {
                 .namespace
                 .clone()
                 .unwrap_or_else(|| "default".into()),
-            labels: pod.metadata.labels.clone().unwrap_or_default(),
+            labels: Arc::new(pod.metadata.labels.clone().unwrap_or_default()),
             requests: pod_requests(pod).unwrap_or_default(),
             host_ports: hostports::host_ports(pod),
             daemonset: is_daemonset_pod(pod),
