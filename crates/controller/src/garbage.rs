@@ -6,7 +6,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
-use karpenter_api::NodeClaim;
 use karpenter_api::nodeclaim::condition::REGISTERED;
 use kube::ResourceExt;
 
@@ -68,7 +67,6 @@ pub async fn collect<P: CloudProvider>(ctx: &Context<P>) -> Result<Collected, Er
         .iter()
         .filter_map(|i| i.status.as_ref()?.provider_id.clone())
         .collect();
-    let api: kube::Api<NodeClaim> = kube::Api::all(ctx.client.clone());
     for claim in &claims {
         let Some(id) = claim.status.as_ref().and_then(|s| s.provider_id.clone()) else {
             continue;
@@ -90,14 +88,10 @@ pub async fn collect<P: CloudProvider>(ctx: &Context<P>) -> Result<Collected, Er
         {
             continue;
         }
-        match api.delete(&claim.name_any(), &Default::default()).await {
-            Ok(_) => {
-                tracing::info!(nodeclaim = %claim.name_any(), "deleting nodeclaim whose instance is gone");
-                collected.node_claims.push(claim.name_any());
-            }
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
+        ctx.delete_claim(&claim.name_any(), &Default::default())
+            .await?;
+        tracing::info!(nodeclaim = %claim.name_any(), "deleting nodeclaim whose instance is gone");
+        collected.node_claims.push(claim.name_any());
     }
     Ok(collected)
 }

@@ -18,6 +18,7 @@ pub mod pods;
 pub mod provisioning;
 pub mod state;
 pub mod termination;
+mod writes;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -22,14 +22,15 @@ use karpenter_api::nodeclaim::condition::{
     INITIALIZED, INSTANCE_TERMINATING, LAUNCHED, READY, REGISTERED,
 };
 use karpenter_core::resources::Resources;
-use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::{Api, Resource, ResourceExt};
+use kube::api::DeleteParams;
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::cloudprovider::{CloudProvider, CloudProviderError};
 use crate::conditions;
 use crate::events::warning;
 use crate::metrics::labels;
+use crate::writes::{allow_missing_write, without_finalizer};
 use crate::{Context, Error};
 
 /// Upstream's `LaunchTimeout`.
@@ -112,18 +113,9 @@ async fn patch_status<P: CloudProvider>(
     claim: &NodeClaim,
     status: &karpenter_api::NodeClaimStatus,
 ) -> Result<(), Error> {
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let patch =
         json!({"metadata": {"resourceVersion": claim.resource_version()}, "status": status});
-    let updated = api
-        .patch_status(
-            &claim.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await?;
-    ctx.cluster.node_claims.apply(updated);
-    Ok(())
+    ctx.patch_claim_status(&claim.name_any(), patch).await
 }
 
 async fn delete_claim<P: CloudProvider>(
@@ -131,7 +123,6 @@ async fn delete_claim<P: CloudProvider>(
     claim: &NodeClaim,
     reason: &str,
 ) -> Result<(), Error> {
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let params = DeleteParams {
         preconditions: Some(kube::api::Preconditions {
             uid: claim.uid(),
@@ -139,11 +130,7 @@ async fn delete_claim<P: CloudProvider>(
         }),
         ..Default::default()
     };
-    match api.delete(&claim.name_any(), &params).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
-        Err(e) => return Err(e.into()),
-    }
+    ctx.delete_claim(&claim.name_any(), &params).await?;
     ctx.metrics
         .nodeclaims_disrupted
         .get_or_create(&labels(&[
@@ -162,21 +149,12 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, claim: &NodeClaim) ->
     if claim.metadata.deletion_timestamp.is_some() {
         return finalize(ctx, claim, now).await;
     }
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     if !has_finalizer(claim) {
         // Never launch an instance the controller could not clean up.
         let mut finalizers = claim.finalizers().to_vec();
         finalizers.push(TERMINATION_FINALIZER.into());
         let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": claim.resource_version()}});
-        let updated = api
-            .patch(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await?;
-        ctx.cluster.node_claims.apply(updated);
-        return Ok(());
+        return ctx.patch_claim(&claim.name_any(), patch).await;
     }
     let status = claim.status.clone().unwrap_or_default();
     if status.provider_id.is_none() {
@@ -257,17 +235,9 @@ async fn launch<P: CloudProvider>(
     // Labels the instance has (zone, instance type, capacity type, …) join the claim's.
     let mut claim_labels: BTreeMap<String, String> = launched.labels().clone();
     claim_labels.extend(claim.labels().clone());
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     if claim_labels != *claim.labels() {
         let patch = json!({"metadata": {"labels": claim_labels}});
-        let updated = api
-            .patch(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await?;
-        ctx.cluster.node_claims.apply(updated);
+        ctx.patch_claim(&claim.name_any(), patch).await?;
     }
     let claim = ctx
         .cluster
@@ -365,11 +335,7 @@ async fn register<P: CloudProvider>(
         "metadata": {"labels": labels, "finalizers": finalizers, "ownerReferences": owners, "resourceVersion": node.resource_version()},
         "spec": {"taints": taints},
     });
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
-    let updated = nodes
-        .patch(&node_name, &PatchParams::default(), &Patch::Merge(patch))
-        .await?;
-    ctx.cluster.nodes.apply(updated);
+    ctx.patch_node(&node_name, patch).await?;
     let mut status = status;
     status.node_name = Some(node_name.clone());
     conditions::set(
@@ -469,16 +435,8 @@ async fn initialize<P: CloudProvider>(
         }
         return Ok(());
     }
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
     let patch = json!({"metadata": {"labels": {NODE_INITIALIZED_LABEL: "true"}}});
-    let updated = nodes
-        .patch(
-            &node.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await?;
-    ctx.cluster.nodes.apply(updated);
+    ctx.patch_node(&node.name_any(), patch).await?;
     conditions::set(
         &mut status.conditions,
         INITIALIZED,
@@ -501,7 +459,6 @@ async fn finalize<P: CloudProvider>(
     if !has_finalizer(claim) {
         return Ok(());
     }
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     if let (Some(tgp), Some(deleted)) = (
         claim.spec.termination_grace_period,
         claim.metadata.deletion_timestamp.as_ref(),
@@ -514,30 +471,14 @@ async fn finalize<P: CloudProvider>(
             .saturating_add(SignedDuration::try_from(tgp.0).unwrap_or(SignedDuration::MAX))
             .unwrap_or(deleted.0);
         let patch = json!({"metadata": {"annotations": {NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION: deadline.to_string()}}});
-        let updated = api
-            .patch(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await?;
-        ctx.cluster.node_claims.apply(updated);
-        return Ok(());
+        return ctx.patch_claim(&claim.name_any(), patch).await;
     }
     let status = claim.status.clone().unwrap_or_default();
     if let Some(provider_id) = status.provider_id.as_deref() {
         if let Some(node) = ctx.cluster.node_for_provider_id(provider_id) {
             // The Node's own finalizer drains it; the instance goes once the Node is gone.
             if node.metadata.deletion_timestamp.is_none() {
-                let nodes: Api<Node> = Api::all(ctx.client.clone());
-                match nodes
-                    .delete(&node.name_any(), &DeleteParams::default())
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(e) => return Err(e.into()),
-                }
+                ctx.delete_node(&node.name_any()).await?;
             }
             return Ok(());
         }
@@ -560,25 +501,10 @@ async fn finalize<P: CloudProvider>(
             Err(e) => return Err(Error::Cloud(e)),
         }
     }
-    let finalizers: Vec<String> = claim
-        .finalizers()
-        .iter()
-        .filter(|f| *f != TERMINATION_FINALIZER)
-        .cloned()
-        .collect();
-    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": claim.resource_version()}});
-    match api
-        .patch(
-            &claim.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await
-    {
-        Ok(updated) => ctx.cluster.node_claims.apply(updated),
-        Err(kube::Error::Api(e)) if e.code == 404 => {}
-        Err(e) => return Err(e.into()),
-    }
+    allow_missing_write(
+        ctx.patch_claim(&claim.name_any(), without_finalizer(claim))
+            .await,
+    )?;
     ctx.metrics
         .nodeclaims_terminated
         .get_or_create(&labels(&[
@@ -596,12 +522,7 @@ pub async fn run<P: CloudProvider>(
     shutdown: tokio_util::sync::CancellationToken,
 ) {
     let mut changes = ctx.cluster.subscribe();
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = changes.changed() => {}
-            _ = tokio::time::sleep(ctx.options.resync) => {}
-        }
+    while ctx.next_pass(&mut changes, &shutdown).await {
         if !ctx.is_leader() || !ctx.cluster.node_claims.synced() {
             continue;
         }

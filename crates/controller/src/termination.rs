@@ -18,7 +18,7 @@ use karpenter_api::labels::{
     NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION, NODE_POOL_LABEL, TERMINATION_FINALIZER,
 };
 use karpenter_core::scheduling::taints;
-use kube::api::{DeleteParams, EvictParams, Patch, PatchParams};
+use kube::api::{DeleteParams, EvictParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -26,6 +26,7 @@ use crate::cloudprovider::{CloudProvider, CloudProviderError};
 use crate::events::{normal, warning};
 use crate::metrics::labels;
 use crate::state::StoredPod;
+use crate::writes::{allow_missing_write, without_finalizer};
 use crate::{Context, Error, pods};
 
 /// A pod deleted more than this long ago is stuck (its kubelet is gone) and not waited for.
@@ -97,7 +98,6 @@ fn termination_deadline(claim: Option<&NodeClaim>) -> Option<Timestamp> {
 pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Result<(), Error> {
     let now = Timestamp::now();
     let name = node.name_any();
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
     let provider_id = node
         .spec
         .as_ref()
@@ -108,12 +108,8 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
         .as_ref()
         .filter(|c| c.metadata.deletion_timestamp.is_none())
     {
-        let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-        match api.delete(&c.name_any(), &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
+        ctx.delete_claim(&c.name_any(), &DeleteParams::default())
+            .await?;
     }
     let taints: Vec<Taint> = node
         .spec
@@ -133,11 +129,7 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
             "metadata": {"labels": {EXCLUDE_FROM_LOAD_BALANCERS_LABEL: "karpenter"}, "resourceVersion": node.resource_version()},
             "spec": {"taints": taints},
         });
-        let updated = nodes
-            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await?;
-        ctx.cluster.nodes.apply(updated);
-        return Ok(());
+        return ctx.patch_node(&name, patch).await;
     }
     let deadline = termination_deadline(claim.as_deref());
     let on_node = ctx.cluster.pods_on(&name);
@@ -161,22 +153,7 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
             Err(e) => return Err(Error::Cloud(e)),
         }
     }
-    let finalizers: Vec<String> = node
-        .finalizers()
-        .iter()
-        .filter(|f| *f != TERMINATION_FINALIZER)
-        .cloned()
-        .collect();
-    let patch =
-        json!({"metadata": {"finalizers": finalizers, "resourceVersion": node.resource_version()}});
-    match nodes
-        .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-    {
-        Ok(updated) => ctx.cluster.nodes.apply(updated),
-        Err(kube::Error::Api(e)) if e.code == 404 => {}
-        Err(e) => return Err(e.into()),
-    }
+    allow_missing_write(ctx.patch_node(&name, without_finalizer(node)).await)?;
     ctx.drains.reset(&name);
     let pool = node
         .labels()
@@ -304,12 +281,7 @@ pub async fn run<P: CloudProvider>(
     shutdown: tokio_util::sync::CancellationToken,
 ) {
     let mut changes = ctx.cluster.subscribe();
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = changes.changed() => {}
-            _ = tokio::time::sleep(ctx.options.resync) => {}
-        }
+    while ctx.next_pass(&mut changes, &shutdown).await {
         if !ctx.is_leader() || !ctx.cluster.synced() {
             continue;
         }
