@@ -474,3 +474,86 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
     assert!(server.list::<NodeClaim>().len() >= claims);
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_no_instance_type_fits_gets_failed_scheduling() {
+    let server = setup(json!({}));
+    let running = start(&server, options());
+    server.create(&pod("huge", "1000", json!({}))).unwrap();
+    let event = eventually(WAIT, || {
+        server
+            .list::<Event>()
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("FailedScheduling"))
+    })
+    .await
+    .expect("a FailedScheduling event");
+    assert_eq!(event.involved_object.name.as_deref(), Some("huge"));
+    assert!(
+        event
+            .message
+            .unwrap()
+            .starts_with("Failed to schedule pod, ")
+    );
+    assert!(
+        server.list::<NodeClaim>().is_empty(),
+        "nothing launched for it"
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_metrics_endpoints() {
+    use tower::ServiceExt;
+    let server = setup(json!({}));
+    let running = start(&server, options());
+    let get = |path: &str| {
+        axum::http::Request::get(path)
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    let health = karpenter_controller::admin::health_router(running.ctx.clone());
+    let live = health.clone().oneshot(get("/healthz")).await.unwrap();
+    assert_eq!(live.status(), 200);
+    eventually(WAIT, || running.ctx.cluster.synced().then_some(()))
+        .await
+        .expect("synced");
+    let ready = health.oneshot(get("/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 200);
+    let metrics = karpenter_controller::admin::metrics_router(running.ctx.clone())
+        .oneshot(get("/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(metrics.status(), 200);
+    let body = axum::body::to_bytes(metrics.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    assert!(text.contains("karpenter_cluster_state_synced 1"), "{text}");
+    assert!(text.contains("karpenter_build_info{version="));
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_waits_for_cluster_state() {
+    use tower::ServiceExt;
+    let server = setup(json!({}));
+    // Lists of pods fail, so state never completes.
+    server.inject(Fault::error(
+        Some(Verb::List),
+        Some("pods"),
+        StatusCode::INTERNAL_SERVER_ERROR,
+    ));
+    let running = start(&server, options());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ready = karpenter_controller::admin::health_router(running.ctx.clone())
+        .oneshot(
+            axum::http::Request::get("/readyz")
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    running.stop().await;
+}
