@@ -179,7 +179,7 @@ async fn launch<P: CloudProvider>(
     claim: &NodeClaim,
     now: Timestamp,
 ) -> Result<(), Error> {
-    if since(claim.metadata.creation_timestamp.as_ref(), now) >= LAUNCH_TIMEOUT {
+    if since(claim.metadata.creation_timestamp.as_ref(), now) >= ctx.options.launch_timeout {
         return delete_claim(ctx, claim, "launch_timeout").await;
     }
     let uid = claim.uid().unwrap_or_default();
@@ -290,7 +290,7 @@ async fn register<P: CloudProvider>(
     let Some(node) = ctx.cluster.node_for_provider_id(&provider_id) else {
         let launched_at =
             conditions::get(&status.conditions, LAUNCHED).map(|c| &c.last_transition_time);
-        if since(launched_at, now) >= REGISTRATION_TIMEOUT {
+        if since(launched_at, now) >= ctx.options.registration_timeout {
             return delete_claim(ctx, claim, "registration_timeout").await;
         }
         return Ok(());

@@ -49,6 +49,13 @@ pub struct Options {
     /// catches pods bound just before the taint).
     #[arg(skip = Duration::from_secs(5))]
     pub min_drain_time: Duration,
+    /// A NodeClaim not launched this long after it was created is deleted (upstream: 5m).
+    #[arg(skip = crate::lifecycle::LAUNCH_TIMEOUT)]
+    pub launch_timeout: Duration,
+    /// A launched NodeClaim whose Node has not registered this long after launch is deleted
+    /// (upstream: 15m).
+    #[arg(skip = crate::lifecycle::REGISTRATION_TIMEOUT)]
+    pub registration_timeout: Duration,
     /// How often the loops run when nothing changes.
     #[arg(skip = Duration::from_secs(1))]
     pub resync: Duration,
@@ -69,6 +76,8 @@ impl Default for Options {
             garbage_collection_interval: Duration::from_secs(120),
             instance_launch_grace: Duration::from_secs(30),
             min_drain_time: Duration::from_secs(5),
+            launch_timeout: crate::lifecycle::LAUNCH_TIMEOUT,
+            registration_timeout: crate::lifecycle::REGISTRATION_TIMEOUT,
             resync: Duration::from_secs(1),
         }
     }

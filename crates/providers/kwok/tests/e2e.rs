@@ -557,3 +557,93 @@ async fn readiness_waits_for_cluster_state() {
     assert_eq!(ready.status(), 503);
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_that_do_not_launch_or_register_in_time_are_deleted() {
+    // Registration: the node comes after 30s, the timeout is 1s.
+    let server = setup(json!({}));
+    server
+        .merge::<KWOKNodeClass>(
+            "",
+            "default",
+            json!({"spec": {"nodeRegistrationDelay": "30s"}}),
+        )
+        .unwrap();
+    let running = start(
+        &server,
+        Options {
+            registration_timeout: Duration::from_secs(1),
+            ..options()
+        },
+    );
+    server.create(&pod("a", "1", json!({}))).unwrap();
+    let first = eventually(WAIT, || {
+        server
+            .list::<NodeClaim>()
+            .first()
+            .and_then(|c| c.metadata.name.clone())
+    })
+    .await
+    .expect("a nodeclaim");
+    eventually(WAIT, || {
+        server.get::<NodeClaim>("", &first).is_none().then_some(())
+    })
+    .await
+    .expect("deleted after the registration timeout");
+    assert!(
+        running
+            .ctx
+            .metrics
+            .encode()
+            .contains("reason=\"registration_timeout\"")
+    );
+    running.stop().await;
+
+    // Launch: the provider keeps failing (its NodeClass cannot be read), the timeout is 1s.
+    let server = setup(json!({}));
+    server.inject(Fault::error(
+        Some(Verb::Get),
+        Some("kwoknodeclasses"),
+        StatusCode::INTERNAL_SERVER_ERROR,
+    ));
+    let running = start(
+        &server,
+        Options {
+            launch_timeout: Duration::from_secs(1),
+            ..options()
+        },
+    );
+    server.create(&pod("a", "1", json!({}))).unwrap();
+    let first = eventually(WAIT, || {
+        server
+            .list::<NodeClaim>()
+            .first()
+            .and_then(|c| c.metadata.name.clone())
+    })
+    .await
+    .expect("a nodeclaim");
+    let unknown = eventually(WAIT, || {
+        let c = server.get::<NodeClaim>("", &first)?;
+        c.status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Launched" && c.status == "Unknown")
+    })
+    .await
+    .expect("Launched=Unknown while the provider fails");
+    assert_eq!(unknown.reason, "LaunchFailed");
+    eventually(WAIT, || {
+        server.get::<NodeClaim>("", &first).is_none().then_some(())
+    })
+    .await
+    .expect("deleted after the launch timeout");
+    assert!(
+        running
+            .ctx
+            .metrics
+            .encode()
+            .contains("reason=\"launch_timeout\"")
+    );
+    assert!(server.list::<Node>().is_empty(), "nothing was launched");
+    running.stop().await;
+}
