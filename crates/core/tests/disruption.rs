@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_api::{Budget, ConsolidationPolicy, DisruptionReason, NillableDuration};
 use karpenter_core::cloudprovider::{InstanceType, fake};
-use karpenter_core::disruption::{Decision, Input, NodeState, decide, expired};
+use karpenter_core::disruption::{Blocked, Decision, Input, NodeState, decide, expired};
 use karpenter_core::provisioning::scheduling::{NodePoolInput, SchedulerOptions};
 use support::*;
 
@@ -421,6 +421,7 @@ fn single_node_consolidation_replaces_with_a_cheaper_node() {
     );
     assert!(d.commands.is_empty());
     assert!(d.blocked["small"].contains("cheaper"), "{:?}", d.blocked);
+    assert_eq!(d.blocked_kind["small"], Blocked::Unconsolidatable);
     // Spot-to-spot consolidation is off (upstream's default).
     let d = run(
         &[node("spot", "default", 8, "spot", vec![app("500m")])],
@@ -466,6 +467,7 @@ fn pods_move_to_existing_nodes_when_they_fit() {
     assert_eq!(cmd.candidates, ["b"], "{cmd:?}");
     assert!(cmd.replacements.is_empty(), "{cmd:?}");
     assert!(d.blocked["keeper"].contains("do-not-disrupt"));
+    assert_eq!(d.blocked_kind["keeper"], Blocked::NotCandidate);
 
     // Two half-used 4-CPU nodes merge onto one cheaper node: replacing both beats deleting one.
     let nodes = [

@@ -74,6 +74,19 @@ pub struct Command {
     pub savings_per_hour: f64,
 }
 
+/// Why a node stays, in the terms of the event upstream publishes about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocked {
+    /// Not a candidate at all (do-not-disrupt, a PDB, not initialized, …): `DisruptionBlocked`.
+    NotCandidate,
+    /// Its NodePool's budget allows no more disruptions now: `DisruptionBlocked`.
+    Budget,
+    /// A candidate no method could remove or replace profitably: `Unconsolidatable`.
+    Unconsolidatable,
+    /// A candidate left for a later pass because another method acts first (no event).
+    Waiting,
+}
+
 /// The outcome of one disruption pass.
 #[derive(Clone, Debug, Default)]
 pub struct Decision {
@@ -81,6 +94,15 @@ pub struct Decision {
     pub commands: Vec<Command>,
     /// Every managed node not chosen, and why it stays.
     pub blocked: BTreeMap<String, String>,
+    /// The kind of each reason in `blocked`.
+    pub blocked_kind: BTreeMap<String, Blocked>,
+}
+
+impl Decision {
+    fn block(&mut self, node: &str, kind: Blocked, why: String) {
+        self.blocked.insert(node.to_string(), why);
+        self.blocked_kind.insert(node.to_string(), kind);
+    }
 }
 
 /// Everything a disruption pass looks at.
@@ -301,8 +323,9 @@ fn within_budget<'c, 'a>(
             .get_mut(c.pool_name())
             .expect("every pool has a budget entry");
         if *left == 0 {
-            decision.blocked.insert(
-                c.node.name.clone(),
+            decision.block(
+                &c.node.name,
+                Blocked::Budget,
                 format!(
                     "no allowed disruptions for reason {} in NodePool {:?}",
                     reason.as_str(),
@@ -543,9 +566,7 @@ pub fn decide(input: &Input<'_>) -> Decision {
     let mut candidates: Vec<Candidate<'_>> = Vec::new();
     for node in input.nodes.iter().filter(|n| n.node_pool.is_some()) {
         match blocked_reason(node, &pools, input.pdbs, input.now) {
-            Some(why) => {
-                decision.blocked.insert(node.name.clone(), why);
-            }
+            Some(why) => decision.block(&node.name, Blocked::NotCandidate, why),
             None => {
                 let pool = pools[node.node_pool.as_deref().unwrap_or_default()];
                 candidates.push(Candidate {
@@ -596,8 +617,9 @@ pub fn decide(input: &Input<'_>) -> Decision {
     drifted.sort_by_key(|c| (!is_empty(c.node), c.node.created_at));
     for c in drifted {
         if budget.get(c.pool_name()).copied().unwrap_or(0) == 0 {
-            decision.blocked.insert(
-                c.node.name.clone(),
+            decision.block(
+                &c.node.name,
+                Blocked::Budget,
                 format!(
                     "drifted, but no allowed disruptions for reason Drifted in NodePool {:?}",
                     c.pool_name()
@@ -616,8 +638,9 @@ pub fn decide(input: &Input<'_>) -> Decision {
         )
         .solve(&removed, &|| false);
         if !results.pod_errors.is_empty() {
-            decision.blocked.insert(
-                c.node.name.clone(),
+            decision.block(
+                &c.node.name,
+                Blocked::Unconsolidatable,
                 "drifted, but its pods would not all schedule elsewhere".into(),
             );
             continue;
@@ -707,15 +730,12 @@ pub fn decide(input: &Input<'_>) -> Decision {
                 decision.commands.push(cmd);
                 return finish(decision, &candidates);
             }
-            Ok(_) => {
-                decision.blocked.insert(
-                    c.node.name.clone(),
-                    "the Balanced policy judges the savings not worth the disruption".into(),
-                );
-            }
-            Err(why) => {
-                decision.blocked.insert(c.node.name.clone(), why);
-            }
+            Ok(_) => decision.block(
+                &c.node.name,
+                Blocked::Unconsolidatable,
+                "the Balanced policy judges the savings not worth the disruption".into(),
+            ),
+            Err(why) => decision.block(&c.node.name, Blocked::Unconsolidatable, why),
         }
     }
     finish(decision, &candidates)
@@ -752,11 +772,17 @@ fn finish(mut decision: Decision, candidates: &[Candidate<'_>]) -> Decision {
             .iter()
             .any(|cmd| cmd.candidates.contains(&c.node.name));
         if !chosen && !decision.blocked.contains_key(&c.node.name) {
-            let why = match acting {
-                Some(method) => format!("waits for a later pass: {method} acts first"),
-                None => "no cheaper way to run its pods was found".into(),
+            let (kind, why) = match acting {
+                Some(method) => (
+                    Blocked::Waiting,
+                    format!("waits for a later pass: {method} acts first"),
+                ),
+                None => (
+                    Blocked::Unconsolidatable,
+                    "no cheaper way to run its pods was found".into(),
+                ),
             };
-            decision.blocked.insert(c.node.name.clone(), why);
+            decision.block(&c.node.name, kind, why);
         }
     }
     decision
