@@ -74,7 +74,7 @@ enum Command {
     /// the KWOK provider; `/metrics` and `/healthz`, `/readyz` on their ports.
     Controller {
         #[command(flatten)]
-        options: karpenter_controller::Options,
+        options: Box<karpenter_controller::Options>,
         /// Log filter: `info`, `debug`, or any tracing filter.
         #[arg(long, env = "LOG_LEVEL", default_value = "info")]
         log_level: String,
@@ -251,7 +251,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             log_format,
         } => {
             commands::controller::init_logging(&log_level, log_format)?;
-            commands::controller::run(options)?;
+            commands::controller::run(*options)?;
         }
         Command::Simulate {
             scenario,

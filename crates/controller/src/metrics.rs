@@ -48,6 +48,12 @@ pub struct Metrics {
     pub scheduling_duration: Histograms,
     /// `karpenter_scheduler_unschedulable_pods_count{controller}`
     pub unschedulable_pods: Family<Labels, Gauge>,
+    /// `karpenter_voluntary_disruption_decisions_total{decision,reason,consolidation_type}`
+    pub disruption_decisions: Family<Labels, Counter>,
+    /// `karpenter_voluntary_disruption_eligible_nodes`
+    pub disruption_eligible_nodes: Gauge,
+    /// `karpenter_voluntary_disruption_failed_validations_total`
+    pub disruption_failed_validations: Counter,
     /// `karpenter_cluster_state_node_count`
     pub cluster_state_node_count: Gauge,
     /// `karpenter_cluster_state_synced`
@@ -84,6 +90,9 @@ impl Metrics {
             pods_drained: Family::default(),
             scheduling_duration: Family::new_with_constructor(histogram),
             unschedulable_pods: Family::default(),
+            disruption_decisions: Family::default(),
+            disruption_eligible_nodes: Gauge::default(),
+            disruption_failed_validations: Counter::default(),
             cluster_state_node_count: Gauge::default(),
             cluster_state_synced: Gauge::default(),
             cloudprovider_duration: Family::new_with_constructor(histogram),
@@ -136,6 +145,21 @@ impl Metrics {
             "scheduler_unschedulable_pods_count",
             "Pods the last simulation could not place.",
             m.unschedulable_pods.clone(),
+        );
+        r.register(
+            "voluntary_disruption_decisions",
+            "Disruption decisions carried out.",
+            m.disruption_decisions.clone(),
+        );
+        r.register(
+            "voluntary_disruption_eligible_nodes",
+            "Nodes disruption could act on in the last pass.",
+            m.disruption_eligible_nodes.clone(),
+        );
+        r.register(
+            "voluntary_disruption_failed_validations",
+            "Consolidations dropped because re-validation disagreed.",
+            m.disruption_failed_validations.clone(),
         );
         r.register(
             "cluster_state_node_count",

@@ -56,6 +56,13 @@ pub struct Options {
     /// (upstream: 15m).
     #[arg(skip = crate::lifecycle::REGISTRATION_TIMEOUT)]
     pub registration_timeout: Duration,
+    /// How often disruption decides (upstream: every 10s).
+    #[arg(skip = Duration::from_secs(10))]
+    pub disruption_poll: Duration,
+    /// How long a consolidation decision waits before it is re-validated and acted on
+    /// (upstream: 15s).
+    #[arg(skip = crate::disruption::VALIDATION_DELAY)]
+    pub consolidation_validation: Duration,
     /// How often the loops run when nothing changes.
     #[arg(skip = Duration::from_secs(1))]
     pub resync: Duration,
@@ -78,6 +85,8 @@ impl Default for Options {
             min_drain_time: Duration::from_secs(5),
             launch_timeout: crate::lifecycle::LAUNCH_TIMEOUT,
             registration_timeout: crate::lifecycle::REGISTRATION_TIMEOUT,
+            disruption_poll: Duration::from_secs(10),
+            consolidation_validation: crate::disruption::VALIDATION_DELAY,
             resync: Duration::from_secs(1),
         }
     }

@@ -103,7 +103,7 @@ fn is_managed_node(node: &Node) -> bool {
         .is_some_and(|l| l.contains_key(NODE_POOL_LABEL))
 }
 
-fn node_ready(node: &Node) -> bool {
+pub(crate) fn node_ready(node: &Node) -> bool {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
@@ -224,7 +224,7 @@ fn existing_nodes(
 }
 
 /// DaemonSet pods as they would start on a new node.
-fn daemonset_pods(cluster: &crate::state::Cluster) -> Vec<Pod> {
+pub(crate) fn daemonset_pods(cluster: &crate::state::Cluster) -> Vec<Pod> {
     cluster
         .daemonsets
         .all()
@@ -289,26 +289,11 @@ pub fn node_claim_for(claim: &NewNodeClaim, pool: &NodePool) -> NodeClaim {
     }
 }
 
-/// One provisioning round over the current state.
-pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned, Error> {
+/// The NodePools the provisioner may use, each with its instance types, and the same by name.
+pub(crate) async fn pool_inputs<P: CloudProvider>(
+    ctx: &Context<P>,
+) -> (Vec<NodePoolInput>, HashMap<String, Arc<NodePool>>) {
     let cluster = &ctx.cluster;
-    if !cluster.synced() {
-        return Err(Error::NotSynced(
-            "cluster state has not listed every kind yet".into(),
-        ));
-    }
-    if let Some(c) = cluster.node_claims.all().iter().find(|c| {
-        c.metadata.deletion_timestamp.is_none()
-            && c.status
-                .as_ref()
-                .and_then(|s| s.provider_id.as_ref())
-                .is_none()
-    }) {
-        return Err(Error::NotSynced(format!(
-            "nodeclaim {} is not launched yet",
-            c.metadata.name.as_deref().unwrap_or_default()
-        )));
-    }
     let mut pools = Vec::new();
     let mut by_name = HashMap::new();
     for pool in cluster.node_pools.all() {
@@ -329,6 +314,30 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
             }
         }
     }
+    (pools, by_name)
+}
+
+/// One provisioning round over the current state.
+pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned, Error> {
+    let cluster = &ctx.cluster;
+    if !cluster.synced() {
+        return Err(Error::NotSynced(
+            "cluster state has not listed every kind yet".into(),
+        ));
+    }
+    if let Some(c) = cluster.node_claims.all().iter().find(|c| {
+        c.metadata.deletion_timestamp.is_none()
+            && c.status
+                .as_ref()
+                .and_then(|s| s.provider_id.as_ref())
+                .is_none()
+    }) {
+        return Err(Error::NotSynced(format!(
+            "nodeclaim {} is not launched yet",
+            c.metadata.name.as_deref().unwrap_or_default()
+        )));
+    }
+    let (pools, by_name) = pool_inputs(ctx).await;
     let (existing, displaced) = existing_nodes(cluster);
     let mut stored: Vec<Arc<StoredPod>> = cluster
         .pods

@@ -647,3 +647,138 @@ async fn claims_that_do_not_launch_or_register_in_time_are_deleted() {
     assert!(server.list::<Node>().is_empty(), "nothing was launched");
     running.stop().await;
 }
+
+fn disrupting() -> Options {
+    Options {
+        disruption_poll: Duration::from_millis(200),
+        consolidation_validation: Duration::from_millis(400),
+        ..options()
+    }
+}
+
+fn events_named(server: &FakeApiServer, reason: &str) -> Vec<Event> {
+    server
+        .list::<Event>()
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_node_is_removed_after_validation() {
+    let server = setup(json!({}));
+    let running = start(&server, disrupting());
+    provision(&server, 1).await;
+    let claim = server.list::<NodeClaim>()[0].clone();
+    let node = claim.status.clone().unwrap().node_name.unwrap();
+    eventually(WAIT, || (ready_claims(&server).len() == 1).then_some(()))
+        .await
+        .expect("initialized");
+    server.delete::<Pod>("default", "p0").unwrap();
+    eventually(WAIT, || {
+        (server.get::<Node>("", &node).is_none()
+            && server
+                .get::<NodeClaim>("", claim.metadata.name.as_deref().unwrap())
+                .is_none())
+        .then_some(())
+    })
+    .await
+    .expect("the empty node and its claim go");
+    let terminating = events_named(&server, "DisruptionTerminating");
+    assert_eq!(
+        terminating[0].message.as_deref(),
+        Some("Disrupting Node: Empty")
+    );
+    let metrics = running.ctx.metrics.encode();
+    assert!(
+        metrics.contains(
+            "karpenter_voluntary_disruption_decisions_total{decision=\"delete\",reason=\"empty\""
+        ),
+        "{metrics}"
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_underutilized_node_is_replaced_by_a_cheaper_one_before_it_goes() {
+    // On-demand: replacing spot with spot is off by default, as upstream.
+    let server = setup(json!({"spec": {"template": {"spec": {"requirements": [
+        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+    ]}}}}));
+    let running = start(&server, disrupting());
+    // Three 3-CPU pods want a 16-CPU node; two leave and a 4-CPU node would do.
+    for i in 0..3 {
+        server
+            .create(&pod(&format!("p{i}"), "3", json!({})))
+            .unwrap();
+    }
+    eventually(WAIT, || (bound(&server) == 3).then_some(()))
+        .await
+        .expect("bound");
+    let big = server.list::<NodeClaim>()[0].clone();
+    let big_type =
+        big.metadata.labels.as_ref().unwrap()["node.kubernetes.io/instance-type"].clone();
+    eventually(WAIT, || (ready_claims(&server).len() == 1).then_some(()))
+        .await
+        .expect("initialized");
+    server.delete::<Pod>("default", "p1").unwrap();
+    server.delete::<Pod>("default", "p2").unwrap();
+
+    let gone = eventually(WAIT, || {
+        server
+            .get::<NodeClaim>("", big.metadata.name.as_deref().unwrap())
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the {big_type} node was consolidated");
+    let launching = events_named(&server, "DisruptionLaunching");
+    assert_eq!(
+        launching[0].message.as_deref(),
+        Some("Launching NodeClaim: Underutilized")
+    );
+    let replacement = server
+        .list::<NodeClaim>()
+        .into_iter()
+        .find(|c| c.metadata.name != big.metadata.name)
+        .expect("a replacement");
+    let small_type =
+        replacement.metadata.labels.as_ref().unwrap()["node.kubernetes.io/instance-type"].clone();
+    assert_ne!(small_type, big_type);
+    assert!(
+        !events_named(&server, "DisruptionTerminating").is_empty(),
+        "the candidate went only after its replacement initialized"
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn do_not_disrupt_blocks_disruption_with_an_event() {
+    let server = setup(json!({}));
+    let running = start(&server, disrupting());
+    let mut keep = pod("keep", "1", json!({}));
+    keep.metadata.annotations = Some(
+        [(
+            "karpenter.sh/do-not-disrupt".to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    );
+    server.create(&keep).unwrap();
+    eventually(WAIT, || (ready_claims(&server).len() == 1).then_some(()))
+        .await
+        .expect("a node");
+    let blocked = eventually(WAIT, || {
+        events_named(&server, "DisruptionBlocked")
+            .into_iter()
+            .next()
+    })
+    .await
+    .expect("a DisruptionBlocked event");
+    assert!(blocked.message.unwrap().contains("do-not-disrupt"));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(server.list::<NodeClaim>().len(), 1, "the node stays");
+    running.stop().await;
+}
