@@ -782,3 +782,56 @@ async fn do_not_disrupt_blocks_disruption_with_an_event() {
     assert_eq!(server.list::<NodeClaim>().len(), 1, "the node stays");
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_that_never_launches_rolls_the_disruption_back() {
+    let server = setup(json!({"spec": {"template": {"spec": {"requirements": [
+        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+    ]}}}}));
+    let running = start(
+        &server,
+        Options {
+            launch_timeout: Duration::from_secs(1),
+            ..disrupting()
+        },
+    );
+    for i in 0..3 {
+        server
+            .create(&pod(&format!("p{i}"), "3", json!({})))
+            .unwrap();
+    }
+    eventually(WAIT, || (ready_claims(&server).len() == 1).then_some(()))
+        .await
+        .expect("a node");
+    let big = server.list::<NodeClaim>()[0].clone();
+    let node = big.status.clone().unwrap().node_name.unwrap();
+    // From now on no launch succeeds: the replacement's NodeClass cannot be read.
+    server.inject(Fault::error(
+        Some(Verb::Get),
+        Some("kwoknodeclasses"),
+        StatusCode::INTERNAL_SERVER_ERROR,
+    ));
+    server.delete::<Pod>("default", "p1").unwrap();
+    server.delete::<Pod>("default", "p2").unwrap();
+    let tainted = |s: &FakeApiServer| {
+        s.get::<Node>("", &node)
+            .and_then(|n| n.spec?.taints)
+            .is_some_and(|t| t.iter().any(|t| t.key == "karpenter.sh/disrupted"))
+    };
+    eventually(WAIT, || tainted(&server).then_some(()))
+        .await
+        .expect("the candidate is tainted");
+    eventually(WAIT, || (!tainted(&server)).then_some(()))
+        .await
+        .expect("and untainted after the replacement failed");
+    assert!(
+        server
+            .get::<NodeClaim>("", big.metadata.name.as_deref().unwrap())
+            .is_some(),
+        "the candidate stays"
+    );
+    assert!(events_named(&server, "DisruptionTerminating").is_empty());
+    running.stop().await;
+}
