@@ -733,7 +733,21 @@ async fn an_underutilized_node_is_replaced_by_a_cheaper_one_before_it_goes() {
             .then_some(())
     })
     .await;
-    assert!(gone.is_some(), "the {big_type} node was consolidated");
+    let story: Vec<String> = server
+        .list::<Event>()
+        .into_iter()
+        .map(|e| {
+            format!(
+                "{:?} {:?}: {:?}",
+                e.involved_object.name, e.reason, e.message
+            )
+        })
+        .collect();
+    assert!(
+        gone.is_some(),
+        "the {big_type} node was consolidated; events: {story:#?}; metrics: {}",
+        running.ctx.metrics.encode()
+    );
     let launching = events_named(&server, "DisruptionLaunching");
     assert_eq!(
         launching[0].message.as_deref(),
@@ -770,14 +784,18 @@ async fn do_not_disrupt_blocks_disruption_with_an_event() {
     eventually(WAIT, || (ready_claims(&server).len() == 1).then_some(()))
         .await
         .expect("a node");
-    let blocked = eventually(WAIT, || {
+    // (Before the node initializes, it is blocked for that reason first.)
+    eventually(WAIT, || {
         events_named(&server, "DisruptionBlocked")
             .into_iter()
-            .next()
+            .find(|e| {
+                e.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("do-not-disrupt"))
+            })
     })
     .await
-    .expect("a DisruptionBlocked event");
-    assert!(blocked.message.unwrap().contains("do-not-disrupt"));
+    .expect("a DisruptionBlocked event naming do-not-disrupt");
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(server.list::<NodeClaim>().len(), 1, "the node stays");
     running.stop().await;
