@@ -361,6 +361,34 @@ impl<P: CloudProvider> Context<P> {
     }
 }
 
+/// Untaints nodes a previous leader (or a crash) left tainted `karpenter.sh/disrupted` without
+/// deleting them: with nothing in flight, only a terminating node may carry the taint.
+async fn release_stale_taints<P: CloudProvider>(ctx: &Context<P>) -> Result<(), Error> {
+    for node in ctx.cluster.nodes.all() {
+        let tainted = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|t| t.iter().any(|t| t.key == DISRUPTED_TAINT_KEY));
+        let managed = node.labels().contains_key(NODE_POOL_LABEL);
+        let provider_id = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.clone())
+            .unwrap_or_default();
+        let deleting = node.metadata.deletion_timestamp.is_some()
+            || ctx
+                .cluster
+                .node_claim_for_provider_id(&provider_id)
+                .is_none_or(|c| c.metadata.deletion_timestamp.is_some());
+        if tainted && managed && !deleting {
+            tracing::info!(node = %node.name_any(), "removing a disruption taint no command owns");
+            ctx.set_disrupted_taint(&node.name_any(), false).await?;
+        }
+    }
+    Ok(())
+}
+
 /// One pass: advance what is in flight, or decide anew (re-validating a consolidation that has
 /// waited out its delay).
 pub async fn pass<P: CloudProvider>(
@@ -373,6 +401,9 @@ pub async fn pass<P: CloudProvider>(
     if let Some(flight) = orchestrator.in_flight.take() {
         orchestrator.in_flight = ctx.advance(flight).await?;
         return Ok(());
+    }
+    if orchestrator.pending.is_none() {
+        release_stale_taints(ctx).await?;
     }
     let (pools, _) = pool_inputs(ctx).await;
     let nodes = node_states(ctx, &pools, &BTreeSet::new());

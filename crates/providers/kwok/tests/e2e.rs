@@ -853,3 +853,62 @@ async fn a_replacement_that_never_launches_rolls_the_disruption_back() {
     assert!(events_named(&server, "DisruptionTerminating").is_empty());
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disruption_taint_left_by_a_previous_leader_is_removed() {
+    let server = setup(json!({}));
+    let first = start(&server, options());
+    let mut keep = pod("keep", "1", json!({}));
+    keep.metadata.annotations = Some(
+        [(
+            "karpenter.sh/do-not-disrupt".to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    );
+    server.create(&keep).unwrap();
+    eventually(WAIT, || (ready_claims(&server).len() == 1).then_some(()))
+        .await
+        .expect("a node");
+    first.stop().await;
+    // As if a leader had tainted its candidate and then died.
+    let node = server.list::<Node>()[0].metadata.name.clone().unwrap();
+    let mut taints = server
+        .get::<Node>("", &node)
+        .unwrap()
+        .spec
+        .unwrap()
+        .taints
+        .unwrap_or_default();
+    taints.push(
+        serde_json::from_value(json!({"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}))
+            .unwrap(),
+    );
+    server
+        .merge::<Node>("", &node, json!({"spec": {"taints": taints}}))
+        .unwrap();
+
+    let second = start(&server, disrupting());
+    let released = eventually(WAIT, || {
+        let taints = server
+            .get::<Node>("", &node)?
+            .spec?
+            .taints
+            .unwrap_or_default();
+        taints
+            .iter()
+            .all(|t| t.key != "karpenter.sh/disrupted")
+            .then_some(())
+    })
+    .await;
+    assert!(released.is_some(), "the new leader removed the stale taint");
+    assert!(
+        server
+            .get::<Node>("", &node)
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none()
+    );
+    second.stop().await;
+}
