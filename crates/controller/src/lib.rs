@@ -1,6 +1,6 @@
 //! The karpenter-rs controller: cluster state fed by watches, and the loops that act on it —
-//! provisioning, the NodeClaim lifecycle, node termination, garbage collection — behind
-//! leader election, with upstream's metrics and events.
+//! provisioning, the NodeClaim lifecycle, node termination, disruption, garbage collection —
+//! behind leader election, with upstream's metrics and events.
 //!
 //! Decisions come from `karpenter-core` (pure); this crate reads the cluster, asks, and
 //! carries out the answers through the Kubernetes API and a [`CloudProvider`].

@@ -113,26 +113,26 @@ pub(crate) fn node_ready(node: &Node) -> bool {
 /// The nodes pods may go to (including NodeClaims still launching), and the pods of nodes
 /// being deleted, which need a place too.
 fn existing_nodes(
-    ctx_cluster: &crate::state::Cluster,
+    cluster: &crate::state::Cluster,
 ) -> (Vec<ExistingNodeInput>, Vec<Arc<StoredPod>>) {
     let mut inputs = Vec::new();
     let mut displaced = Vec::new();
     let mut with_node = HashSet::new();
-    let claims_by_provider_id: HashMap<String, Arc<NodeClaim>> = ctx_cluster
+    let claims_by_provider_id: HashMap<String, Arc<NodeClaim>> = cluster
         .node_claims
         .all()
         .into_iter()
         .filter_map(|c| Some((c.status.as_ref()?.provider_id.clone()?, c)))
         .collect();
     let mut pods_by_node: HashMap<String, Vec<Arc<StoredPod>>> = HashMap::new();
-    for pod in ctx_cluster.pods.all() {
+    for pod in cluster.pods.all() {
         if let Some(node) = pod.node_name.clone()
             && !pods::is_terminal(&pod)
         {
             pods_by_node.entry(node).or_default().push(pod);
         }
     }
-    for node in ctx_cluster.nodes.all() {
+    for node in cluster.nodes.all() {
         let name = node.metadata.name.clone().unwrap_or_default();
         let claim = node
             .spec
@@ -188,7 +188,7 @@ fn existing_nodes(
             initialized,
         });
     }
-    for claim in ctx_cluster.node_claims.all() {
+    for claim in cluster.node_claims.all() {
         let name = claim.metadata.name.clone().unwrap_or_default();
         if with_node.contains(&name) || claim.metadata.deletion_timestamp.is_some() {
             continue;
