@@ -12,6 +12,7 @@ pub mod convert;
 pub mod crd;
 pub mod cron;
 pub mod duration;
+pub mod hash;
 pub mod kwok;
 pub mod labels;
 pub mod nodeclaim;

@@ -51,6 +51,9 @@ enum Command {
         /// Report format.
         #[arg(long, value_enum, default_value_t = commands::simulate::Output::Text)]
         output: commands::simulate::Output,
+        /// Upstream's feature gates, as the controller takes them (`SpotToSpotConsolidation=true`).
+        #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = karpenter_core::feature_gates::FeatureGates::from_str_arg)]
+        feature_gates: karpenter_core::feature_gates::FeatureGates,
     },
     /// Print the CustomResourceDefinitions (NodePool, NodeClaim, KWOKNodeClass) as YAML.
     Crds {
@@ -315,6 +318,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             file,
             catalog,
             output,
+            feature_gates,
         } => {
             let text = if file == std::path::Path::new("-") {
                 std::io::read_to_string(std::io::stdin())?
@@ -330,6 +334,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs() as i64),
+                feature_gates,
             )?;
             match output {
                 commands::simulate::Output::Text => print!("{}", plan.to_text()),

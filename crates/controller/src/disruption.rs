@@ -434,6 +434,7 @@ pub async fn pass<P: CloudProvider>(
             provider_labels: ctx.provider.provider_labels(),
             ..Default::default()
         },
+        spot_to_spot: ctx.options.feature_gates.spot_to_spot_consolidation,
     };
     let decision = decide(&input);
     let eligible = decision

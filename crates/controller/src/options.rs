@@ -38,6 +38,9 @@ pub struct Options {
     /// This replica's identity in the Lease (the pod name).
     #[arg(long, env = "POD_NAME", default_value = "")]
     pub identity: String,
+    /// Upstream's feature gates, e.g. `SpotToSpotConsolidation=true`.
+    #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = karpenter_core::feature_gates::FeatureGates::from_str_arg)]
+    pub feature_gates: karpenter_core::feature_gates::FeatureGates,
     /// How often instances without a NodeClaim are looked for.
     #[arg(skip = Duration::from_secs(120))]
     pub garbage_collection_interval: Duration,
@@ -80,6 +83,7 @@ impl Default for Options {
             disable_leader_election: false,
             system_namespace: "kube-system".into(),
             identity: String::new(),
+            feature_gates: Default::default(),
             garbage_collection_interval: Duration::from_secs(120),
             instance_launch_grace: Duration::from_secs(30),
             min_drain_time: Duration::from_secs(5),

@@ -403,6 +403,7 @@ pub fn consolidation_pass(
             provider_labels: fake::provider_labels(),
             ..Default::default()
         },
+        spot_to_spot: false,
     })
 }
 

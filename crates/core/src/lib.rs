@@ -5,6 +5,7 @@
 pub mod benchmark;
 pub mod cloudprovider;
 pub mod disruption;
+pub mod feature_gates;
 pub mod provisioning;
 pub mod resources;
 pub mod scheduling;

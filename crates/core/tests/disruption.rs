@@ -56,6 +56,15 @@ fn app(cpu: &str) -> Pod {
 }
 
 fn run(nodes: &[NodeState], pools: &[NodePoolInput], pdbs: &[PodDisruptionBudget]) -> Decision {
+    run_with(nodes, pools, pdbs, false)
+}
+
+fn run_with(
+    nodes: &[NodeState],
+    pools: &[NodePoolInput],
+    pdbs: &[PodDisruptionBudget],
+    spot_to_spot: bool,
+) -> Decision {
     let options = SchedulerOptions {
         provider_labels: fake::provider_labels(),
         ..Default::default()
@@ -68,6 +77,7 @@ fn run(nodes: &[NodeState], pools: &[NodePoolInput], pdbs: &[PodDisruptionBudget
         pending_pods: &[],
         daemonset_pods: &[],
         options,
+        spot_to_spot,
     })
 }
 
@@ -630,4 +640,53 @@ fn expiration() {
     assert_eq!(names, ["old"]);
     np.spec.template.spec.expire_after = NillableDuration::NEVER;
     assert!(expired(&[old, young], &[np], NOW).is_empty());
+}
+
+#[test]
+fn spot_to_spot_consolidation_needs_fifteen_cheaper_types() {
+    let pools = [pool("default", |_| {})];
+    // Gate on, but only 7 types are cheaper than the 8-CPU spot node.
+    let d = run_with(
+        &[node("spot", "default", 8, "spot", vec![app("500m")])],
+        &pools,
+        &[],
+        true,
+    );
+    assert!(d.commands.is_empty());
+    assert!(
+        d.blocked["spot"].contains("requires 15 cheaper instance type options")
+            && d.blocked["spot"].contains("got 7"),
+        "{:?}",
+        d.blocked
+    );
+    assert_eq!(d.blocked_kind["spot"], Blocked::Unconsolidatable);
+    // The 16-CPU spot node has 15 cheaper types: replaced by spot, offered exactly 15 types,
+    // the cheapest first.
+    let d = run_with(
+        &[node("spot", "default", 16, "spot", vec![app("500m")])],
+        &pools,
+        &[],
+        true,
+    );
+    let cmd = &d.commands[0];
+    assert_eq!(cmd.candidates, ["spot"]);
+    let replacement = &cmd.replacements[0];
+    assert_eq!(replacement.instance_types.len(), 15);
+    assert!(
+        replacement
+            .requirements
+            .allows(karpenter_api::labels::CAPACITY_TYPE_LABEL, "spot")
+            && !replacement
+                .requirements
+                .allows(karpenter_api::labels::CAPACITY_TYPE_LABEL, "on-demand"),
+        "the replacement stays spot"
+    );
+    assert!(cmd.savings_per_hour > 0.0);
+    // On-demand to spot needs no gate and no fifteen types.
+    let d = run(
+        &[node("od", "default", 8, "on-demand", vec![app("500m")])],
+        &pools,
+        &[],
+    );
+    assert_eq!(deleted(&d), ["od"]);
 }

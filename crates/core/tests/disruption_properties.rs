@@ -165,6 +165,7 @@ fn run(c: &Cluster) -> Decision {
             provider_labels: fake::provider_labels(),
             ..Default::default()
         },
+        spot_to_spot: false,
     })
 }
 

@@ -1,6 +1,7 @@
 //! The dry-run planner: what provisioning and disruption would do now, from a dump of a live
 //! cluster (`kubectl get nodes,pods,nodepools,nodeclaims,pdb,daemonsets -A -o yaml`).
 
+use karpenter_core::feature_gates::FeatureGates;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -167,7 +168,13 @@ fn read<T: serde::de::DeserializeOwned>(
 /// Plans from snapshot text, launching from `catalog`.
 /// Plans from the snapshot in `text` (read from `file`), as of `now` (Unix seconds; budget
 /// schedules, `consolidateAfter` and `do-not-disrupt` durations are measured against it).
-pub fn plan(file: &Path, text: &str, catalog: &Catalog, now: i64) -> Result<Plan, ScenarioError> {
+pub fn plan(
+    file: &Path,
+    text: &str,
+    catalog: &Catalog,
+    now: i64,
+    feature_gates: FeatureGates,
+) -> Result<Plan, ScenarioError> {
     let mut nodes: Vec<Node> = Vec::new();
     let mut pods: Vec<Pod> = Vec::new();
     let mut pools: Vec<NodePool> = Vec::new();
@@ -339,6 +346,7 @@ pub fn plan(file: &Path, text: &str, catalog: &Catalog, now: i64) -> Result<Plan
             provider_labels: catalog.provider_labels.clone(),
             ..Default::default()
         },
+        spot_to_spot: feature_gates.spot_to_spot_consolidation,
     });
     let disruption = Disruption {
         actions: decision

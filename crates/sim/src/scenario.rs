@@ -176,12 +176,23 @@ pub struct ScenarioSpec {
     /// From the instance running to the node Ready (30s by default).
     #[serde(default)]
     pub registration_delay: Option<Seconds>,
+    /// Upstream's feature gates, as its `FEATURE_GATES` string
+    /// (`SpotToSpotConsolidation=true`).
+    #[serde(default, deserialize_with = "feature_gates")]
+    pub feature_gates: karpenter_core::feature_gates::FeatureGates,
     /// Timed steps.
     #[serde(default)]
     pub steps: Vec<StepSpec>,
     /// Expectations.
     #[serde(default)]
     pub expect: Vec<Expectation>,
+}
+
+fn feature_gates<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<karpenter_core::feature_gates::FeatureGates, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map_err(serde::de::Error::custom)
 }
 
 #[derive(Deserialize)]

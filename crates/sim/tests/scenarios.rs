@@ -199,6 +199,13 @@ fn scenario_errors_name_the_document_and_field() {
         e.starts_with("s.yaml: document 1: spec.weight: must be greater than or equal to 1"),
         "{e}"
     );
+    let e = parse_error(&format!(
+        "{HEADER}spec:\n  duration: 1m\n  featureGates: SpotToSpot=true\n"
+    ));
+    assert!(
+        e.contains("spec.featureGates:") && e.contains("unknown feature gate \"SpotToSpot\""),
+        "{e}"
+    );
     // Objects inside steps get their step's path.
     let e = parse_error(&format!(
         "{HEADER}spec:\n  duration: 1m\n  steps:\n  - at: 1s\n    apply:\n    - apiVersion: apps/v1\n      kind: Deployment\n      metadata: {{name: d}}\n      spec: {{replicas: many}}\n"
@@ -221,8 +228,14 @@ fn plan_from_a_snapshot() {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/snapshots/small-cluster.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
-    let plan =
-        karpenter_sim::plan::plan(&path, &text, &catalog::load("kwok").unwrap(), NOW).unwrap();
+    let plan = karpenter_sim::plan::plan(
+        &path,
+        &text,
+        &catalog::load("kwok").unwrap(),
+        NOW,
+        Default::default(),
+    )
+    .unwrap();
     let p = &plan.provisioning;
     assert_eq!(plan.snapshot.pending_pods, 4);
     assert_eq!(
@@ -341,8 +354,14 @@ fn plan_reports_disruption_and_why_nodes_stay() {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/snapshots/idle-nodes.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
-    let plan =
-        karpenter_sim::plan::plan(&path, &text, &catalog::load("kwok").unwrap(), NOW).unwrap();
+    let plan = karpenter_sim::plan::plan(
+        &path,
+        &text,
+        &catalog::load("kwok").unwrap(),
+        NOW,
+        Default::default(),
+    )
+    .unwrap();
     let d = &plan.disruption;
     assert_eq!(d.actions.len(), 1, "{d:?}");
     assert_eq!(
@@ -373,9 +392,14 @@ fn plan_reports_disruption_and_why_nodes_stay() {
         "name: empty-1\n      deletionTimestamp: \"2025-01-06T11:59:00Z\"",
         1,
     );
-    let plan =
-        karpenter_sim::plan::plan(&path, &without_empty, &catalog::load("kwok").unwrap(), NOW)
-            .unwrap();
+    let plan = karpenter_sim::plan::plan(
+        &path,
+        &without_empty,
+        &catalog::load("kwok").unwrap(),
+        NOW,
+        Default::default(),
+    )
+    .unwrap();
     let a = &plan.disruption.actions[0];
     assert_eq!(
         (a.reason.as_str(), a.nodes.as_slice()),

@@ -121,7 +121,15 @@ pub struct Input<'a> {
     pub daemonset_pods: &'a [Pod],
     /// Scheduling options (provider labels).
     pub options: SchedulerOptions,
+    /// Upstream's `SpotToSpotConsolidation` feature gate (off by default): replace spot nodes
+    /// with cheaper spot nodes.
+    pub spot_to_spot: bool,
 }
+
+/// Upstream's `MinInstanceTypesForSpotToSpotConsolidation`: a single spot node is replaced
+/// only when at least this many cheaper types could take its place, and the replacement lists
+/// exactly this many, so the launch lands among them and is not consolidated again at once.
+pub const MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT: usize = 15;
 
 fn is_daemonset_pod(pod: &Pod) -> bool {
     pod.metadata
@@ -445,11 +453,15 @@ fn consolidate(input: &Input<'_>, candidates: &[&Candidate<'_>]) -> Result<Comma
                     .is_some_and(|c| c == "spot")
             });
             let allows_spot = claim.requirements.allows(CAPACITY_TYPE_LABEL, "spot");
-            if all_spot && allows_spot {
+            let spot_to_spot = all_spot && allows_spot;
+            if spot_to_spot && !input.spot_to_spot {
                 return Err("SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node".into());
             }
             // Prefer spot when both are allowed: the on-demand fallback would cost more.
-            if allows_spot && claim.requirements.allows(CAPACITY_TYPE_LABEL, "on-demand") {
+            // Spot-to-spot must stay spot.
+            if allows_spot
+                && (spot_to_spot || claim.requirements.allows(CAPACITY_TYPE_LABEL, "on-demand"))
+            {
                 claim.requirements.add(crate::scheduling::Requirement::new(
                     CAPACITY_TYPE_LABEL,
                     karpenter_api::Operator::In,
@@ -466,6 +478,22 @@ fn consolidate(input: &Input<'_>, candidates: &[&Candidate<'_>]) -> Result<Comma
                 .iter()
                 .map(|&i| claim.instance_types[i].clone())
                 .collect();
+            if spot_to_spot && nodes.len() == 1 {
+                let cheaper = claim.instance_types.len();
+                if cheaper < MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT {
+                    return Err(format!(
+                        "SpotToSpotConsolidation requires {MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT} cheaper instance type options than the current candidate to consolidate, got {cheaper}"
+                    ));
+                }
+                // The launch picks among the 15 cheapest spot options.
+                crate::cloudprovider::order_by_price(
+                    &mut claim.instance_types,
+                    &claim.requirements,
+                );
+                claim
+                    .instance_types
+                    .truncate(MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT);
+            }
             let replacement_price = claim.cheapest_price().unwrap_or(price);
             Ok(Command {
                 reason: DisruptionReason::Underutilized,

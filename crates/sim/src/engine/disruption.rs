@@ -128,6 +128,7 @@ impl Simulation {
             pending_pods: &pending,
             daemonset_pods: &self.daemonset_pods(),
             options: self.options(),
+            spot_to_spot: self.feature_gates.spot_to_spot_consolidation,
         })
         .commands
     }

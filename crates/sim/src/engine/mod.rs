@@ -135,6 +135,8 @@ pub struct Simulation {
     disruptions: Vec<Event>,
     name: String,
     now: u64,
+    /// Upstream's feature gates the scenario turns on.
+    feature_gates: karpenter_core::feature_gates::FeatureGates,
     end: u64,
     timing: Timing,
     catalog: Catalog,
@@ -209,6 +211,7 @@ impl Simulation {
             steps: scenario.steps.clone(),
             next_step: 0,
             expectations: spec.expect.clone(),
+            feature_gates: spec.feature_gates,
             batch_started: None,
             batch_last_change: 0,
             batch_size: 0,

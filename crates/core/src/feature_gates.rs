@@ -1,0 +1,125 @@
+//! Upstream's `FEATURE_GATES`: `Name=bool` pairs separated by commas.
+
+use std::str::FromStr;
+
+/// The gates upstream knows, with its defaults. Gates this controller does not act on yet are
+/// still accepted, so a values file written for upstream keeps working.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// Replace spot nodes with cheaper spot nodes (off upstream).
+    pub spot_to_spot_consolidation: bool,
+    /// Replace unhealthy nodes (off upstream; not acted on yet).
+    pub node_repair: bool,
+    /// Launch into capacity reservations (on upstream; not acted on yet).
+    pub reserved_capacity: bool,
+    /// NodeOverlay price and capacity overrides (off upstream; not acted on yet).
+    pub node_overlay: bool,
+    /// Static NodePools with `replicas` (off upstream; not acted on yet).
+    pub static_capacity: bool,
+    /// CapacityBuffer headroom (off upstream; not acted on yet).
+    pub capacity_buffer: bool,
+}
+
+impl Default for FeatureGates {
+    fn default() -> Self {
+        Self {
+            spot_to_spot_consolidation: false,
+            node_repair: false,
+            reserved_capacity: true,
+            node_overlay: false,
+            static_capacity: false,
+            capacity_buffer: false,
+        }
+    }
+}
+
+impl FeatureGates {
+    /// For clap: the same parse, as a function value.
+    pub fn from_str_arg(s: &str) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl FromStr for FeatureGates {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut gates = Self::default();
+        for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = pair.split_once('=').ok_or_else(|| {
+                format!("feature gate {pair:?} is not of the form Name=true|false")
+            })?;
+            let value = match value.trim() {
+                "true" => true,
+                "false" => false,
+                other => {
+                    return Err(format!(
+                        "feature gate {name}: {other:?} is not true or false"
+                    ));
+                }
+            };
+            let gate = match name.trim() {
+                "SpotToSpotConsolidation" => &mut gates.spot_to_spot_consolidation,
+                "NodeRepair" => &mut gates.node_repair,
+                "ReservedCapacity" => &mut gates.reserved_capacity,
+                "NodeOverlay" => &mut gates.node_overlay,
+                "StaticCapacity" => &mut gates.static_capacity,
+                "CapacityBuffer" => &mut gates.capacity_buffer,
+                other => {
+                    return Err(format!(
+                        "unknown feature gate {other:?}; known: SpotToSpotConsolidation, NodeRepair, ReservedCapacity, NodeOverlay, StaticCapacity, CapacityBuffer"
+                    ));
+                }
+            };
+            *gate = value;
+        }
+        Ok(gates)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_defaults_when_empty() {
+        assert_eq!("".parse::<FeatureGates>().unwrap(), FeatureGates::default());
+        assert!(FeatureGates::default().reserved_capacity);
+        assert!(!FeatureGates::default().spot_to_spot_consolidation);
+    }
+
+    #[test]
+    fn upstream_default_string_parses() {
+        let gates: FeatureGates = "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false"
+            .parse()
+            .unwrap();
+        assert_eq!(gates, FeatureGates::default());
+    }
+
+    #[test]
+    fn sets_named_gates_only() {
+        let gates: FeatureGates = "SpotToSpotConsolidation=true, ReservedCapacity=false"
+            .parse()
+            .unwrap();
+        assert!(gates.spot_to_spot_consolidation);
+        assert!(!gates.reserved_capacity);
+        assert!(!gates.node_repair);
+    }
+
+    #[test]
+    fn bad_input_names_the_gate_and_the_reason() {
+        let err = "Bogus=true".parse::<FeatureGates>().unwrap_err();
+        assert!(err.contains("unknown feature gate \"Bogus\""), "{err}");
+        let err = "SpotToSpotConsolidation=yes"
+            .parse::<FeatureGates>()
+            .unwrap_err();
+        assert!(
+            err.contains("SpotToSpotConsolidation") && err.contains("\"yes\""),
+            "{err}"
+        );
+        let err = "SpotToSpotConsolidation"
+            .parse::<FeatureGates>()
+            .unwrap_err();
+        assert!(err.contains("Name=true|false"), "{err}");
+    }
+}
