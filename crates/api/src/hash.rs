@@ -112,6 +112,8 @@ mod tests {
     use super::*;
     use crate::{Duration, NillableDuration, NodePool};
 
+    type Edit = Box<dyn Fn(&mut NodePool)>;
+
     fn pool() -> NodePool {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "karpenter.sh/v1",
@@ -159,7 +161,7 @@ mod tests {
     #[test]
     fn every_static_field_moves_the_hash() {
         let base = pool().hash();
-        let edits: Vec<(&str, Box<dyn Fn(&mut NodePool)>)> = vec![
+        let edits: Vec<(&str, Edit)> = vec![
             (
                 "annotations",
                 Box::new(|p| {
