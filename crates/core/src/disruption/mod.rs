@@ -5,6 +5,7 @@
 //! out the commands (taint, launch replacements, wait for them, then delete).
 
 pub mod budgets;
+pub mod drift;
 pub mod pdb;
 
 use std::collections::{BTreeMap, HashMap};
