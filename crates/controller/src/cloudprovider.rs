@@ -61,6 +61,10 @@ pub trait CloudProvider: Send + Sync + 'static {
     /// providerID set), so instances without a NodeClaim can be collected.
     fn list(&self) -> impl Future<Output = Result<Vec<NodeClaim>>> + Send;
 
+    /// Whether the claim's instance drifted from its NodeClass (an image or subnet that moved
+    /// on): the reason, or `None`. Asked only after the template checks found nothing.
+    fn is_drifted(&self, claim: &NodeClaim) -> impl Future<Output = Result<Option<String>>> + Send;
+
     /// The instance types a NodePool may launch.
     fn instance_types(
         &self,

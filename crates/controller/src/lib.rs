@@ -9,6 +9,7 @@ pub mod admin;
 pub mod cloudprovider;
 pub mod conditions;
 pub mod disruption;
+pub mod drift;
 pub mod events;
 pub mod garbage;
 pub mod leader;
@@ -165,6 +166,7 @@ impl<P: CloudProvider> Controller<P> {
         loops.spawn(lifecycle::run(ctx.clone(), shutdown.clone()));
         loops.spawn(termination::run(ctx.clone(), shutdown.clone()));
         loops.spawn(garbage::run(ctx.clone(), shutdown.clone()));
+        loops.spawn(drift::run(ctx.clone(), shutdown.clone()));
         loops.spawn(disruption::run(ctx.clone(), shutdown.clone()));
         while loops.join_next().await.is_some() {}
         for w in watches {

@@ -34,6 +34,8 @@ pub struct Metrics {
     pub nodeclaims_terminated: Family<Labels, Counter>,
     /// `karpenter_nodeclaims_disrupted_total{reason,nodepool,capacity_type}`
     pub nodeclaims_disrupted: Family<Labels, Counter>,
+    /// `karpenter_nodeclaims_drifted_total{type,nodepool}`
+    pub nodeclaims_drifted: Family<Labels, Counter>,
     /// `karpenter_nodes_created_total{nodepool}`
     pub nodes_created: Family<Labels, Counter>,
     /// `karpenter_nodes_terminated_total{nodepool}`
@@ -83,6 +85,7 @@ impl Metrics {
             nodeclaims_created: Family::default(),
             nodeclaims_terminated: Family::default(),
             nodeclaims_disrupted: Family::default(),
+            nodeclaims_drifted: Family::default(),
             nodes_created: Family::default(),
             nodes_terminated: Family::default(),
             nodes_drained: Family::default(),
@@ -104,6 +107,11 @@ impl Metrics {
             "nodeclaims_created",
             "NodeClaims created.",
             m.nodeclaims_created.clone(),
+        );
+        r.register(
+            "nodeclaims_drifted",
+            "NodeClaims found drifted, by drift type.",
+            m.nodeclaims_drifted.clone(),
         );
         r.register(
             "nodeclaims_terminated",

@@ -62,6 +62,12 @@ pub struct Options {
     /// How often disruption decides (upstream: every 10s).
     #[arg(skip = Duration::from_secs(10))]
     pub disruption_poll: Duration,
+    /// How often NodePool hashes and NodeClaim drift are re-checked.
+    #[arg(skip = Duration::from_secs(10))]
+    pub drift_poll: Duration,
+    /// How long the provider's drift answer for a NodeClaim stands (upstream: 5m).
+    #[arg(skip = crate::drift::PROVIDER_CHECK_EVERY)]
+    pub provider_drift_check: Duration,
     /// How long a consolidation decision waits before it is re-validated and acted on
     /// (upstream: 15s).
     #[arg(skip = crate::disruption::VALIDATION_DELAY)]
@@ -90,6 +96,8 @@ impl Default for Options {
             launch_timeout: crate::lifecycle::LAUNCH_TIMEOUT,
             registration_timeout: crate::lifecycle::REGISTRATION_TIMEOUT,
             disruption_poll: Duration::from_secs(10),
+            drift_poll: Duration::from_secs(10),
+            provider_drift_check: crate::drift::PROVIDER_CHECK_EVERY,
             consolidation_validation: crate::disruption::VALIDATION_DELAY,
             resync: Duration::from_secs(1),
         }

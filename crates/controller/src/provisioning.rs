@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use karpenter_api::labels::{HOSTNAME_LABEL, NODE_INITIALIZED_LABEL, NODE_POOL_LABEL};
+use karpenter_api::labels::{
+    HOSTNAME_LABEL, NODE_INITIALIZED_LABEL, NODE_POOL_HASH_ANNOTATION,
+    NODE_POOL_HASH_VERSION_ANNOTATION, NODE_POOL_LABEL,
+};
 use karpenter_api::nodeclaim::ResourceRequirements;
 use karpenter_api::{NodeClaim, NodeClaimSpec, NodePool, Operator};
 use karpenter_core::provisioning::scheduling::{
@@ -255,11 +258,18 @@ pub fn node_claim_for(claim: &NewNodeClaim, pool: &NodePool) -> NodeClaim {
     let mut labels = template.metadata.labels.clone();
     labels.extend(claim.labels.clone());
     labels.insert(NODE_POOL_LABEL.into(), pool.name().to_string());
+    // The hash the claim is made under: static drift compares it with the NodePool's.
+    let mut annotations = template.metadata.annotations.clone();
+    annotations.insert(NODE_POOL_HASH_ANNOTATION.into(), pool.hash());
+    annotations.insert(
+        NODE_POOL_HASH_VERSION_ANNOTATION.into(),
+        karpenter_api::hash::NODE_POOL_HASH_VERSION.into(),
+    );
     NodeClaim {
         metadata: ObjectMeta {
             generate_name: Some(format!("{}-", pool.name())),
             labels: Some(labels),
-            annotations: Some(template.metadata.annotations.clone()).filter(|a| !a.is_empty()),
+            annotations: Some(annotations),
             owner_references: Some(vec![OwnerReference {
                 api_version: NodePool::api_version(&()).into_owned(),
                 kind: NodePool::kind(&()).into_owned(),

@@ -3,8 +3,8 @@
 //! watch event still on its way. A 404 on delete means the work is already done.
 
 use k8s_openapi::api::core::v1::Node;
-use karpenter_api::NodeClaim;
 use karpenter_api::labels::TERMINATION_FINALIZER;
+use karpenter_api::{NodeClaim, NodePool};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Resource};
 use serde_json::{Value, json};
@@ -78,6 +78,15 @@ impl<P: CloudProvider> Context<P> {
         params: &DeleteParams,
     ) -> Result<(), Error> {
         allow_missing(self.claims().delete(name, params).await)
+    }
+
+    /// Merge-patches a NodePool's metadata.
+    pub(crate) async fn patch_node_pool(&self, name: &str, patch: Value) -> Result<(), Error> {
+        let updated = Api::<NodePool>::all(self.client.clone())
+            .patch(name, &PatchParams::default(), &merge(patch))
+            .await?;
+        self.cluster.node_pools.apply(updated);
+        Ok(())
     }
 
     /// Merge-patches a Node.

@@ -201,7 +201,8 @@ fn changes_to_behaviour_do_not_move_the_hash() {
 
 #[test]
 fn missing_or_mismatched_hashes_are_not_drift() {
-    let table: &[(&str, Edit, fn(&mut NodeClaim))] = &[
+    type EditClaim = fn(&mut NodeClaim);
+    let table: &[(&str, Edit, EditClaim)] = &[
         (
             "no hash on the NodePool",
             |np| np.metadata.annotations = Some(BTreeMap::new()),
@@ -280,8 +281,9 @@ fn static_drift_is_reported_before_requirement_drift() {
 #[test]
 fn requirement_changes_drift_only_nodes_they_exclude() {
     type Reqs = Vec<NodeSelectorRequirementWithMinValues>;
+    type Labels = Vec<(&'static str, &'static str)>;
     let od = || req(CAPACITY_TYPE_LABEL, "In", &["on-demand"]);
-    let table: Vec<(&str, Reqs, Reqs, Vec<(&str, &str)>, bool)> = vec![
+    let table: Vec<(&str, Reqs, Reqs, Labels, bool)> = vec![
         (
             "the capacity type is switched",
             vec![
@@ -369,13 +371,10 @@ fn requirement_changes_drift_only_nodes_they_exclude() {
 #[test]
 fn narrowing_requirements_drifts_only_the_nodes_outside_them() {
     let mut np = pool();
-    let both = || {
-        vec![
-            req(CAPACITY_TYPE_LABEL, "In", &["on-demand"]),
-            req(OS_LABEL, "In", &["linux", "windows"]),
-        ]
-    };
-    np.spec.template.spec.requirements = both();
+    np.spec.template.spec.requirements = vec![
+        req(CAPACITY_TYPE_LABEL, "In", &["on-demand"]),
+        req(OS_LABEL, "In", &["linux", "windows"]),
+    ];
     let linux = claim(
         &np,
         &[(CAPACITY_TYPE_LABEL, "on-demand"), (OS_LABEL, "linux")],

@@ -462,3 +462,82 @@ spec:
     assert_eq!(report.summary.pods_pending, 0);
     assert!(report.summary.nodes_launched >= 2);
 }
+
+#[test]
+fn a_template_change_drifts_nodes_and_a_widened_requirement_does_not() {
+    let text = |steps: &str| {
+        format!(
+            r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: default}}
+spec:
+  disruption: {{consolidateAfter: Never}}
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
+      requirements:
+        - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: app}}
+spec:
+  replicas: 3
+  selector: {{matchLabels: {{app: app}}}}
+  template:
+    metadata: {{labels: {{app: app}}}}
+    spec:
+      containers: [{{name: app, image: app, resources: {{requests: {{cpu: "1"}}}}}}]
+---
+apiVersion: simulation.karpenter-rs.dev/v1alpha1
+kind: Scenario
+metadata: {{name: drift}}
+spec:
+  duration: 20m
+  steps:
+  - at: 5m
+    apply:
+    - apiVersion: karpenter.sh/v1
+      kind: NodePool
+      metadata: {{name: default}}
+      spec:
+        disruption: {{consolidateAfter: Never}}
+        template:
+{steps}
+"#
+        )
+    };
+    let widened = "          spec:
+            nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+            requirements:
+              - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand, spot]}";
+    let report = run(&scenario::parse(Path::new("drift.yaml"), &text(widened)).unwrap());
+    assert!(
+        report.disruptions.iter().all(|d| d.kind != "Drifted"),
+        "{:?}",
+        report.disruptions
+    );
+    let labelled = "          metadata: {labels: {team: a}}
+          spec:
+            nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+            requirements:
+              - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}";
+    let report = run(&scenario::parse(Path::new("drift.yaml"), &text(labelled)).unwrap());
+    let drifted: Vec<_> = report
+        .disruptions
+        .iter()
+        .filter(|d| d.kind == "Drifted")
+        .collect();
+    assert!(!drifted.is_empty(), "{:?}", report.events);
+    assert!(drifted.iter().all(|d| d.t_s >= 5 * 60), "{drifted:?}");
+    assert_eq!(report.summary.pods_pending, 0);
+    assert!(
+        report
+            .nodeclaims
+            .iter()
+            .any(|n| n.launched_at_s >= 5 * 60 && n.terminated_at_s.is_none()),
+        "a replacement launched after the change is still running: {:?}",
+        report.nodeclaims
+    );
+}

@@ -90,14 +90,16 @@ pub fn static_drift(pool: &NodePool, claim: &NodeClaim) -> Option<DriftReason> {
         .then_some(DriftReason::NodePoolDrifted)
 }
 
-/// Requirement drift: the claim's labels, taken as requirements, are not compatible with the
+/// Requirement drift: a node's labels, taken as requirements, are not compatible with the
 /// NodePool's requirements. Widening a requirement never drifts a node; narrowing it away
 /// from the node's value does, and so does requiring a label the node lacks (even a
 /// well-known one: the node exists, nothing will set it later).
-pub fn requirements_drift(pool: &NodePool, claim: &NodeClaim) -> Option<DriftReason> {
+pub fn requirements_drift(
+    pool: &NodePool,
+    labels: &BTreeMap<String, String>,
+) -> Option<DriftReason> {
     let pool_requirements = Requirements::from_node_claim(&pool.spec.template.spec.requirements);
-    let labels = claim.metadata.labels.clone().unwrap_or_default();
-    let claim_requirements = Requirements::from_labels(&labels);
+    let claim_requirements = Requirements::from_labels(labels);
     claim_requirements
         .compatible(&pool_requirements, AllowUndefined::Nothing)
         .is_err()
@@ -132,7 +134,12 @@ pub fn instance_type_not_found(
 
 /// Static and requirement drift, in upstream's order.
 pub fn template_drift(pool: &NodePool, claim: &NodeClaim) -> Option<DriftReason> {
-    static_drift(pool, claim).or_else(|| requirements_drift(pool, claim))
+    static_drift(pool, claim).or_else(|| {
+        requirements_drift(
+            pool,
+            claim.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
+        )
+    })
 }
 
 /// The annotations a NodePool should gain for its hash to be current, if any.

@@ -278,6 +278,11 @@ impl CloudProvider for KwokProvider {
             .collect())
     }
 
+    /// KWOK nodes have no image or network to drift from (upstream's answers "" too).
+    async fn is_drifted(&self, _claim: &NodeClaim) -> Result<Option<String>> {
+        Ok(None)
+    }
+
     async fn instance_types(&self, _node_pool: &NodePool) -> Result<Vec<Arc<InstanceType>>> {
         Ok(self.instance_types.clone())
     }

@@ -8,7 +8,9 @@ use http::StatusCode;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use karpenter_api::{KWOKNodeClass, NodeClaim, NodePool};
+use karpenter_controller::cloudprovider::{CloudProvider, Result as CloudResult};
 use karpenter_controller::{Context, Controller, Options};
 use karpenter_kwok::KwokProvider;
 use karpenter_testkit::{FakeApiServer, Fault, Verb, eventually};
@@ -30,13 +32,13 @@ fn options() -> Options {
     }
 }
 
-struct Running {
-    ctx: Arc<Context<KwokProvider>>,
+struct Running<P = KwokProvider> {
+    ctx: Arc<Context<P>>,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Running {
+impl<P> Running<P> {
     async fn stop(self) {
         self.stop.cancel();
         let _ = self.task.await;
@@ -44,8 +46,19 @@ impl Running {
 }
 
 fn start(server: &FakeApiServer, options: Options) -> Running {
-    let client = server.client();
-    let controller = Controller::new(client.clone(), Arc::new(KwokProvider::new(client)), options);
+    start_with(
+        server,
+        Arc::new(KwokProvider::new(server.client())),
+        options,
+    )
+}
+
+fn start_with<P: CloudProvider>(
+    server: &FakeApiServer,
+    provider: Arc<P>,
+    options: Options,
+) -> Running<P> {
+    let controller = Controller::new(server.client(), provider, options);
     let ctx = controller.context();
     let stop = CancellationToken::new();
     let task = tokio::spawn(controller.run(stop.clone()));
@@ -911,4 +924,240 @@ async fn a_disruption_taint_left_by_a_previous_leader_is_removed() {
             .is_none()
     );
     second.stop().await;
+}
+
+fn drifting() -> Options {
+    Options {
+        drift_poll: Duration::from_millis(200),
+        ..disrupting()
+    }
+}
+
+fn condition<'a>(claim: &'a NodeClaim, type_: &str) -> Option<&'a Condition> {
+    claim
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+fn annotation(claim: &NodeClaim, key: &str) -> Option<String> {
+    claim.metadata.annotations.as_ref()?.get(key).cloned()
+}
+
+/// Provisions one pod and waits for its node to initialize; the claim as it is then.
+async fn one_ready_node(server: &FakeApiServer) -> NodeClaim {
+    provision(server, 1).await;
+    eventually(WAIT, || ready_claims(server).into_iter().next())
+        .await
+        .expect("initialized")
+}
+
+/// Waits for `claim` to be gone and a Ready replacement in its place (launched first: drift
+/// replaces before it drains); the replacement.
+async fn replaced(server: &FakeApiServer, claim: &NodeClaim) -> NodeClaim {
+    let old = claim.metadata.name.clone().unwrap();
+    eventually(WAIT, || {
+        let fresh = ready_claims(server)
+            .into_iter()
+            .find(|c| c.metadata.name.as_deref() != Some(old.as_str()))?;
+        server.get::<NodeClaim>("", &old).is_none().then_some(fresh)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "{old} replaced; claims: {:?}",
+            server
+                .list::<NodeClaim>()
+                .iter()
+                .map(|c| (c.metadata.name.clone(), c.status.clone()))
+                .collect::<Vec<_>>()
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_nodepool_template_drifts_and_replaces_its_nodes() {
+    // consolidateAfter Never: only drift may move the node.
+    let server = setup(json!({"spec": {"disruption": {"consolidateAfter": "Never"}}}));
+    let running = start(&server, drifting());
+    let claim = one_ready_node(&server).await;
+    let hash = annotation(&claim, "karpenter.sh/nodepool-hash").expect("claims carry the hash");
+    assert_eq!(
+        annotation(&claim, "karpenter.sh/nodepool-hash-version").as_deref(),
+        Some(karpenter_api::hash::NODE_POOL_HASH_VERSION)
+    );
+    eventually(WAIT, || {
+        let pool = server.get::<NodePool>("", "default")?;
+        (pool.metadata.annotations?.get("karpenter.sh/nodepool-hash") == Some(&hash)).then_some(())
+    })
+    .await
+    .expect("the NodePool is stamped with the same hash");
+    // Requirements and disruption settings are not static fields: nothing drifts.
+    server
+        .merge::<NodePool>(
+            "",
+            "default",
+            json!({"spec": {"weight": 10, "template": {"spec": {"requirements": [
+                {"key": "kubernetes.io/os", "operator": "In", "values": ["linux", "windows"]},
+                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            ]}}}}),
+        )
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let name = claim.metadata.name.clone().unwrap();
+    let now = server.get::<NodeClaim>("", &name).expect("still there");
+    assert!(
+        condition(&now, "Drifted").is_none(),
+        "widening drifts nothing"
+    );
+
+    server
+        .merge::<NodePool>(
+            "",
+            "default",
+            json!({"spec": {"template": {"metadata": {"labels": {"team": "a"}}}}}),
+        )
+        .unwrap();
+    let fresh = replaced(&server, &claim).await;
+    assert_eq!(
+        fresh
+            .metadata
+            .labels
+            .as_ref()
+            .unwrap()
+            .get("team")
+            .map(String::as_str),
+        Some("a"),
+        "the replacement has the new template"
+    );
+    assert!(condition(&fresh, "Drifted").is_none());
+    let metrics = running.ctx.metrics.encode();
+    assert!(
+        metrics.contains(
+            "karpenter_nodeclaims_drifted_total{type=\"NodePoolDrifted\",nodepool=\"default\"} 1"
+        ),
+        "{metrics}"
+    );
+    assert_eq!(
+        events_named(&server, "DisruptionTerminating")[0]
+            .message
+            .as_deref(),
+        Some("Disrupting Node: Drifted")
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_stamped_by_another_hash_version_are_adopted_not_replaced() {
+    let server = setup(json!({}));
+    let running = start(&server, drifting());
+    let claim = one_ready_node(&server).await;
+    let name = claim.metadata.name.clone().unwrap();
+    let current = annotation(&claim, "karpenter.sh/nodepool-hash").unwrap();
+    // As upstream Karpenter left them: its own algorithm, version v3.
+    let upstream = json!({"metadata": {"annotations": {
+        "karpenter.sh/nodepool-hash": "6553925483735410345",
+        "karpenter.sh/nodepool-hash-version": "v3",
+    }}});
+    server
+        .merge::<NodePool>("", "default", upstream.clone())
+        .unwrap();
+    server.merge::<NodeClaim>("", &name, upstream).unwrap();
+    let adopted = eventually(WAIT, || {
+        let c = server.get::<NodeClaim>("", &name)?;
+        (annotation(&c, "karpenter.sh/nodepool-hash-version").as_deref()
+            == Some(karpenter_api::hash::NODE_POOL_HASH_VERSION))
+        .then_some(c)
+    })
+    .await
+    .expect("re-stamped");
+    assert_eq!(
+        annotation(&adopted, "karpenter.sh/nodepool-hash"),
+        Some(current)
+    );
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let c = server.get::<NodeClaim>("", &name).expect("kept");
+    assert!(condition(&c, "Drifted").is_none(), "{:?}", c.status);
+    assert!(
+        !running
+            .ctx
+            .metrics
+            .encode()
+            .contains("nodeclaims_drifted_total{")
+    );
+    running.stop().await;
+}
+
+/// KWOK whose chosen instances' image moves on, as a cloud's NodeClass drift.
+struct ImageDrift {
+    kwok: KwokProvider,
+    /// The NodeClaims whose image is outdated.
+    outdated: std::sync::Mutex<Vec<String>>,
+}
+
+impl CloudProvider for ImageDrift {
+    fn name(&self) -> &'static str {
+        "kwok"
+    }
+    async fn create(&self, claim: &NodeClaim) -> CloudResult<NodeClaim> {
+        self.kwok.create(claim).await
+    }
+    async fn delete(&self, claim: &NodeClaim) -> CloudResult<()> {
+        self.kwok.delete(claim).await
+    }
+    async fn get(&self, provider_id: &str) -> CloudResult<NodeClaim> {
+        self.kwok.get(provider_id).await
+    }
+    async fn list(&self) -> CloudResult<Vec<NodeClaim>> {
+        self.kwok.list().await
+    }
+    async fn is_drifted(&self, claim: &NodeClaim) -> CloudResult<Option<String>> {
+        let outdated = self.outdated.lock().unwrap();
+        Ok(claim
+            .metadata
+            .name
+            .as_ref()
+            .filter(|n| outdated.contains(n))
+            .map(|_| "AMIDrift".to_string()))
+    }
+    async fn instance_types(
+        &self,
+        pool: &NodePool,
+    ) -> CloudResult<Vec<Arc<karpenter_core::cloudprovider::InstanceType>>> {
+        self.kwok.instance_types(pool).await
+    }
+    fn provider_labels(&self) -> Vec<String> {
+        self.kwok.provider_labels()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_drift_marks_and_replaces_the_node() {
+    let server = setup(json!({"spec": {"disruption": {"consolidateAfter": "Never"}}}));
+    let provider = Arc::new(ImageDrift {
+        kwok: KwokProvider::new(server.client()),
+        outdated: Default::default(),
+    });
+    let options = Options {
+        provider_drift_check: Duration::from_millis(200),
+        ..drifting()
+    };
+    let running = start_with(&server, provider.clone(), options);
+    let claim = one_ready_node(&server).await;
+    let name = claim.metadata.name.clone().unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let c = server.get::<NodeClaim>("", &name).unwrap();
+    assert!(condition(&c, "Drifted").is_none(), "not drifted yet");
+    provider.outdated.lock().unwrap().push(name.clone());
+    replaced(&server, &claim).await;
+    let metrics = running.ctx.metrics.encode();
+    assert!(
+        metrics.contains(
+            "karpenter_nodeclaims_drifted_total{type=\"AMIDrift\",nodepool=\"default\"} 1"
+        ),
+        "{metrics}"
+    );
+    running.stop().await;
 }

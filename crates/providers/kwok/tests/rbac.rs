@@ -93,6 +93,7 @@ async fn the_chart_grants_exactly_what_the_controller_uses() {
         garbage_collection_interval: Duration::from_millis(300),
         instance_launch_grace: Duration::ZERO,
         resync: Duration::from_millis(200),
+        drift_poll: Duration::from_millis(200),
         ..Options::default()
     };
     let client = server.client();

@@ -5,7 +5,6 @@
 //! PodDisruptionBudgets) and terminated. Expired nodes are drained without replacement.
 
 use std::collections::BTreeMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus, Taint};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
@@ -42,15 +41,6 @@ struct InFlight {
     command: Command,
     candidates: Vec<usize>,
     replacements: Vec<usize>,
-}
-
-/// The hash of a NodePool's template: a node launched under another hash has drifted.
-pub(super) fn template_hash(pool: &NodePool) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    serde_json::to_string(&pool.spec.template)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    hasher.finish()
 }
 
 impl Simulation {
@@ -164,10 +154,14 @@ impl Simulation {
                 .chain([node.ready_at])
                 .max()
                 .unwrap_or(node.launched_at);
+            // The controller's checks: a static field changed (the hash moved on), or the
+            // node's labels no longer meet the NodePool's requirements.
             let drifted = node.node_pool.as_ref().is_some_and(|name| {
-                self.pools
-                    .get(name)
-                    .is_some_and(|np| template_hash(np) != node.template_hash)
+                self.pools.get(name).is_some_and(|np| {
+                    np.hash() != node.template_hash
+                        || karpenter_core::disruption::drift::requirements_drift(np, &node.labels)
+                            .is_some()
+                })
             });
             out.push(NodeState {
                 name: node.name.clone(),

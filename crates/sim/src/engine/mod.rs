@@ -83,7 +83,7 @@ struct SimNode {
     terminated_at: Option<u64>,
     reason: &'static str,
     /// The hash of its NodePool's template at launch, for drift.
-    template_hash: u64,
+    template_hash: String,
     /// Tainted `karpenter.sh/disrupted`: no new pods, on its way out.
     disrupted: bool,
     /// Being drained: pods are evicted as PodDisruptionBudgets allow, then it terminates.
@@ -362,7 +362,7 @@ impl Simulation {
                     ready_at: self.now,
                     terminated_at: None,
                     reason: "existing",
-                    template_hash: 0,
+                    template_hash: String::new(),
                     disrupted: false,
                     draining: false,
                 });
@@ -847,7 +847,8 @@ impl Simulation {
             template_hash: self
                 .pools
                 .get(&claim.node_pool)
-                .map_or(0, disruption::template_hash),
+                .map(|np| np.hash())
+                .unwrap_or_default(),
             disrupted: false,
             draining: false,
         });
