@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Pod, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_api::labels::{
     CAPACITY_TYPE_LABEL, DO_NOT_DISRUPT_ANNOTATION, INSTANCE_TYPE_LABEL,
-    POD_DELETION_COST_ANNOTATION,
+    POD_DELETION_COST_ANNOTATION, ZONE_LABEL,
 };
 use karpenter_api::{ConsolidationPolicy, DisruptionReason, NodePool};
 
@@ -263,7 +263,7 @@ fn blocked_reason(
                 .is_none_or(|s| s.disruptions_allowed <= 0)
         {
             return Some(format!(
-                "pdb {}/{} prevents pod evictions",
+                "pdb prevents pod evictions (PodDisruptionBudget=[{}/{}])",
                 budget.metadata.namespace.as_deref().unwrap_or("default"),
                 budget.metadata.name.as_deref().unwrap_or("?")
             ));
@@ -448,6 +448,12 @@ fn consolidate(input: &Input<'_>, candidates: &[&Candidate<'_>]) -> Result<Comma
             savings_per_hour: price,
         }),
         Simulation::Replace(mut claim) => {
+            // Judged on every option, before the capacity type is narrowed below.
+            let ceiling = if nodes.len() > 1 {
+                same_instance_type_ceiling(&claim, &nodes).map_or(price, |c| c.min(price))
+            } else {
+                price
+            };
             let all_spot = nodes.iter().all(|n| {
                 n.labels
                     .get(CAPACITY_TYPE_LABEL)
@@ -470,7 +476,7 @@ fn consolidate(input: &Input<'_>, candidates: &[&Candidate<'_>]) -> Result<Comma
                 ));
             }
             let keep: Vec<usize> = (0..claim.instance_types.len())
-                .filter(|&i| worst_launch_price(&claim, i) < price)
+                .filter(|&i| worst_launch_price(&claim, i) < ceiling)
                 .collect();
             if keep.is_empty() {
                 return Err("can't replace with a cheaper node".into());
@@ -508,51 +514,21 @@ fn consolidate(input: &Input<'_>, candidates: &[&Candidate<'_>]) -> Result<Comma
 }
 
 /// Merging nodes onto one of their own instance types only pays if that type is cheaper than
-/// what runs now: when a replacement option is a type some candidate already is, keep only the
-/// options cheaper than the cheapest such candidate, or give up. This stops multi-node
-/// consolidation from trading nodes for the same nodes.
-fn filter_out_same_instance_type(
-    mut cmd: Command,
-    candidates: &[&Candidate<'_>],
-) -> Option<Command> {
-    let Some(claim) = cmd.replacements.first_mut() else {
-        return Some(cmd);
-    };
-    let current: Vec<(&str, f64)> = candidates
-        .iter()
-        .filter_map(|c| {
-            c.node
-                .labels
-                .get(INSTANCE_TYPE_LABEL)
-                .map(|t| (t.as_str(), c.node.price))
-        })
-        .collect();
-    let ceiling = claim
+/// what runs now: when a replacement option (any capacity type) is a type some candidate
+/// already is, the replacement must cost less than the cheapest such candidate — otherwise
+/// keeping that node and deleting the rest disrupts fewer pods for the same savings. `None`
+/// when no option is a candidate's type.
+fn same_instance_type_ceiling(claim: &NewNodeClaim, nodes: &[&NodeState]) -> Option<f64> {
+    claim
         .instance_types
         .iter()
         .flat_map(|it| {
-            current
+            nodes
                 .iter()
-                .filter(|(t, _)| *t == it.name)
-                .map(|(_, p)| *p)
+                .filter(|n| n.labels.get(INSTANCE_TYPE_LABEL) == Some(&it.name))
+                .map(|n| n.price)
         })
-        .min_by(f64::total_cmp);
-    let Some(ceiling) = ceiling else {
-        return Some(cmd);
-    };
-    let requirements = claim.requirements.clone();
-    claim.instance_types.retain(|it| {
-        it.compatible_offerings(&requirements)
-            .map(|o| o.price)
-            .min_by(f64::total_cmp)
-            .is_some_and(|p| p < ceiling)
-    });
-    if claim.instance_types.is_empty() {
-        return None;
-    }
-    let price: f64 = candidates.iter().map(|c| c.node.price).sum();
-    cmd.savings_per_hour = price - claim.cheapest_price().unwrap_or(price);
-    Some(cmd)
+        .min_by(f64::total_cmp)
 }
 
 /// Upstream's Balanced policy: a move passes when its share of the pool's savings is at least
@@ -691,6 +667,11 @@ pub fn decide(input: &Input<'_>) -> Decision {
     let consolidatable: Vec<&Candidate<'_>> = candidates
         .iter()
         .filter(|c| {
+            // Pricing a node needs its type, capacity type and zone (upstream's checks).
+            if let Some(why) = unpriceable(c) {
+                decision.block(&c.node.name, Blocked::Unconsolidatable, why);
+                return false;
+            }
             let spec = &c.pool.node_pool.spec.disruption;
             let why = if no_consolidation(c) {
                 Some("consolidateAfter is Never")
@@ -727,14 +708,11 @@ pub fn decide(input: &Input<'_>) -> Decision {
         while low <= high {
             let mid = (low + high) / 2;
             let prefix = &within_budget[..=mid];
-            let valid = consolidate(input, prefix)
-                .ok()
-                .and_then(|cmd| filter_out_same_instance_type(cmd, prefix))
-                .filter(|cmd| {
-                    prefix
-                        .iter()
-                        .all(|c| balanced_approves(input, c.pool, cmd, prefix))
-                });
+            let valid = consolidate(input, prefix).ok().filter(|cmd| {
+                prefix
+                    .iter()
+                    .all(|c| balanced_approves(input, c.pool, cmd, prefix))
+            });
             match valid {
                 Some(cmd) => {
                     best = Some(cmd);
@@ -768,6 +746,25 @@ pub fn decide(input: &Input<'_>) -> Decision {
         }
     }
     finish(decision, &candidates)
+}
+
+/// Why a consolidation candidate cannot be priced, in upstream's words: its instance type is
+/// unknown to its NodePool, or a label an offering is chosen by is missing.
+fn unpriceable(c: &Candidate<'_>) -> Option<String> {
+    let labels = &c.node.labels;
+    let instance_type = labels.get(INSTANCE_TYPE_LABEL).map_or("", String::as_str);
+    if !c
+        .pool
+        .instance_types
+        .iter()
+        .any(|it| it.name == instance_type)
+    {
+        return Some(format!("Instance Type {instance_type:?} not found"));
+    }
+    [CAPACITY_TYPE_LABEL, ZONE_LABEL]
+        .into_iter()
+        .find(|l| !labels.contains_key(*l))
+        .map(|l| format!("Node does not have label {l:?}"))
 }
 
 /// `candidates` interleaved across NodePools (first of each pool, then second of each, …),
