@@ -581,6 +581,56 @@ fn drift_replaces_drifted_nodes() {
 }
 
 #[test]
+fn drift_is_eventual_when_a_termination_grace_period_bounds_the_drain() {
+    let with_tgp = [pool("default", |np| {
+        np.spec.template.spec.termination_grace_period =
+            Some(karpenter_api::Duration::from_secs(600))
+    })];
+    let without = [pool("default", |_| {})];
+    let pinned = || {
+        let mut p = app("1");
+        p.metadata.annotations = Some(
+            [(
+                "karpenter.sh/do-not-disrupt".to_string(),
+                "true".to_string(),
+            )]
+            .into(),
+        );
+        p
+    };
+    let drifted = |pods: Vec<Pod>| {
+        let mut n = node("old", "default", 2, "on-demand", pods);
+        n.drifted = true;
+        n
+    };
+    let guard = [pdb("guard", 0, &[("app", "web")])];
+    let cases: Vec<(&str, NodeState, &[PodDisruptionBudget])> = vec![
+        ("a do-not-disrupt pod", drifted(vec![pinned()]), &[]),
+        ("a PDB allowing nothing", drifted(vec![app("1")]), &guard),
+    ];
+    for (blocker, n, pdbs) in cases {
+        // Without a grace period the blocker holds the node, as for any graceful method.
+        let d = run(std::slice::from_ref(&n), &without, pdbs);
+        assert!(d.commands.is_empty(), "{blocker}: {:?}", d.commands);
+        assert_eq!(d.blocked_kind["old"], Blocked::NotCandidate, "{blocker}");
+        // With one, drift replaces it: the grace period bounds the drain.
+        let d = run(std::slice::from_ref(&n), &with_tgp, pdbs);
+        assert_eq!(
+            d.commands.first().map(|c| c.reason.clone()),
+            Some(DisruptionReason::Drifted),
+            "{blocker}: {:?}",
+            d.blocked
+        );
+        // A node that has not drifted stays graceful: consolidation respects the blocker.
+        let mut calm = n.clone();
+        calm.drifted = false;
+        let d = run(&[calm], &with_tgp, pdbs);
+        assert!(d.commands.is_empty(), "{blocker}: {:?}", d.commands);
+        assert_eq!(d.blocked_kind["old"], Blocked::NotCandidate, "{blocker}");
+    }
+}
+
+#[test]
 fn balanced_policy_weighs_savings_against_disruption() {
     let balanced = [pool("default", |np| {
         np.spec.disruption.consolidation_policy = ConsolidationPolicy::Balanced

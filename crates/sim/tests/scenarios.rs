@@ -376,7 +376,10 @@ fn plan_reports_disruption_and_why_nodes_stay() {
             .map(|k| k.reason.clone())
             .unwrap_or_default()
     };
-    assert!(why("db-1").contains("PodDisruptionBudget=[shop/db]"), "{d:?}");
+    assert!(
+        why("db-1").contains("PodDisruptionBudget=[shop/db]"),
+        "{d:?}"
+    );
     assert!(why("pinned-1").contains("do-not-disrupt"), "{d:?}");
     assert!(why("big-1").contains("emptiness acts first"), "{d:?}");
     // Every node is either acted on or explained.

@@ -209,12 +209,8 @@ fn do_not_disrupt(pod: &Pod, now: i64) -> bool {
 }
 
 /// Why a node may not be disrupted at all, if it may not.
-fn blocked_reason(
-    node: &NodeState,
-    pools: &BTreeMap<&str, &NodePoolInput>,
-    pdbs: &[PodDisruptionBudget],
-    now: i64,
-) -> Option<String> {
+/// What stops any voluntary disruption of the node itself.
+fn node_blocked_reason(node: &NodeState, pools: &BTreeMap<&str, &NodePoolInput>) -> Option<String> {
     let Some(pool) = node.node_pool.as_deref() else {
         return Some("node is not managed by a NodePool".into());
     };
@@ -237,6 +233,12 @@ fn blocked_reason(
     {
         return Some(format!("node has \"{DO_NOT_DISRUPT_ANNOTATION}\""));
     }
+    None
+}
+
+/// What stops graceful disruption at the pod level: a pod with `do-not-disrupt`, or a pod whose
+/// PodDisruptionBudget allows no eviction now.
+fn pod_blocked_reason(node: &NodeState, pdbs: &[PodDisruptionBudget], now: i64) -> Option<String> {
     for pod in node.pods.iter().filter(|p| is_active(p)) {
         let name = format!(
             "{}/{}",
@@ -278,6 +280,10 @@ struct Candidate<'a> {
     node: &'a NodeState,
     pool: &'a NodePoolInput,
     reschedule_cost: f64,
+    /// A pod-level blocker graceful methods respect. Only a drifted node whose NodePool sets
+    /// a `terminationGracePeriod` becomes a candidate with one: drift is upstream's
+    /// "eventual" class, and the grace period bounds how long the blocker can hold the drain.
+    pod_blocker: Option<String>,
 }
 
 impl Candidate<'_> {
@@ -570,16 +576,28 @@ pub fn decide(input: &Input<'_>) -> Decision {
     let mut decision = Decision::default();
     let mut candidates: Vec<Candidate<'_>> = Vec::new();
     for node in input.nodes.iter().filter(|n| n.node_pool.is_some()) {
-        match blocked_reason(node, &pools, input.pdbs, input.now) {
-            Some(why) => decision.block(&node.name, Blocked::NotCandidate, why),
-            None => {
-                let pool = pools[node.node_pool.as_deref().unwrap_or_default()];
-                candidates.push(Candidate {
-                    node,
-                    pool,
-                    reschedule_cost: reschedule_cost(node),
-                });
-            }
+        if let Some(why) = node_blocked_reason(node, &pools) {
+            decision.block(&node.name, Blocked::NotCandidate, why);
+            continue;
+        }
+        let pool = pools[node.node_pool.as_deref().unwrap_or_default()];
+        let pod_blocker = pod_blocked_reason(node, input.pdbs, input.now);
+        let eventual = node.drifted
+            && pool
+                .node_pool
+                .spec
+                .template
+                .spec
+                .termination_grace_period
+                .is_some();
+        match pod_blocker {
+            Some(why) if !eventual => decision.block(&node.name, Blocked::NotCandidate, why),
+            pod_blocker => candidates.push(Candidate {
+                node,
+                pool,
+                reschedule_cost: reschedule_cost(node),
+                pod_blocker,
+            }),
         }
     }
     // Most savings per unit of disruption first.
@@ -601,7 +619,12 @@ pub fn decide(input: &Input<'_>) -> Decision {
     // 1. Emptiness: every empty, consolidatable node within budget, in one command.
     let empty: Vec<&Candidate<'_>> = candidates
         .iter()
-        .filter(|c| !no_consolidation(c) && is_empty(c.node) && c.consolidatable(input.now))
+        .filter(|c| {
+            c.pod_blocker.is_none()
+                && !no_consolidation(c)
+                && is_empty(c.node)
+                && c.consolidatable(input.now)
+        })
         .collect();
     let chosen = within_budget(input, DisruptionReason::Empty, &empty, &mut decision);
     if !chosen.is_empty() {
@@ -663,9 +686,16 @@ pub fn decide(input: &Input<'_>) -> Decision {
         return finish(decision, &candidates);
     }
 
+    // Consolidation is graceful: candidates admitted for drift alone stop here.
+    for c in &candidates {
+        if let Some(why) = &c.pod_blocker {
+            decision.block(&c.node.name, Blocked::NotCandidate, why.clone());
+        }
+    }
     // Consolidation applies to non-empty, consolidatable nodes of pools that allow it.
     let consolidatable: Vec<&Candidate<'_>> = candidates
         .iter()
+        .filter(|c| c.pod_blocker.is_none())
         .filter(|c| {
             // Pricing a node needs its type, capacity type and zone (upstream's checks).
             if let Some(why) = unpriceable(c) {
