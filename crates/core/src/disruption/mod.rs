@@ -887,6 +887,7 @@ mod tests {
                 node,
                 pool: if node.name.starts_with('a') { &a } else { &b },
                 reschedule_cost: 1.0,
+                pod_blocker: None,
             })
             .collect();
         let refs: Vec<&Candidate<'_>> = candidates.iter().collect();
