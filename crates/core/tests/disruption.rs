@@ -616,7 +616,7 @@ fn drift_is_eventual_when_a_termination_grace_period_bounds_the_drain() {
         // With one, drift replaces it: the grace period bounds the drain.
         let d = run(std::slice::from_ref(&n), &with_tgp, pdbs);
         assert_eq!(
-            d.commands.first().map(|c| c.reason.clone()),
+            d.commands.first().map(|c| c.reason),
             Some(DisruptionReason::Drifted),
             "{blocker}: {:?}",
             d.blocked
