@@ -157,7 +157,7 @@ fn node_states<P: CloudProvider>(
                     .as_ref()
                     .is_some_and(|c| c.metadata.deletion_timestamp.is_some())
                 || marked.contains(&name),
-            nominated: false,
+            nominated: ctx.cluster.nominations.is_nominated(&name),
             created_at,
             last_pod_event,
             drifted: claim

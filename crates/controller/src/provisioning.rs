@@ -401,7 +401,12 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         };
         ctx.recorder.publish_to(stored[*i].reference(), note).await;
     }
+    // Upstream's window: twice the longest batch, at least 10 s.
+    let window = (ctx.options.batch_max_duration * 2).max(Duration::from_secs(10));
     for (node, pods) in &results.existing_nodes {
+        if !pods.is_empty() {
+            ctx.cluster.nominations.nominate(node, window);
+        }
         for &i in pods {
             let note = Note {
                 rate_limited: true,

@@ -163,7 +163,35 @@ pub struct Cluster {
     pub pdbs: Index<PodDisruptionBudget>,
     /// DaemonSets (their pods' overhead lands on every new node).
     pub daemonsets: Index<DaemonSet>,
+    /// Nodes a provisioning result counted on, and until when.
+    pub nominations: Nominations,
     changes: watch::Sender<u64>,
+}
+
+/// Upstream's node nominations: when provisioning decides pending pods will land on an existing
+/// node, that node is not a disruption candidate for a while, so consolidation does not remove
+/// capacity the scheduler is about to use.
+#[derive(Debug, Default)]
+pub struct Nominations(std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>);
+
+impl Nominations {
+    /// Nominates `node` until `window` from now (a later nomination extends it).
+    pub fn nominate(&self, node: &str, window: std::time::Duration) {
+        let until = std::time::Instant::now() + window;
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, t| *t > std::time::Instant::now());
+        let entry = map.entry(node.to_string()).or_insert(until);
+        *entry = (*entry).max(until);
+    }
+
+    /// Whether `node` is nominated now.
+    pub fn is_nominated(&self, node: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(node)
+            .is_some_and(|t| *t > std::time::Instant::now())
+    }
 }
 
 impl Default for Cluster {
@@ -176,6 +204,7 @@ impl Default for Cluster {
             node_claims: Index::default(),
             pdbs: Index::default(),
             daemonsets: Index::default(),
+            nominations: Nominations::default(),
             changes: watch::channel(0).0,
         }
     }
@@ -327,5 +356,19 @@ mod tests {
         index.reset(vec![Arc::new(node("b", "1"))]);
         assert!(index.synced());
         assert_eq!(index.len(), 1);
+    }
+
+    #[test]
+    fn nominations_last_their_window_and_extend() {
+        let n = Nominations::default();
+        assert!(!n.is_nominated("a"));
+        n.nominate("a", std::time::Duration::from_secs(3600));
+        assert!(n.is_nominated("a"));
+        assert!(!n.is_nominated("b"));
+        // A shorter, later nomination does not cut the window short.
+        n.nominate("a", std::time::Duration::ZERO);
+        assert!(n.is_nominated("a"));
+        n.nominate("b", std::time::Duration::ZERO);
+        assert!(!n.is_nominated("b"), "an elapsed window no longer shields");
     }
 }
