@@ -208,8 +208,7 @@ fn do_not_disrupt(pod: &Pod, now: i64) -> bool {
     }
 }
 
-/// Why a node may not be disrupted at all, if it may not.
-/// What stops any voluntary disruption of the node itself.
+/// What stops any voluntary disruption of the node itself, if anything.
 fn node_blocked_reason(node: &NodeState, pools: &BTreeMap<&str, &NodePoolInput>) -> Option<String> {
     let Some(pool) = node.node_pool.as_deref() else {
         return Some("node is not managed by a NodePool".into());
