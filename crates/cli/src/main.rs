@@ -52,7 +52,7 @@ enum Command {
         #[arg(long, value_enum, default_value_t = commands::simulate::Output::Text)]
         output: commands::simulate::Output,
         /// Upstream's feature gates, as the controller takes them (`SpotToSpotConsolidation=true`).
-        #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = karpenter_core::feature_gates::FeatureGates::from_str_arg)]
+        #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = <karpenter_core::feature_gates::FeatureGates as std::str::FromStr>::from_str)]
         feature_gates: karpenter_core::feature_gates::FeatureGates,
     },
     /// Print the CustomResourceDefinitions (NodePool, NodeClaim, KWOKNodeClass) as YAML.

@@ -82,6 +82,8 @@ fn node_states<P: CloudProvider>(
     marked: &BTreeSet<String>,
 ) -> Vec<NodeState> {
     let cluster = &ctx.cluster;
+    let claims = cluster.node_claims_by_provider_id();
+    let mut pods_by_node = cluster.pods_by_node();
     let mut states = Vec::new();
     for node in cluster.nodes.all() {
         let labels = node.labels().clone();
@@ -89,13 +91,12 @@ fn node_states<P: CloudProvider>(
             continue;
         };
         let name = node.name_any();
-        let provider_id = node
+        let claim = node
             .spec
             .as_ref()
-            .and_then(|s| s.provider_id.clone())
-            .unwrap_or_default();
-        let claim = cluster.node_claim_for_provider_id(&provider_id);
-        let on_node = cluster.pods_on(&name);
+            .and_then(|s| s.provider_id.as_deref())
+            .and_then(|id| claims.get(id));
+        let on_node = pods_by_node.remove(&name).unwrap_or_default();
         let created_at = seconds(
             claim
                 .as_ref()
@@ -364,6 +365,7 @@ impl<P: CloudProvider> Context<P> {
 /// Untaints nodes a previous leader (or a crash) left tainted `karpenter.sh/disrupted` without
 /// deleting them: with nothing in flight, only a terminating node may carry the taint.
 async fn release_stale_taints<P: CloudProvider>(ctx: &Context<P>) -> Result<(), Error> {
+    let claims = ctx.cluster.node_claims_by_provider_id();
     for node in ctx.cluster.nodes.all() {
         let tainted = node
             .spec
@@ -371,15 +373,12 @@ async fn release_stale_taints<P: CloudProvider>(ctx: &Context<P>) -> Result<(), 
             .and_then(|s| s.taints.as_ref())
             .is_some_and(|t| t.iter().any(|t| t.key == DISRUPTED_TAINT_KEY));
         let managed = node.labels().contains_key(NODE_POOL_LABEL);
-        let provider_id = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.provider_id.clone())
-            .unwrap_or_default();
         let deleting = node.metadata.deletion_timestamp.is_some()
-            || ctx
-                .cluster
-                .node_claim_for_provider_id(&provider_id)
+            || node
+                .spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .and_then(|id| claims.get(id))
                 .is_none_or(|c| c.metadata.deletion_timestamp.is_some());
         if tainted && managed && !deleting {
             tracing::info!(node = %node.name_any(), "removing a disruption taint no command owns");

@@ -54,7 +54,7 @@ pub struct Reconciled {
 }
 
 enum Verdict {
-    Drifted(String),
+    Drifted(DriftReason),
     NotDrifted,
     /// The provider could not answer: leave the condition as it is.
     Unknown,
@@ -137,7 +137,7 @@ async fn verdict<P: CloudProvider>(
         return Verdict::NotDrifted;
     }
     if let Some(reason) = template_drift(pool, claim) {
-        return Verdict::Drifted(reason.as_str().to_string());
+        return Verdict::Drifted(reason);
     }
     let uid = claim.uid().unwrap_or_default();
     let now = Instant::now();
@@ -166,7 +166,7 @@ async fn verdict<P: CloudProvider>(
             }
         }
         match instance_type_not_found(&instance_types[&pool_name], claim) {
-            Some(reason) => return Verdict::Drifted(reason.as_str().to_string()),
+            Some(reason) => return Verdict::Drifted(reason),
             None => {
                 checks.instance_type_found.insert(uid.clone(), now);
             }
@@ -188,7 +188,7 @@ async fn verdict<P: CloudProvider>(
         },
     };
     match answer.filter(|r| !r.is_empty()) {
-        Some(reason) => Verdict::Drifted(DriftReason::Provider(reason).as_str().to_string()),
+        Some(reason) => Verdict::Drifted(DriftReason::Provider(reason)),
         None => Verdict::NotDrifted,
     }
 }
@@ -212,13 +212,14 @@ async fn apply<P: CloudProvider>(
             tracing::debug!(nodeclaim = %name, "no longer drifted");
         }
         Verdict::Drifted(reason) => {
+            let reason = reason.as_str();
             let was = conditions::is_true(&status.conditions, DRIFTED);
             if !conditions::set(
                 &mut status.conditions,
                 DRIFTED,
                 "True",
-                &reason,
-                &reason,
+                reason,
+                reason,
                 Timestamp::now(),
             ) {
                 return Ok(());
@@ -231,11 +232,11 @@ async fn apply<P: CloudProvider>(
                     .unwrap_or_default();
                 ctx.metrics
                     .nodeclaims_drifted
-                    .get_or_create(&labels(&[("type", &reason), ("nodepool", &pool)]))
+                    .get_or_create(&labels(&[("type", reason), ("nodepool", &pool)]))
                     .inc();
                 tracing::info!(nodeclaim = %name, reason = %reason, "marked drifted");
             }
-            done.drifted.push((name.clone(), reason));
+            done.drifted.push((name.clone(), reason.to_string()));
         }
     }
     let patch = json!({

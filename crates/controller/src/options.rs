@@ -39,7 +39,7 @@ pub struct Options {
     #[arg(long, env = "POD_NAME", default_value = "")]
     pub identity: String,
     /// Upstream's feature gates, e.g. `SpotToSpotConsolidation=true`.
-    #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = karpenter_core::feature_gates::FeatureGates::from_str_arg)]
+    #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = <karpenter_core::feature_gates::FeatureGates as std::str::FromStr>::from_str)]
     pub feature_gates: karpenter_core::feature_gates::FeatureGates,
     /// How often instances without a NodeClaim are looked for.
     #[arg(skip = Duration::from_secs(120))]

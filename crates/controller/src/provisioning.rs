@@ -121,20 +121,8 @@ fn existing_nodes(
     let mut inputs = Vec::new();
     let mut displaced = Vec::new();
     let mut with_node = HashSet::new();
-    let claims_by_provider_id: HashMap<String, Arc<NodeClaim>> = cluster
-        .node_claims
-        .all()
-        .into_iter()
-        .filter_map(|c| Some((c.status.as_ref()?.provider_id.clone()?, c)))
-        .collect();
-    let mut pods_by_node: HashMap<String, Vec<Arc<StoredPod>>> = HashMap::new();
-    for pod in cluster.pods.all() {
-        if let Some(node) = pod.node_name.clone()
-            && !pods::is_terminal(&pod)
-        {
-            pods_by_node.entry(node).or_default().push(pod);
-        }
-    }
+    let claims_by_provider_id = cluster.node_claims_by_provider_id();
+    let mut pods_by_node = cluster.pods_by_node();
     for node in cluster.nodes.all() {
         let name = node.metadata.name.clone().unwrap_or_default();
         let claim = node
@@ -145,7 +133,8 @@ fn existing_nodes(
         if let Some(c) = claim {
             with_node.insert(c.metadata.name.clone().unwrap_or_default());
         }
-        let pods = pods_by_node.remove(&name).unwrap_or_default();
+        let mut pods = pods_by_node.remove(&name).unwrap_or_default();
+        pods.retain(|p| !pods::is_terminal(p));
         let deleting = node.metadata.deletion_timestamp.is_some()
             || claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
         if deleting {

@@ -33,13 +33,6 @@ impl Default for FeatureGates {
     }
 }
 
-impl FeatureGates {
-    /// For clap: the same parse, as a function value.
-    pub fn from_str_arg(s: &str) -> Result<Self, String> {
-        s.parse()
-    }
-}
-
 impl FromStr for FeatureGates {
     type Err = String;
 

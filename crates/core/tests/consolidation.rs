@@ -284,9 +284,11 @@ fn can_delete_nodes_considering_do_not_disrupt_on_pods() {
 
 #[test]
 fn do_not_disrupt_pods_block_consolidation_even_with_a_termination_grace_period() {
-    // Consolidation is graceful: a grace period does not override the annotation.
-    let mut c = Cluster::new(vec![cheap(
-        "node-0",
+    // Consolidation is graceful: a grace period does not override the annotation. Without it
+    // this node would be replaced (see `can_replace_a_node_with_a_cheaper_one`).
+    let mut c = Cluster::new(vec![pricey(
+        "node",
+        "on-demand",
         vec![annotated(
             pods(1)[0].clone(),
             "karpenter.sh/do-not-disrupt",
@@ -297,14 +299,13 @@ fn do_not_disrupt_pods_block_consolidation_even_with_a_termination_grace_period(
         np.spec.template.spec.termination_grace_period =
             Some(karpenter_api::Duration::from_secs(300))
     })];
-    c.nodes.push(cheap("node-1", vec![]));
     let d = c.decide();
+    assert_eq!(outcome(&d), None, "{:?}", d.commands);
+    assert_eq!(d.blocked_kind["node"], Blocked::NotCandidate);
     assert!(
-        d.commands
-            .iter()
-            .all(|cmd| !cmd.candidates.contains(&"node-0".to_string())),
+        d.blocked["node"].contains("do-not-disrupt"),
         "{:?}",
-        d.commands
+        d.blocked
     );
 }
 
@@ -750,18 +751,13 @@ fn can_replace_a_node_maintaining_zonal_spread() {
     let zones = ["test-zone-1", "test-zone-2", "test-zone-3"];
     let mut nodes = Vec::new();
     for (i, zone) in zones.iter().enumerate() {
-        let it = by_price("on-demand")
+        let mut in_zone = by_price("on-demand")
             .into_iter()
-            .rev()
-            .find(|it| it.offerings[0].zone == *zone)
-            .unwrap();
+            .filter(|it| it.offerings[0].zone == *zone);
         let it = if i == 0 {
-            it
+            in_zone.last().unwrap()
         } else {
-            by_price("on-demand")
-                .into_iter()
-                .find(|it| it.offerings[0].zone == *zone)
-                .unwrap()
+            in_zone.next().unwrap()
         };
         nodes.push(node_of(
             &format!("node-{i}"),

@@ -247,6 +247,27 @@ impl Cluster {
             .find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
     }
 
+    /// NodeClaims by their instance's providerID, for passes over every node (one index build
+    /// instead of a scan per node).
+    pub fn node_claims_by_provider_id(&self) -> HashMap<String, Arc<NodeClaim>> {
+        self.node_claims
+            .all()
+            .into_iter()
+            .filter_map(|c| Some((c.status.as_ref()?.provider_id.clone()?, c)))
+            .collect()
+    }
+
+    /// Every bound pod (terminal ones included), grouped by node, for passes over every node.
+    pub fn pods_by_node(&self) -> HashMap<String, Vec<Arc<StoredPod>>> {
+        let mut by_node: HashMap<String, Vec<Arc<StoredPod>>> = HashMap::new();
+        for pod in self.pods.all() {
+            if let Some(node) = pod.node_name.clone() {
+                by_node.entry(node).or_default().push(pod);
+            }
+        }
+        by_node
+    }
+
     /// Pods bound to a node.
     pub fn pods_on(&self, node: &str) -> Vec<Arc<StoredPod>> {
         self.pods
