@@ -24,13 +24,13 @@ pub const NODE_POOL_HASH_VERSION: &str = "rs-v1";
 
 /// 64-bit FNV-1a: stable across Rust releases and platforms, unlike `DefaultHasher`, so a
 /// hash written by one build is understood by the next.
-struct Fnv(u64);
+pub(crate) struct Fnv(pub(crate) u64);
 
 impl Fnv {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    pub(crate) const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
 
-    fn bytes(&mut self, bytes: &[u8]) {
+    pub(crate) fn bytes(&mut self, bytes: &[u8]) {
         for b in bytes {
             self.0 ^= u64::from(*b);
             self.0 = self.0.wrapping_mul(Self::PRIME);
@@ -38,7 +38,7 @@ impl Fnv {
     }
 
     /// A length-prefixed string, so `("ab", "c")` and `("a", "bc")` differ.
-    fn str(&mut self, s: &str) {
+    pub(crate) fn str(&mut self, s: &str) {
         self.bytes(&(s.len() as u64).to_le_bytes());
         self.bytes(s.as_bytes());
     }

@@ -2,12 +2,13 @@
 //! and karpenter apply to them.
 //!
 //! - [`nodepool`] and [`nodeclaim`]: the resources, field for field as upstream, with its
-//!   defaults; [`kwok`]: the KWOK provider's NodeClass.
+//!   defaults; [`kwok`] and [`aws`]: the KWOK and AWS providers' NodeClasses.
 //! - [`labels`]: well-known labels, annotations, taints and the finalizer.
 //! - [`duration`] and [`cron`]: Go durations and budget schedules.
 //! - [`crd`]: the CustomResourceDefinitions; [`validation`]: checks manifests against them.
 //! - [`convert`]: turns `karpenter.sh/v1beta1` NodePools into `v1`.
 
+pub mod aws;
 pub mod convert;
 pub mod crd;
 pub mod cron;
@@ -20,6 +21,7 @@ pub mod nodepool;
 mod resource;
 pub mod validation;
 
+pub use aws::EC2NodeClass;
 pub use duration::{Duration, NillableDuration};
 pub use kwok::KWOKNodeClass;
 pub use nodeclaim::{

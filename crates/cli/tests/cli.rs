@@ -39,6 +39,7 @@ fn example_nodepools_validate() {
         "examples/nodepools/aws-general-purpose.yaml",
         "examples/nodepools/huawei-cpu-burst.yaml",
         "examples/nodepools/kwok.yaml",
+        "examples/nodeclasses/aws-default.yaml",
     ]);
     assert_eq!(
         out.status.code(),

@@ -138,6 +138,9 @@ fn runtime_checks(crd: Crd, object: &Value, problems: &mut Vec<Problem>) {
             .map(|np| runtime::validate_node_pool(&np, problems)),
         Crd::NodeClaim => serde_json::from_value::<NodeClaim>(object.clone())
             .map(|nc| runtime::validate_node_claim(&nc, problems)),
+        Crd::EC2NodeClass => {
+            serde_json::from_value::<crate::aws::EC2NodeClass>(object.clone()).map(|_| ())
+        }
         Crd::KwokNodeClass => Ok(()),
     };
     if let Err(e) = typed {

@@ -5,6 +5,8 @@
 
 use serde_json::{Value, json};
 
+mod ec2nodeclass;
+
 /// `"720h"`, `"1h30m"` or `"Never"`.
 pub const DURATION_OR_NEVER_PATTERN: &str = r"^(([0-9]+(s|m|h))+|Never)$";
 /// `"30s"`, `"1h30m"`.
@@ -23,7 +25,7 @@ pub const QUALIFIED_NAME_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-
 /// A label value.
 pub const LABEL_VALUE_PATTERN: &str = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$";
 const CONDITION_TYPE_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$";
-const CONDITION_REASON_PATTERN: &str = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$";
+pub(crate) const CONDITION_REASON_PATTERN: &str = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$";
 const OPTIONAL_CONDITION_REASON_PATTERN: &str = r"^([A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?|)$";
 
 /// A CustomResourceDefinition this project ships.
@@ -35,11 +37,18 @@ pub enum Crd {
     NodeClaim,
     /// `kwoknodeclasses.karpenter.kwok.sh`
     KwokNodeClass,
+    /// `ec2nodeclasses.karpenter.k8s.aws`
+    EC2NodeClass,
 }
 
 impl Crd {
     /// Every CRD, in the order they are printed.
-    pub const ALL: [Crd; 3] = [Crd::NodePool, Crd::NodeClaim, Crd::KwokNodeClass];
+    pub const ALL: [Crd; 4] = [
+        Crd::NodePool,
+        Crd::NodeClaim,
+        Crd::KwokNodeClass,
+        Crd::EC2NodeClass,
+    ];
 
     /// The CRD for an `apiVersion` and `kind`, if it is one of ours.
     pub fn for_kind(api_version: &str, kind: &str) -> Option<Crd> {
@@ -54,6 +63,7 @@ impl Crd {
             Crd::NodePool => "NodePool",
             Crd::NodeClaim => "NodeClaim",
             Crd::KwokNodeClass => "KWOKNodeClass",
+            Crd::EC2NodeClass => "EC2NodeClass",
         }
     }
 
@@ -62,13 +72,14 @@ impl Crd {
         match self {
             Crd::NodePool | Crd::NodeClaim => crate::labels::GROUP,
             Crd::KwokNodeClass => crate::kwok::GROUP,
+            Crd::EC2NodeClass => crate::aws::GROUP,
         }
     }
 
     /// The served version.
     pub fn version(self) -> &'static str {
         match self {
-            Crd::NodePool | Crd::NodeClaim => "v1",
+            Crd::NodePool | Crd::NodeClaim | Crd::EC2NodeClass => "v1",
             Crd::KwokNodeClass => "v1alpha1",
         }
     }
@@ -84,6 +95,7 @@ impl Crd {
             Crd::NodePool => "nodepools",
             Crd::NodeClaim => "nodeclaims",
             Crd::KwokNodeClass => "kwoknodeclasses",
+            Crd::EC2NodeClass => "ec2nodeclasses",
         }
     }
 
@@ -98,6 +110,7 @@ impl Crd {
             Crd::NodePool => node_pool_schema(),
             Crd::NodeClaim => node_claim_schema(),
             Crd::KwokNodeClass => kwok_node_class_schema(),
+            Crd::EC2NodeClass => ec2nodeclass::schema(),
         }
     }
 
@@ -112,8 +125,10 @@ impl Crd {
             "plural": self.plural(),
             "singular": singular,
         });
-        if self == Crd::KwokNodeClass {
-            names["shortNames"] = json!(["kwoknc", "kwokncs"]);
+        match self {
+            Crd::KwokNodeClass => names["shortNames"] = json!(["kwoknc", "kwokncs"]),
+            Crd::EC2NodeClass => names["shortNames"] = json!(["ec2nc", "ec2ncs"]),
+            Crd::NodePool | Crd::NodeClaim => {}
         }
         let mut version = json!({
             "name": self.version(),
@@ -169,12 +184,22 @@ impl Crd {
                 {"jsonPath": ".spec.nodeClassRef.name", "name": "NodeClass", "priority": 1, "type": "string"},
                 {"jsonPath": r#".status.conditions[?(@.type=="Drifted")].status"#, "name": "Drifted", "priority": 1, "type": "string"},
             ])),
+            Crd::EC2NodeClass => Some(json!([
+                {"jsonPath": ready, "name": "Ready", "type": "string"},
+                {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
+                {"jsonPath": ".spec.role", "name": "Role", "priority": 1, "type": "string"},
+            ])),
             Crd::KwokNodeClass => None,
         }
     }
 }
 
-fn object_root(description: &str, spec: Value, status: Value, spec_required: bool) -> Value {
+pub(crate) fn object_root(
+    description: &str,
+    spec: Value,
+    status: Value,
+    spec_required: bool,
+) -> Value {
     let mut root = json!({
         "description": description,
         "properties": {
@@ -362,7 +387,7 @@ fn termination_grace_period() -> Value {
     })
 }
 
-fn conditions(reason_pattern: &str, reason_and_message_required: bool) -> Value {
+pub(crate) fn conditions(reason_pattern: &str, reason_and_message_required: bool) -> Value {
     let mut reason = json!({
         "description": "A CamelCase identifier of why the condition last changed.",
         "maxLength": 1024,
