@@ -50,7 +50,7 @@ fn example_nodepools_validate() {
     );
     assert!(stdout(&out).is_empty());
     assert!(
-        stderr(&out).contains("4 objects checked, 0 invalid, 1 of other kinds skipped"),
+        stderr(&out).contains("5 objects checked, 0 invalid, 1 of other kinds skipped"),
         "{}",
         stderr(&out)
     );
