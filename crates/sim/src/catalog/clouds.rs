@@ -70,127 +70,43 @@ fn on_demand(zones: &[String], price: f64) -> Vec<Offering> {
         .collect()
 }
 
-#[derive(Deserialize)]
-struct AwsType {
-    name: String,
-    family: String,
-    generation: i64,
-    size: String,
-    category: String,
-    vcpu: i64,
-    memory_mib: i64,
-    architecture: String,
-    cpu_manufacturer: Option<String>,
-    gpu_count: i64,
-    gpu_manufacturer: Option<String>,
-    gpu_name: Option<String>,
-    gpu_memory_mib: i64,
-    accelerator_count: i64,
-    accelerator_name: Option<String>,
-    local_nvme_gib: i64,
-    network_bandwidth_mbps: Option<i64>,
-    max_pods: i64,
-    hypervisor: Option<String>,
-    karpenter_allocatable_cpu_millicores: Option<i64>,
-    karpenter_allocatable_memory_mib: Option<i64>,
-    zones: Vec<String>,
-    on_demand_price_usd_per_hour: f64,
-}
-
-/// The AWS provider's own labels, which pods may require.
-pub const AWS_LABELS: [&str; 16] = [
-    "karpenter.k8s.aws/instance-category",
-    "karpenter.k8s.aws/instance-family",
-    "karpenter.k8s.aws/instance-generation",
-    "karpenter.k8s.aws/instance-size",
-    "karpenter.k8s.aws/instance-cpu",
-    "karpenter.k8s.aws/instance-memory",
-    "karpenter.k8s.aws/instance-cpu-manufacturer",
-    "karpenter.k8s.aws/instance-hypervisor",
-    "karpenter.k8s.aws/instance-gpu-count",
-    "karpenter.k8s.aws/instance-gpu-name",
-    "karpenter.k8s.aws/instance-gpu-manufacturer",
-    "karpenter.k8s.aws/instance-gpu-memory",
-    "karpenter.k8s.aws/instance-accelerator-count",
-    "karpenter.k8s.aws/instance-accelerator-name",
-    "karpenter.k8s.aws/instance-local-nvme",
-    "karpenter.k8s.aws/instance-network-bandwidth",
-];
-
-/// EC2 instance types in us-east-1. Allocatable CPU and memory are Karpenter's published
-/// figures where it publishes them, else upstream's formula (memory less 7.5% for the VM, then
-/// the EKS overhead).
+/// EC2 instance types in us-east-1, resolved by the AWS provider's own code (AL2023 defaults,
+/// a subnet in every zone), so the simulator's nodes are the ones the provider would launch.
+/// The data has no spot prices, so only on-demand is offered.
 pub fn aws() -> Vec<InstanceType> {
-    let types: Vec<AwsType> =
-        serde_json::from_str(include_str!("../../catalogs/aws/instance-types.json"))
-            .expect("the embedded AWS catalog parses");
-    types
+    use karpenter_aws::instancetype::{self, CATALOG_REGION, NodeClassSettings, ZoneInfo, catalog};
+    let catalog = catalog();
+    let mut zones: Vec<&String> = catalog.zones.values().flatten().collect();
+    zones.sort();
+    zones.dedup();
+    let subnets: Vec<ZoneInfo> = zones
         .into_iter()
-        .filter(|t| !t.zones.is_empty() && t.vcpu > 0)
-        .map(|t| {
-            let mut capacity = Resources::new();
-            capacity.cpu = t.vcpu * 1000;
-            // The VM keeps 7.5% of its memory, as upstream's vmMemoryOverheadPercent.
-            capacity.memory = (t.memory_mib - (t.memory_mib * 75 + 999) / 1000) * MIB * 1000;
-            capacity.pods = t.max_pods * 1000;
-            capacity.ephemeral_storage = 20 * 1024 * MIB * 1000;
-            match t.gpu_manufacturer.as_deref() {
-                Some("nvidia") if t.gpu_count > 0 => {
-                    capacity.set("nvidia.com/gpu", t.gpu_count * 1000)
-                }
-                Some("amd") if t.gpu_count > 0 => capacity.set("amd.com/gpu", t.gpu_count * 1000),
-                _ => {}
-            }
-            if t.accelerator_count > 0 {
-                capacity.set("aws.amazon.com/neuron", t.accelerator_count * 1000);
-            }
-            let mut overhead = eks_overhead(t.vcpu, t.max_pods);
-            if let (Some(cpu), Some(memory)) = (
-                t.karpenter_allocatable_cpu_millicores,
-                t.karpenter_allocatable_memory_mib,
-            ) {
-                // Published allocatable: the overhead is whatever separates it from capacity.
-                overhead = Overhead::default();
-                overhead.kube_reserved.cpu = (capacity.cpu - cpu).max(0);
-                overhead.kube_reserved.memory = (capacity.memory - memory * MIB * 1000).max(0);
-            }
-            let mut labels = vec![
-                (AWS_LABELS[0], t.category.clone()),
-                (AWS_LABELS[1], t.family.clone()),
-                (AWS_LABELS[2], t.generation.to_string()),
-                (AWS_LABELS[3], t.size.clone()),
-                (AWS_LABELS[4], t.vcpu.to_string()),
-                (AWS_LABELS[5], t.memory_mib.to_string()),
-                (AWS_LABELS[8], t.gpu_count.to_string()),
-                (AWS_LABELS[12], t.accelerator_count.to_string()),
-                (AWS_LABELS[14], t.local_nvme_gib.to_string()),
-            ];
-            let optional = [
-                (AWS_LABELS[6], t.cpu_manufacturer.clone()),
-                (AWS_LABELS[7], t.hypervisor.clone()),
-                (AWS_LABELS[9], t.gpu_name.clone()),
-                (AWS_LABELS[10], t.gpu_manufacturer.clone()),
-                (AWS_LABELS[13], t.accelerator_name.clone()),
-                (
-                    AWS_LABELS[15],
-                    t.network_bandwidth_mbps.map(|b| b.to_string()),
-                ),
-            ];
-            labels.extend(optional.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))));
-            if t.gpu_memory_mib > 0 {
-                labels.push((AWS_LABELS[11], t.gpu_memory_mib.to_string()));
-            }
-            let requirements = requirements(&t.name, &t.architecture, &t.zones, &labels);
-            InstanceType::new(
-                t.name,
-                requirements,
-                on_demand(&t.zones, t.on_demand_price_usd_per_hour),
-                capacity,
-                overhead,
+        .map(|z| ZoneInfo {
+            zone: z.clone(),
+            zone_id: None,
+        })
+        .collect();
+    let settings = NodeClassSettings::default();
+    let pricing = karpenter_aws::pricing::Pricing::embedded();
+    catalog
+        .types
+        .iter()
+        .filter_map(|info| {
+            instancetype::resolve(
+                info,
+                CATALOG_REGION,
+                &catalog.zones[&info.name],
+                &subnets,
+                &settings,
+                &pricing,
+                &|_, _, _| false,
             )
         })
         .collect()
 }
+
+/// The AWS provider's own labels, which pods may require.
+pub use karpenter_aws::instancetype::AWS_LABELS;
 
 #[derive(Deserialize)]
 struct AzureSku {

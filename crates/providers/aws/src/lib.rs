@@ -1,0 +1,13 @@
+//! The AWS cloud provider.
+//!
+//! - [`instancetype`]: EC2 instance types as the scheduler sees them (capacity, overhead,
+//!   labels, offerings), from DescribeInstanceTypes or the embedded us-east-1 catalog.
+//! - [`pricing`]: on-demand and spot prices.
+//!
+//! The EC2NodeClass API types live in `karpenter-api` (so `karpenter-rs validate` and the CRD
+//! generator share one schema machinery) and are re-exported here.
+
+pub mod instancetype;
+pub mod pricing;
+
+pub use karpenter_api::aws::{EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus};
