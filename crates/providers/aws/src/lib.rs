@@ -11,3 +11,8 @@ pub mod instancetype;
 pub mod pricing;
 
 pub use karpenter_api::aws::{EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus};
+
+#[cfg(feature = "cloud")]
+pub mod auth;
+#[cfg(feature = "cloud")]
+pub mod http;
