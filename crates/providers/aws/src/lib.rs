@@ -15,4 +15,6 @@ pub use karpenter_api::aws::{EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus}
 #[cfg(feature = "cloud")]
 pub mod auth;
 #[cfg(feature = "cloud")]
+pub mod ec2;
+#[cfg(feature = "cloud")]
 pub mod http;
