@@ -18,3 +18,5 @@ pub mod auth;
 pub mod ec2;
 #[cfg(feature = "cloud")]
 pub mod http;
+pub mod launch;
+pub mod unavailable;

@@ -1,0 +1,168 @@
+//! What one CreateFleet asks for, decided from the NodeClaim, the instance types and the
+//! resolved NodeClass: which capacity type (spot when the claim allows it and an offering is
+//! available, else on-demand — upstream's order without reservations), and the overrides
+//! (type × subnet) in price order, at most 60, grouped by the AMI each type boots.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use karpenter_api::NodeClaim;
+use karpenter_api::labels::{ARCH_LABEL, CAPACITY_TYPE_LABEL};
+use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::resources::Resources;
+use karpenter_core::scheduling::Requirements;
+
+/// At most this many instance types go into one fleet (upstream's `MaxInstanceTypes`).
+pub const MAX_INSTANCE_TYPES: usize = 60;
+
+/// A subnet a fleet may launch into.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchSubnet {
+    /// `subnet-…`.
+    pub id: String,
+    /// Its zone.
+    pub zone: String,
+    /// Free addresses; the roomiest subnet of a zone is used.
+    pub available_ips: i64,
+}
+
+/// An AMI and the architecture it boots.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchImage {
+    /// `ami-…`.
+    pub id: String,
+    /// `amd64` or `arm64`.
+    pub architecture: String,
+}
+
+/// One override: a type in a subnet at a price.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Override {
+    /// `m5.large`.
+    pub instance_type: String,
+    /// The subnet.
+    pub subnet_id: String,
+    /// Its zone.
+    pub zone: String,
+    /// The offering's price.
+    pub price: f64,
+}
+
+/// The fleet to request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FleetPlan {
+    /// `spot` or `on-demand`.
+    pub capacity_type: String,
+    /// Overrides per AMI id, cheapest first.
+    pub by_image: BTreeMap<String, Vec<Override>>,
+}
+
+/// Why no fleet can be asked for.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// No type, offering and subnet fits the claim.
+    #[error(
+        "no instance type, offering and subnet satisfies the claim's requirements and requests"
+    )]
+    NothingFits,
+    /// The NodeClass resolved no AMI for the architectures that fit.
+    #[error("no AMI for architecture {0}")]
+    NoImage(String),
+}
+
+/// Plans the fleet for a claim.
+pub fn plan(
+    claim: &NodeClaim,
+    types: &[Arc<InstanceType>],
+    subnets: &[LaunchSubnet],
+    images: &[LaunchImage],
+) -> Result<FleetPlan, PlanError> {
+    let requirements = Requirements::from_node_claim(&claim.spec.requirements);
+    let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
+    let arch = |t: &InstanceType| {
+        t.requirements
+            .get(ARCH_LABEL)
+            .and_then(|r| r.values().next().map(str::to_string))
+            .unwrap_or_default()
+    };
+    let image_for = |t: &InstanceType| images.iter().find(|i| i.architecture == arch(t));
+    let fitting: Vec<&InstanceType> = types
+        .iter()
+        .map(|t| &**t)
+        .filter(|t| requirements.intersects(&t.requirements).is_ok())
+        .filter(|t| requests.fits(t.allocatable()))
+        .collect();
+    // A type no resolved AMI boots (an arm64 type with only x86_64 images) cannot launch.
+    let (fitting, unbootable): (Vec<&InstanceType>, Vec<&InstanceType>) =
+        fitting.into_iter().partition(|t| image_for(t).is_some());
+    if fitting.is_empty()
+        && let Some(t) = unbootable.first()
+    {
+        return Err(PlanError::NoImage(arch(t)));
+    }
+    // The roomiest subnet per zone.
+    let mut subnet_by_zone: BTreeMap<&str, &LaunchSubnet> = BTreeMap::new();
+    for s in subnets {
+        let slot = subnet_by_zone.entry(&s.zone).or_insert(s);
+        if s.available_ips > slot.available_ips {
+            *slot = s;
+        }
+    }
+    let available = |t: &InstanceType, ct: &str| {
+        t.offerings.iter().any(|o| {
+            o.available
+                && o.capacity_type == ct
+                && o.is_compatible(&requirements)
+                && subnet_by_zone.contains_key(o.zone.as_str())
+        })
+    };
+    let capacity_type = if requirements.allows(CAPACITY_TYPE_LABEL, "spot")
+        && fitting.iter().any(|t| available(t, "spot"))
+    {
+        "spot"
+    } else if requirements.allows(CAPACITY_TYPE_LABEL, "on-demand")
+        && fitting.iter().any(|t| available(t, "on-demand"))
+    {
+        "on-demand"
+    } else {
+        return Err(PlanError::NothingFits);
+    };
+    let mut overrides: Vec<(f64, &InstanceType, Override)> = Vec::new();
+    for t in &fitting {
+        for o in t.offerings.iter().filter(|o| {
+            o.available && o.capacity_type == capacity_type && o.is_compatible(&requirements)
+        }) {
+            if let Some(subnet) = subnet_by_zone.get(o.zone.as_str()) {
+                overrides.push((
+                    o.price,
+                    t,
+                    Override {
+                        instance_type: t.name.clone(),
+                        subnet_id: subnet.id.clone(),
+                        zone: o.zone.clone(),
+                        price: o.price,
+                    },
+                ));
+            }
+        }
+    }
+    // Cheapest types first (by their cheapest offering), then keep the first 60 types.
+    overrides.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    let mut kept_types: Vec<&str> = Vec::new();
+    let mut by_image: BTreeMap<String, Vec<Override>> = BTreeMap::new();
+    for (_, t, o) in overrides {
+        if !kept_types.contains(&t.name.as_str()) {
+            if kept_types.len() == MAX_INSTANCE_TYPES {
+                continue;
+            }
+            kept_types.push(&t.name);
+        }
+        if let Some(image) = image_for(t) {
+            by_image.entry(image.id.clone()).or_default().push(o);
+        }
+    }
+    Ok(FleetPlan {
+        capacity_type: capacity_type.into(),
+        by_image,
+    })
+}

@@ -1,0 +1,220 @@
+//! Fleet planning: capacity type order, the override list, AMI per architecture.
+
+use std::sync::Arc;
+
+use karpenter_api::{NodeClaim, NodeSelectorRequirementWithMinValues, Operator};
+use karpenter_aws::instancetype::{self, NodeClassSettings, ZoneInfo, catalog};
+use karpenter_aws::launch::{LaunchImage, LaunchSubnet, MAX_INSTANCE_TYPES, PlanError, plan};
+use karpenter_aws::pricing::{Pricing, SpotPrice};
+use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::resources::Resources;
+
+const ZONES: [&str; 2] = ["us-east-1a", "us-east-1b"];
+
+fn types(spot: bool, unavailable: &dyn Fn(&str, &str, &str) -> bool) -> Vec<Arc<InstanceType>> {
+    let mut pricing = Pricing::embedded();
+    if spot {
+        pricing.update_spot(catalog().types.iter().flat_map(|t| {
+            ZONES.iter().map(|z| SpotPrice {
+                instance_type: t.name.clone(),
+                zone: z.to_string(),
+                price: catalog().on_demand[&t.name] * 0.4,
+                timestamp: "2026-11-22T00:00:00Z".into(),
+            })
+        }));
+    }
+    let subnets: Vec<ZoneInfo> = ZONES
+        .iter()
+        .map(|z| ZoneInfo {
+            zone: z.to_string(),
+            zone_id: None,
+        })
+        .collect();
+    catalog()
+        .types
+        .iter()
+        .filter_map(|t| {
+            instancetype::resolve(
+                t,
+                "us-east-1",
+                &catalog().zones[&t.name],
+                &subnets,
+                &NodeClassSettings::default(),
+                &pricing,
+                unavailable,
+            )
+        })
+        .map(Arc::new)
+        .collect()
+}
+
+fn subnets() -> Vec<LaunchSubnet> {
+    vec![
+        LaunchSubnet {
+            id: "subnet-a1".into(),
+            zone: "us-east-1a".into(),
+            available_ips: 10,
+        },
+        LaunchSubnet {
+            id: "subnet-a2".into(),
+            zone: "us-east-1a".into(),
+            available_ips: 200,
+        },
+        LaunchSubnet {
+            id: "subnet-b".into(),
+            zone: "us-east-1b".into(),
+            available_ips: 50,
+        },
+    ]
+}
+
+fn images() -> Vec<LaunchImage> {
+    vec![
+        LaunchImage {
+            id: "ami-amd64".into(),
+            architecture: "amd64".into(),
+        },
+        LaunchImage {
+            id: "ami-arm64".into(),
+            architecture: "arm64".into(),
+        },
+    ]
+}
+
+fn claim(requirements: &[(&str, Operator, &[&str])], cpu: &str) -> NodeClaim {
+    let mut c = NodeClaim::default();
+    c.metadata.name = Some("default-x".into());
+    c.spec.requirements = requirements
+        .iter()
+        .map(|(k, op, v)| NodeSelectorRequirementWithMinValues {
+            key: k.to_string(),
+            operator: *op,
+            values: v.iter().map(|s| s.to_string()).collect(),
+            min_values: None,
+        })
+        .collect();
+    c.spec.resources.requests = Resources::parse(&[("cpu", cpu)]).to_list();
+    c
+}
+
+#[test]
+fn spot_first_when_allowed_else_on_demand() {
+    let t = types(true, &|_, _, _| false);
+    let any = claim(&[], "1");
+    assert_eq!(
+        plan(&any, &t, &subnets(), &images()).unwrap().capacity_type,
+        "spot"
+    );
+    let od = claim(
+        &[("karpenter.sh/capacity-type", Operator::In, &["on-demand"])],
+        "1",
+    );
+    assert_eq!(
+        plan(&od, &t, &subnets(), &images()).unwrap().capacity_type,
+        "on-demand"
+    );
+    // No spot prices known: on-demand even though spot is allowed.
+    let t = types(false, &|_, _, _| false);
+    assert_eq!(
+        plan(&any, &t, &subnets(), &images()).unwrap().capacity_type,
+        "on-demand"
+    );
+    // Spot everywhere exhausted: on-demand.
+    let t = types(true, &|_, _, ct| ct == "spot");
+    assert_eq!(
+        plan(&any, &t, &subnets(), &images()).unwrap().capacity_type,
+        "on-demand"
+    );
+    let spot_only = claim(
+        &[("karpenter.sh/capacity-type", Operator::In, &["spot"])],
+        "1",
+    );
+    assert_eq!(
+        plan(&spot_only, &t, &subnets(), &images()),
+        Err(PlanError::NothingFits)
+    );
+}
+
+#[test]
+fn overrides_are_cheapest_first_capped_and_in_the_roomiest_subnet() {
+    let t = types(true, &|_, _, _| false);
+    let p = plan(&claim(&[], "1"), &t, &subnets(), &images()).unwrap();
+    let all: Vec<_> = p.by_image.values().flatten().collect();
+    let distinct: std::collections::BTreeSet<_> =
+        all.iter().map(|o| o.instance_type.as_str()).collect();
+    assert_eq!(distinct.len(), MAX_INSTANCE_TYPES);
+    for o in &all {
+        assert!(
+            o.subnet_id == "subnet-a2" || o.subnet_id == "subnet-b",
+            "{o:?}"
+        );
+        assert_eq!(o.subnet_id == "subnet-a2", o.zone == "us-east-1a");
+    }
+    for list in p.by_image.values() {
+        assert!(list.windows(2).all(|w| w[0].price <= w[1].price));
+    }
+    // Every type kept is at most as expensive as every type dropped.
+    let max_kept = all.iter().map(|o| o.price).fold(0.0, f64::max);
+    let fits_cheaper_dropped = t
+        .iter()
+        .filter(|it| !distinct.contains(it.name.as_str()))
+        .any(|it| {
+            it.offerings
+                .iter()
+                .any(|o| o.capacity_type == "spot" && o.price < max_kept)
+                && Resources::parse(&[("cpu", "1")]).fits(it.allocatable())
+        });
+    assert!(!fits_cheaper_dropped);
+    // Both architectures, each with its AMI.
+    assert!(p.by_image.contains_key("ami-amd64"));
+}
+
+#[test]
+fn types_no_image_boots_are_left_out() {
+    let t = types(true, &|_, _, _| false);
+    let amd_only = vec![LaunchImage {
+        id: "ami-amd64".into(),
+        architecture: "amd64".into(),
+    }];
+    let p = plan(&claim(&[], "1"), &t, &subnets(), &amd_only).unwrap();
+    assert_eq!(p.by_image.keys().collect::<Vec<_>>(), vec!["ami-amd64"]);
+    let arm = claim(&[("kubernetes.io/arch", Operator::In, &["arm64"])], "1");
+    assert_eq!(
+        plan(&arm, &t, &subnets(), &amd_only),
+        Err(PlanError::NoImage("arm64".into()))
+    );
+}
+
+#[test]
+fn requirements_and_requests_narrow_the_overrides() {
+    let t = types(true, &|_, _, _| false);
+    let c = claim(
+        &[
+            ("karpenter.k8s.aws/instance-family", Operator::In, &["m5"]),
+            ("topology.kubernetes.io/zone", Operator::In, &["us-east-1b"]),
+        ],
+        "7950m",
+    );
+    let p = plan(&c, &t, &subnets(), &images()).unwrap();
+    let all: Vec<_> = p.by_image.values().flatten().collect();
+    assert!(!all.is_empty());
+    for o in all {
+        assert!(o.instance_type.starts_with("m5."), "{}", o.instance_type);
+        assert_ne!(
+            o.instance_type, "m5.2xlarge",
+            "8 vCPUs leave 7910m allocatable"
+        );
+        assert_eq!(o.zone, "us-east-1b");
+    }
+    // An offering marked unavailable is skipped.
+    let t = types(true, &|name, zone, ct| {
+        name == "m5.4xlarge" && zone == "us-east-1b" && ct == "spot"
+    });
+    let p = plan(&c, &t, &subnets(), &images()).unwrap();
+    assert!(
+        p.by_image
+            .values()
+            .flatten()
+            .all(|o| o.instance_type != "m5.4xlarge")
+    );
+}
