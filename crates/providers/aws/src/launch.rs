@@ -53,8 +53,9 @@ pub struct Override {
 pub struct FleetPlan {
     /// `spot` or `on-demand`.
     pub capacity_type: String,
-    /// Overrides per AMI id, cheapest first.
-    pub by_image: BTreeMap<String, Vec<Override>>,
+    /// Overrides per (AMI id, max pods), cheapest first: each pair is one launch template,
+    /// since the kubelet's max pods is in the user data.
+    pub by_image: BTreeMap<(String, i64), Vec<Override>>,
 }
 
 /// Why no fleet can be asked for.
@@ -149,7 +150,7 @@ pub fn plan(
     // Cheapest types first (by their cheapest offering), then keep the first 60 types.
     overrides.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
     let mut kept_types: Vec<&str> = Vec::new();
-    let mut by_image: BTreeMap<String, Vec<Override>> = BTreeMap::new();
+    let mut by_image: BTreeMap<(String, i64), Vec<Override>> = BTreeMap::new();
     for (_, t, o) in overrides {
         if !kept_types.contains(&t.name.as_str()) {
             if kept_types.len() == MAX_INSTANCE_TYPES {
@@ -158,7 +159,11 @@ pub fn plan(
             kept_types.push(&t.name);
         }
         if let Some(image) = image_for(t) {
-            by_image.entry(image.id.clone()).or_default().push(o);
+            let pods = t.capacity.pods / 1000;
+            by_image
+                .entry((image.id.clone(), pods))
+                .or_default()
+                .push(o);
         }
     }
     Ok(FleetPlan {

@@ -20,3 +20,4 @@ pub mod ec2;
 pub mod http;
 pub mod launch;
 pub mod unavailable;
+pub mod userdata;

@@ -166,7 +166,14 @@ fn overrides_are_cheapest_first_capped_and_in_the_roomiest_subnet() {
         });
     assert!(!fits_cheaper_dropped);
     // Both architectures, each with its AMI.
-    assert!(p.by_image.contains_key("ami-amd64"));
+    assert!(p.by_image.keys().any(|(ami, _)| ami == "ami-amd64"));
+    // One template per pod count: every override in a group has that many pods.
+    for ((_, pods), list) in &p.by_image {
+        for o in list {
+            let it = t.iter().find(|it| it.name == o.instance_type).unwrap();
+            assert_eq!(it.capacity.pods / 1000, *pods);
+        }
+    }
 }
 
 #[test]
@@ -177,7 +184,7 @@ fn types_no_image_boots_are_left_out() {
         architecture: "amd64".into(),
     }];
     let p = plan(&claim(&[], "1"), &t, &subnets(), &amd_only).unwrap();
-    assert_eq!(p.by_image.keys().collect::<Vec<_>>(), vec!["ami-amd64"]);
+    assert!(p.by_image.keys().all(|(ami, _)| ami == "ami-amd64"));
     let arm = claim(&[("kubernetes.io/arch", Operator::In, &["arm64"])], "1");
     assert_eq!(
         plan(&arm, &t, &subnets(), &amd_only),
