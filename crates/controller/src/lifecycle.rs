@@ -233,10 +233,13 @@ async fn launch<P: CloudProvider>(
         }
     };
     // Labels the instance has (zone, instance type, capacity type, …) join the claim's.
+    // So do the provider's annotations (the NodeClass hash its drift check compares).
     let mut claim_labels: BTreeMap<String, String> = launched.labels().clone();
     claim_labels.extend(claim.labels().clone());
-    if claim_labels != *claim.labels() {
-        let patch = json!({"metadata": {"labels": claim_labels}});
+    let mut claim_annotations: BTreeMap<String, String> = claim.annotations().clone();
+    claim_annotations.extend(launched.annotations().clone());
+    if claim_labels != *claim.labels() || claim_annotations != *claim.annotations() {
+        let patch = json!({"metadata": {"labels": claim_labels, "annotations": claim_annotations}});
         ctx.patch_claim(&claim.name_any(), patch).await?;
     }
     let claim = ctx

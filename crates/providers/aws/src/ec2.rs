@@ -487,6 +487,11 @@ impl Ec2Client {
         Self { http }
     }
 
+    /// The signed HTTP client, for the other services the provider reads (SSM).
+    pub fn http(&self) -> &AwsHttp {
+        &self.http
+    }
+
     async fn call(&self, params: &Params) -> Result<String> {
         let body = self
             .http

@@ -18,6 +18,14 @@ pub mod auth;
 pub mod ec2;
 #[cfg(feature = "cloud")]
 pub mod http;
+#[cfg(feature = "cloud")]
+pub mod iam;
 pub mod launch;
+#[cfg(feature = "cloud")]
+pub mod nodeclass;
+#[cfg(feature = "cloud")]
+pub mod provider;
+#[cfg(feature = "cloud")]
+pub mod ssm;
 pub mod unavailable;
 pub mod userdata;

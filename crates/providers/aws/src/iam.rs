@@ -1,0 +1,93 @@
+//! The instance profile of an EC2NodeClass that names a `role`: the provider creates one per
+//! NodeClass and puts the role in it, as upstream does, so users only manage the role.
+
+use std::future::Future;
+
+use crate::auth::sigv4::uri_encode;
+use crate::ec2::Ec2Client;
+use crate::http::{AwsError, Result};
+
+/// Manages instance profiles.
+pub trait InstanceProfiles: Send + Sync + 'static {
+    /// Makes sure profile `name` exists and holds `role`.
+    fn ensure_instance_profile(
+        &self,
+        name: String,
+        role: String,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+async fn iam(client: &Ec2Client, params: &[(&str, &str)]) -> Result<String> {
+    let mut all = vec![("Version", "2010-05-08")];
+    all.extend_from_slice(params);
+    let body = all
+        .iter()
+        .map(|(k, v)| format!("{k}={}", uri_encode(v)))
+        .collect::<Vec<_>>()
+        .join("&");
+    let bytes = client
+        .http()
+        .send(
+            "iam",
+            "POST",
+            "/",
+            &[],
+            &[(
+                "content-type",
+                "application/x-www-form-urlencoded; charset=utf-8",
+            )],
+            body.into_bytes(),
+        )
+        .await?;
+    String::from_utf8(bytes.to_vec()).map_err(|e| AwsError::Parse(e.to_string()))
+}
+
+impl InstanceProfiles for Ec2Client {
+    async fn ensure_instance_profile(&self, name: String, role: String) -> Result<()> {
+        let existing = match iam(
+            self,
+            &[
+                ("Action", "GetInstanceProfile"),
+                ("InstanceProfileName", &name),
+            ],
+        )
+        .await
+        {
+            Ok(body) => Some(body),
+            Err(e) if e.code() == Some("NoSuchEntity") => None,
+            Err(e) => return Err(e),
+        };
+        let body = match existing {
+            Some(body) => body,
+            None => {
+                iam(
+                    self,
+                    &[
+                        ("Action", "CreateInstanceProfile"),
+                        ("InstanceProfileName", &name),
+                    ],
+                )
+                .await?
+            }
+        };
+        // A role name appears inside the profile's Roles when it is in it.
+        let has_role = roxmltree::Document::parse(&body)
+            .map(|d| {
+                d.descendants()
+                    .any(|n| n.has_tag_name("RoleName") && n.text() == Some(role.as_str()))
+            })
+            .unwrap_or(false);
+        if !has_role {
+            iam(
+                self,
+                &[
+                    ("Action", "AddRoleToInstanceProfile"),
+                    ("InstanceProfileName", &name),
+                    ("RoleName", &role),
+                ],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,198 @@
+//! Resolving an EC2NodeClass's selectors against the account: which subnets, security groups
+//! and AMIs its terms match now, and its instance profile. Terms are ORed, the fields of one
+//! term ANDed, a tag value of `*` matches any value — upstream's semantics.
+
+use karpenter_api::aws::EC2NodeClassSpec;
+
+use crate::ec2::{Ec2Api, Filter, Image, SecurityGroupInfo, SubnetInfo};
+use crate::http::AwsError;
+use crate::iam::InstanceProfiles;
+use crate::ssm::{ParameterStore, alias_parameter};
+
+/// What an EC2NodeClass resolved to.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResolvedNodeClass {
+    /// Matching subnets.
+    pub subnets: Vec<SubnetInfo>,
+    /// Matching security groups.
+    pub security_groups: Vec<SecurityGroupInfo>,
+    /// Matching images, newest first, non-deprecated before deprecated.
+    pub images: Vec<Image>,
+    /// The instance profile instances get.
+    pub instance_profile: String,
+}
+
+/// Why a NodeClass cannot launch.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum NodeClassError {
+    /// A selector matched nothing, or a field cannot be used; names the field.
+    #[error("{0}")]
+    NotReady(String),
+    /// The AWS call failed.
+    #[error(transparent)]
+    Aws(#[from] AwsError),
+}
+
+fn tag_filters(tags: &std::collections::BTreeMap<String, String>) -> Vec<Filter> {
+    tags.iter()
+        .map(|(k, v)| {
+            if v == "*" {
+                Filter::new("tag-key", &[k])
+            } else {
+                Filter::new(&format!("tag:{k}"), &[v])
+            }
+        })
+        .collect()
+}
+
+/// The instance profile a role's NodeClass gets: one per cluster and NodeClass.
+pub fn instance_profile_name(cluster: &str, node_class: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in format!("{cluster}/{node_class}").bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    // IAM names are at most 128 characters.
+    let mut name = format!("{cluster}_{hash:016x}");
+    name.truncate(128);
+    name
+}
+
+/// Resolves a NodeClass's selectors; `k8s_version` (`1.33`) picks the alias AMIs.
+pub async fn resolve<A>(
+    api: &A,
+    name: &str,
+    spec: &EC2NodeClassSpec,
+    cluster: &str,
+    k8s_version: &str,
+) -> Result<ResolvedNodeClass, NodeClassError>
+where
+    A: Ec2Api + ParameterStore + InstanceProfiles,
+{
+    let mut subnets: Vec<SubnetInfo> = Vec::new();
+    for term in &spec.subnet_selector_terms {
+        let mut filters = tag_filters(&term.tags);
+        if let Some(id) = &term.id {
+            filters.push(Filter::new("subnet-id", &[id]));
+        }
+        for s in api.describe_subnets(filters).await? {
+            if !subnets.iter().any(|x| x.id == s.id) {
+                subnets.push(s);
+            }
+        }
+    }
+    if subnets.is_empty() {
+        return Err(NodeClassError::NotReady(
+            "spec.subnetSelectorTerms: no subnet matches".into(),
+        ));
+    }
+    let mut security_groups: Vec<SecurityGroupInfo> = Vec::new();
+    for term in &spec.security_group_selector_terms {
+        let mut filters = tag_filters(&term.tags);
+        if let Some(id) = &term.id {
+            filters.push(Filter::new("group-id", &[id]));
+        }
+        if let Some(n) = &term.name {
+            filters.push(Filter::new("group-name", &[n]));
+        }
+        for g in api.describe_security_groups(filters).await? {
+            if !security_groups.iter().any(|x| x.id == g.id) {
+                security_groups.push(g);
+            }
+        }
+    }
+    if security_groups.is_empty() {
+        return Err(NodeClassError::NotReady(
+            "spec.securityGroupSelectorTerms: no security group matches".into(),
+        ));
+    }
+    let images = resolve_images(api, spec, k8s_version).await?;
+    if images.is_empty() {
+        return Err(NodeClassError::NotReady(
+            "spec.amiSelectorTerms: no AMI matches".into(),
+        ));
+    }
+    let instance_profile = match (&spec.instance_profile, &spec.role) {
+        (Some(profile), _) => profile.clone(),
+        (None, Some(role)) => {
+            let profile = instance_profile_name(cluster, name);
+            api.ensure_instance_profile(profile.clone(), role.clone())
+                .await?;
+            profile
+        }
+        (None, None) => {
+            return Err(NodeClassError::NotReady(
+                "spec: must specify exactly one of ['role', 'instanceProfile']".into(),
+            ));
+        }
+    };
+    Ok(ResolvedNodeClass {
+        subnets,
+        security_groups,
+        images,
+        instance_profile,
+    })
+}
+
+async fn resolve_images<A: Ec2Api + ParameterStore>(
+    api: &A,
+    spec: &EC2NodeClassSpec,
+    k8s_version: &str,
+) -> Result<Vec<Image>, NodeClassError> {
+    let mut images: Vec<Image> = Vec::new();
+    for term in &spec.ami_selector_terms {
+        let mut ids: Vec<String> = Vec::new();
+        if let Some(alias) = &term.alias {
+            let (family, version) = alias.split_once('@').unwrap_or((alias, "latest"));
+            for arch in ["x86_64", "arm64"] {
+                let Some(parameter) = alias_parameter(family, version, arch, k8s_version) else {
+                    return Err(NodeClassError::NotReady(format!(
+                        "spec.amiSelectorTerms[].alias: {family} aliases are not supported yet"
+                    )));
+                };
+                match api.get_parameter(parameter).await {
+                    Ok(id) => ids.push(id),
+                    // Not every family publishes every architecture or version.
+                    Err(e) if e.code() == Some("ParameterNotFound") => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if ids.is_empty() {
+                continue;
+            }
+        }
+        if let Some(parameter) = &term.ssm_parameter {
+            ids.push(api.get_parameter(parameter.clone()).await?);
+        }
+        if let Some(id) = &term.id {
+            ids.push(id.clone());
+        }
+        let mut filters = tag_filters(&term.tags);
+        if !ids.is_empty() {
+            filters.push(Filter {
+                name: "image-id".into(),
+                values: ids,
+            });
+        }
+        if let Some(n) = &term.name {
+            filters.push(Filter::new("name", &[n]));
+        }
+        let owners: Vec<String> = match (&term.owner, &term.name) {
+            (Some(owner), _) => vec![owner.clone()],
+            // A name alone could match anyone's image: only the account's and Amazon's count.
+            (None, Some(_)) => vec!["self".into(), "amazon".into()],
+            (None, None) => Vec::new(),
+        };
+        for image in api.describe_images(filters, owners).await? {
+            if !images.iter().any(|x| x.id == image.id) {
+                images.push(image);
+            }
+        }
+    }
+    images.sort_by(|a, b| {
+        a.deprecated
+            .cmp(&b.deprecated)
+            .then_with(|| b.creation_date.cmp(&a.creation_date))
+    });
+    Ok(images)
+}

@@ -1,0 +1,831 @@
+//! The AWS cloud provider: the controller's [`CloudProvider`] over EC2.
+//!
+//! A launch resolves the NodeClaim's EC2NodeClass (subnets, security groups, AMIs, instance
+//! profile), plans one CreateFleet (see [`crate::launch`]), makes sure a launch template exists
+//! for each AMI and pod count, and asks EC2 for one instance. Capacity errors mark offerings
+//! unavailable so the next attempt picks others. Instances carry the cluster, NodePool,
+//! NodeClaim and EC2NodeClass tags, which List and garbage collection find them by.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use karpenter_api::aws::{
+    AmiFamily, EC2_NODE_CLASS_HASH_ANNOTATION, EC2_NODE_CLASS_HASH_VERSION,
+    EC2_NODE_CLASS_HASH_VERSION_ANNOTATION, EC2NodeClass,
+};
+use karpenter_api::labels::{
+    CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODE_DO_NOT_SYNC_TAINTS_LABEL, NODE_POOL_LABEL,
+    UNREGISTERED_TAINT_KEY, ZONE_LABEL,
+};
+use karpenter_api::{NodeClaim, NodeClaimStatus, NodePool, Operator};
+use karpenter_controller::cloudprovider::{CloudProvider, CloudProviderError, Result};
+use karpenter_core::cloudprovider::InstanceType;
+use tokio::sync::Mutex;
+
+use crate::ec2::{
+    Ec2Api, Filter, FleetOverride, FleetRequest, Instance, LaunchTemplateBlockDevice,
+    LaunchTemplateData,
+};
+use crate::iam::InstanceProfiles;
+use crate::instancetype::{self, AWS_LABELS, InstanceTypeInfo, NodeClassSettings, ZoneInfo};
+use crate::launch::{self, LaunchImage, LaunchSubnet, PlanError};
+use crate::nodeclass::{self, NodeClassError, ResolvedNodeClass};
+use crate::pricing::Pricing;
+use crate::ssm::ParameterStore;
+use crate::unavailable::{UnavailableOfferings, is_insufficient_capacity};
+use crate::userdata::{self, Bootstrap};
+
+/// The tag naming the NodePool an instance was launched for.
+pub const TAG_NODE_POOL: &str = "karpenter.sh/nodepool";
+/// The tag naming the NodeClaim.
+pub const TAG_NODE_CLAIM: &str = "karpenter.sh/nodeclaim";
+/// The tag naming the EC2NodeClass.
+pub const TAG_NODE_CLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
+/// The tag naming the cluster.
+pub const TAG_CLUSTER_NAME: &str = "eks:eks-cluster-name";
+/// The label naming the EC2NodeClass on nodes.
+pub const LABEL_NODE_CLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
+
+/// How long instance types and offerings are reused before EC2 is asked again.
+const INSTANCE_TYPES_TTL: Duration = Duration::from_secs(60 * 60);
+/// How long spot prices are reused.
+const SPOT_PRICES_TTL: Duration = Duration::from_secs(5 * 60);
+/// How long a NodeClass's resolution is reused.
+const NODE_CLASS_TTL: Duration = Duration::from_secs(60);
+
+/// What the provider needs to know about the cluster it launches nodes for.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AwsOptions {
+    /// `CLUSTER_NAME`: tags instances and names instance profiles.
+    pub cluster_name: String,
+    /// `CLUSTER_ENDPOINT`: the API server nodes join.
+    pub cluster_endpoint: String,
+    /// The cluster CA bundle, base64.
+    pub ca_bundle: Option<String>,
+    /// The service CIDR, for AL2023's nodeadm.
+    pub cluster_cidr: Option<String>,
+    /// The Kubernetes minor version (`1.33`), for AMI aliases.
+    pub kubernetes_version: String,
+    /// The region.
+    pub region: String,
+    /// `VM_MEMORY_OVERHEAD_PERCENT` (0.075).
+    pub vm_memory_overhead_percent: f64,
+    /// `RESERVED_ENIS` (0).
+    pub reserved_enis: i64,
+}
+
+/// Where EC2NodeClasses are read from: the API server in the controller, a map in tests.
+pub trait NodeClassStore: Send + Sync + 'static {
+    /// The EC2NodeClass named `name`, if it exists.
+    fn get(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = std::result::Result<Option<EC2NodeClass>, String>> + Send;
+}
+
+impl NodeClassStore for kube::Api<EC2NodeClass> {
+    async fn get(&self, name: &str) -> std::result::Result<Option<EC2NodeClass>, String> {
+        self.get_opt(name).await.map_err(|e| e.to_string())
+    }
+}
+
+impl NodeClassStore for BTreeMap<String, EC2NodeClass> {
+    async fn get(&self, name: &str) -> std::result::Result<Option<EC2NodeClass>, String> {
+        Ok(BTreeMap::get(self, name).cloned())
+    }
+}
+
+#[derive(Default)]
+struct Catalog {
+    infos: Vec<InstanceTypeInfo>,
+    zones: BTreeMap<String, Vec<String>>,
+    pricing: Pricing,
+    types_at: Option<Instant>,
+    spot_at: Option<Instant>,
+}
+
+/// The AWS provider.
+pub struct AwsCloudProvider<A, S> {
+    api: A,
+    node_classes: S,
+    options: AwsOptions,
+    catalog: Mutex<Catalog>,
+    resolved: Mutex<BTreeMap<String, (String, Instant, ResolvedNodeClass)>>,
+    templates: Mutex<BTreeMap<String, ()>>,
+    unavailable: UnavailableOfferings,
+}
+
+fn other(e: impl std::fmt::Display) -> CloudProviderError {
+    CloudProviderError::Other(e.to_string())
+}
+
+fn not_ready(e: NodeClassError) -> CloudProviderError {
+    match e {
+        NodeClassError::NotReady(m) => CloudProviderError::NodeClassNotReady(m),
+        NodeClassError::Aws(e) => other(e),
+    }
+}
+
+/// `aws:///us-east-1a/i-0123` → `i-0123`.
+pub fn instance_id(provider_id: &str) -> Option<&str> {
+    let rest = provider_id.strip_prefix("aws:///")?;
+    let (_, id) = rest.rsplit_once('/')?;
+    id.starts_with("i-").then_some(id)
+}
+
+fn gib(quantity: &str) -> Option<i64> {
+    let milli = karpenter_core::resources::parse_milli(quantity).ok()?;
+    let bytes = milli / 1000;
+    Some((bytes + (1 << 30) - 1) / (1 << 30))
+}
+
+impl<A, S> AwsCloudProvider<A, S>
+where
+    A: Ec2Api + ParameterStore + InstanceProfiles,
+    S: NodeClassStore,
+{
+    /// A provider over `api`, reading NodeClasses from `node_classes`.
+    pub fn new(api: A, node_classes: S, options: AwsOptions) -> Self {
+        Self {
+            api,
+            node_classes,
+            options,
+            catalog: Mutex::default(),
+            resolved: Mutex::default(),
+            templates: Mutex::default(),
+            unavailable: UnavailableOfferings::default(),
+        }
+    }
+
+    /// The unavailable-offerings cache (interruption handling marks spot offerings in it).
+    pub fn unavailable(&self) -> &UnavailableOfferings {
+        &self.unavailable
+    }
+
+    /// Refreshes instance types, offerings and spot prices when stale. EC2's answer replaces
+    /// the embedded catalog; if EC2 cannot be asked, the last answer (or the catalog) stays.
+    async fn refresh(&self) -> Result<()> {
+        let mut catalog = self.catalog.lock().await;
+        let now = Instant::now();
+        if catalog
+            .types_at
+            .is_none_or(|t| now - t > INSTANCE_TYPES_TTL)
+        {
+            let infos = self.api.describe_instance_types().await.map_err(other)?;
+            let offerings = self
+                .api
+                .describe_instance_type_offerings()
+                .await
+                .map_err(other)?;
+            let mut zones: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for (t, z) in offerings {
+                zones.entry(t).or_default().push(z);
+            }
+            if catalog.types_at.is_none() {
+                catalog.pricing = Pricing::embedded();
+            }
+            catalog.infos = infos;
+            catalog.zones = zones;
+            catalog.types_at = Some(now);
+        }
+        if catalog.spot_at.is_none_or(|t| now - t > SPOT_PRICES_TTL) {
+            match self.api.describe_spot_price_history().await {
+                Ok(rows) => {
+                    catalog.pricing.update_spot(rows);
+                    catalog.spot_at = Some(now);
+                }
+                // Without spot prices spot is not offered; on-demand still launches.
+                Err(e) => tracing::warn!(error = %e, "reading spot prices"),
+            }
+        }
+        Ok(())
+    }
+
+    async fn node_class(&self, name: &str) -> Result<EC2NodeClass> {
+        match self.node_classes.get(name).await {
+            Ok(Some(c)) => Ok(c),
+            Ok(None) => Err(CloudProviderError::NodeClassNotReady(format!(
+                "EC2NodeClass {name:?} not found"
+            ))),
+            Err(e) => Err(CloudProviderError::Other(e)),
+        }
+    }
+
+    async fn resolve(&self, class: &EC2NodeClass) -> Result<ResolvedNodeClass> {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        let hash = class.hash()
+            + &format!("{:?}", class.spec.ami_selector_terms)
+            + &format!(
+                "{:?}{:?}",
+                class.spec.subnet_selector_terms, class.spec.security_group_selector_terms
+            );
+        if let Some((h, at, r)) = self.resolved.lock().await.get(&name)
+            && *h == hash
+            && at.elapsed() < NODE_CLASS_TTL
+        {
+            return Ok(r.clone());
+        }
+        let resolved = nodeclass::resolve(
+            &self.api,
+            &name,
+            &class.spec,
+            &self.options.cluster_name,
+            &self.options.kubernetes_version,
+        )
+        .await
+        .map_err(not_ready)?;
+        self.resolved
+            .lock()
+            .await
+            .insert(name, (hash, Instant::now(), resolved.clone()));
+        Ok(resolved)
+    }
+
+    fn settings(&self, class: &EC2NodeClass) -> NodeClassSettings {
+        NodeClassSettings::from_spec(
+            &class.spec,
+            self.options.vm_memory_overhead_percent,
+            self.options.reserved_enis,
+        )
+    }
+
+    async fn types_for(
+        &self,
+        class: &EC2NodeClass,
+        resolved: &ResolvedNodeClass,
+    ) -> Result<Vec<Arc<InstanceType>>> {
+        self.refresh().await?;
+        let catalog = self.catalog.lock().await;
+        let settings = self.settings(class);
+        let subnet_zones: Vec<ZoneInfo> = resolved
+            .subnets
+            .iter()
+            .map(|s| ZoneInfo {
+                zone: s.zone.clone(),
+                zone_id: s.zone_id.clone(),
+            })
+            .collect();
+        let now = Instant::now();
+        let unavailable =
+            |t: &str, z: &str, ct: &str| self.unavailable.is_unavailable(t, z, ct, now);
+        Ok(catalog
+            .infos
+            .iter()
+            .filter_map(|info| {
+                let zones = catalog.zones.get(&info.name)?;
+                instancetype::resolve(
+                    info,
+                    &self.options.region,
+                    zones,
+                    &subnet_zones,
+                    &settings,
+                    &catalog.pricing,
+                    &unavailable,
+                )
+            })
+            .map(Arc::new)
+            .collect())
+    }
+
+    fn tags(&self, claim: &NodeClaim, class: &EC2NodeClass) -> BTreeMap<String, String> {
+        let mut tags = class.spec.tags.clone();
+        let cluster = &self.options.cluster_name;
+        tags.insert(format!("kubernetes.io/cluster/{cluster}"), "owned".into());
+        tags.insert(TAG_CLUSTER_NAME.into(), cluster.clone());
+        tags.insert(
+            TAG_NODE_CLASS.into(),
+            class.metadata.name.clone().unwrap_or_default(),
+        );
+        if let Some(pool) = claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(NODE_POOL_LABEL))
+        {
+            tags.insert(TAG_NODE_POOL.into(), pool.clone());
+        }
+        tags.insert(
+            TAG_NODE_CLAIM.into(),
+            claim.metadata.name.clone().unwrap_or_default(),
+        );
+        tags
+    }
+
+    fn bootstrap(
+        &self,
+        claim: &NodeClaim,
+        class: &EC2NodeClass,
+        capacity_type: &str,
+        pods: i64,
+    ) -> Bootstrap {
+        let mut labels: BTreeMap<String, String> =
+            claim.metadata.labels.clone().unwrap_or_default();
+        for r in claim
+            .spec
+            .requirements
+            .iter()
+            .filter(|r| r.operator == Operator::In && r.values.len() == 1)
+        {
+            labels
+                .entry(r.key.clone())
+                .or_insert_with(|| r.values[0].clone());
+        }
+        labels.insert(CAPACITY_TYPE_LABEL.into(), capacity_type.into());
+        labels.insert(
+            LABEL_NODE_CLASS.into(),
+            class.metadata.name.clone().unwrap_or_default(),
+        );
+        labels.insert(NODE_DO_NOT_SYNC_TAINTS_LABEL.into(), "true".into());
+        let mut taints: Vec<Taint> = claim.spec.taints.clone();
+        taints.extend(claim.spec.startup_taints.iter().cloned());
+        taints.push(Taint {
+            key: UNREGISTERED_TAINT_KEY.into(),
+            effect: "NoExecute".into(),
+            ..Default::default()
+        });
+        Bootstrap {
+            cluster_name: self.options.cluster_name.clone(),
+            cluster_endpoint: self.options.cluster_endpoint.clone(),
+            ca_bundle: self.options.ca_bundle.clone(),
+            cluster_cidr: self.options.cluster_cidr.clone(),
+            labels,
+            taints,
+            kubelet: class.spec.kubelet.clone().unwrap_or_default(),
+            max_pods: Some(pods),
+            instance_store_raid0: class.spec.instance_store_policy.as_deref() == Some("RAID0"),
+            custom: class.spec.user_data.clone(),
+        }
+    }
+
+    fn block_devices(class: &EC2NodeClass) -> Vec<LaunchTemplateBlockDevice> {
+        if class.spec.block_device_mappings.is_empty() {
+            // The family's default root volume: 20 GiB encrypted gp3 (Bottlerocket: a 4 GiB
+            // OS volume and a 20 GiB data volume).
+            let volume = |device: &str, size: i64| LaunchTemplateBlockDevice {
+                device_name: device.into(),
+                volume_size_gib: Some(size),
+                volume_type: Some("gp3".into()),
+                encrypted: Some(true),
+                ..Default::default()
+            };
+            return match class.spec.ami_family() {
+                AmiFamily::Bottlerocket => vec![volume("/dev/xvda", 4), volume("/dev/xvdb", 20)],
+                AmiFamily::Custom => Vec::new(),
+                f if f.is_windows() => vec![volume("/dev/sda1", 50)],
+                _ => vec![volume("/dev/xvda", 20)],
+            };
+        }
+        class
+            .spec
+            .block_device_mappings
+            .iter()
+            .map(|b| {
+                let ebs = b.ebs.clone().unwrap_or_default();
+                LaunchTemplateBlockDevice {
+                    device_name: b.device_name.clone().unwrap_or_default(),
+                    volume_size_gib: ebs.volume_size.as_deref().and_then(gib),
+                    volume_type: ebs.volume_type,
+                    iops: ebs.iops,
+                    throughput: ebs.throughput,
+                    encrypted: ebs.encrypted,
+                    kms_key_id: ebs.kms_key_id,
+                    snapshot_id: ebs.snapshot_id,
+                    delete_on_termination: ebs.delete_on_termination,
+                }
+            })
+            .collect()
+    }
+
+    /// Makes sure the launch template for this data exists; its name is a hash of the data,
+    /// so a change in any input is a new template and a retry finds the old one.
+    async fn ensure_launch_template(&self, data: LaunchTemplateData) -> Result<String> {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in format!("{}{data:?}", self.options.cluster_name).bytes() {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        let name = format!("karpenter.k8s.aws/{hash:016x}");
+        if self.templates.lock().await.contains_key(&name) {
+            return Ok(name);
+        }
+        let existing = self
+            .api
+            .describe_launch_templates(vec![name.clone()])
+            .await
+            .or_else(|e| match e.code() {
+                Some(c) if c.contains("NotFound") => Ok(Vec::new()),
+                _ => Err(e),
+            })
+            .map_err(other)?;
+        if !existing.contains(&name) {
+            match self.api.create_launch_template(name.clone(), data).await {
+                Ok(()) => {}
+                // Another replica or an earlier attempt made it first.
+                Err(e) if e.code() == Some("InvalidLaunchTemplateName.AlreadyExistsException") => {}
+                Err(e) => return Err(other(e)),
+            }
+        }
+        self.templates.lock().await.insert(name.clone(), ());
+        Ok(name)
+    }
+
+    fn claim_for(&self, instance: &Instance, it: Option<&InstanceType>) -> NodeClaim {
+        let mut labels: BTreeMap<String, String> = BTreeMap::new();
+        if let Some(it) = it {
+            for r in it
+                .requirements
+                .iter()
+                .filter(|r| r.operator() == Operator::In && r.values().len() == 1)
+            {
+                labels.insert(r.key().into(), r.values().next().unwrap_or_default().into());
+            }
+        }
+        labels.insert(INSTANCE_TYPE_LABEL.into(), instance.instance_type.clone());
+        labels.insert(ZONE_LABEL.into(), instance.zone.clone());
+        labels.insert(CAPACITY_TYPE_LABEL.into(), instance.capacity_type.clone());
+        if let Some(pool) = instance.tags.get(TAG_NODE_POOL) {
+            labels.insert(NODE_POOL_LABEL.into(), pool.clone());
+        }
+        let created = instance
+            .launch_time
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .ok()
+            .map(Time);
+        NodeClaim {
+            metadata: ObjectMeta {
+                name: instance.tags.get(TAG_NODE_CLAIM).cloned(),
+                labels: Some(labels),
+                creation_timestamp: created,
+                ..Default::default()
+            },
+            spec: Default::default(),
+            status: Some(NodeClaimStatus {
+                provider_id: Some(format!("aws:///{}/{}", instance.zone, instance.id)),
+                image_id: Some(instance.image_id.clone()).filter(|i| !i.is_empty()),
+                capacity: it.map(|t| t.capacity.to_list()).unwrap_or_default(),
+                allocatable: it.map(|t| t.allocatable().to_list()).unwrap_or_default(),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// A launched claim carries the hash of the NodeClass it was launched from, for drift.
+    fn launched(&self, mut out: NodeClaim, class: &EC2NodeClass) -> NodeClaim {
+        out.metadata.creation_timestamp = None;
+        let annotations = out.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        annotations.insert(EC2_NODE_CLASS_HASH_ANNOTATION.into(), class.hash());
+        annotations.insert(
+            EC2_NODE_CLASS_HASH_VERSION_ANNOTATION.into(),
+            EC2_NODE_CLASS_HASH_VERSION.into(),
+        );
+        out
+    }
+
+    async fn describe(&self, provider_id: &str) -> Result<Instance> {
+        let id = instance_id(provider_id).ok_or_else(|| {
+            CloudProviderError::NotFound(format!("not an EC2 providerID: {provider_id:?}"))
+        })?;
+        let found = match self
+            .api
+            .describe_instances(vec![id.to_string()], Vec::new())
+            .await
+        {
+            Ok(found) => found,
+            Err(e) if e.code() == Some("InvalidInstanceID.NotFound") => Vec::new(),
+            Err(e) => return Err(other(e)),
+        };
+        found
+            .into_iter()
+            .find(|i| i.id == id && i.state != "terminated")
+            .ok_or_else(|| CloudProviderError::NotFound(format!("instance {id} not found")))
+    }
+}
+
+impl<A, S> CloudProvider for AwsCloudProvider<A, S>
+where
+    A: Ec2Api + ParameterStore + InstanceProfiles,
+    S: NodeClassStore,
+{
+    fn name(&self) -> &'static str {
+        "aws"
+    }
+
+    async fn create(&self, claim: &NodeClaim) -> Result<NodeClaim> {
+        let class = self.node_class(&claim.spec.node_class_ref.name).await?;
+        // Launched before (a retry after a lost answer, a restart): that instance, not a
+        // second one.
+        let claim_name = claim.metadata.name.clone().unwrap_or_default();
+        let existing = self
+            .api
+            .describe_instances(
+                Vec::new(),
+                vec![
+                    Filter::new(&format!("tag:{TAG_NODE_CLAIM}"), &[&claim_name]),
+                    Filter::new(
+                        &format!("tag:{TAG_CLUSTER_NAME}"),
+                        &[&self.options.cluster_name],
+                    ),
+                    Filter::new("instance-state-name", &["pending", "running"]),
+                ],
+            )
+            .await
+            .map_err(other)?;
+        if let Some(instance) = existing.first() {
+            let resolved = self.resolve(&class).await?;
+            let types = self.types_for(&class, &resolved).await?;
+            let it = types.iter().find(|t| t.name == instance.instance_type);
+            return Ok(self.launched(self.claim_for(instance, it.map(|t| &**t)), &class));
+        }
+        let resolved = self.resolve(&class).await?;
+        let types = self.types_for(&class, &resolved).await?;
+        let subnets: Vec<LaunchSubnet> = resolved
+            .subnets
+            .iter()
+            .map(|s| LaunchSubnet {
+                id: s.id.clone(),
+                zone: s.zone.clone(),
+                available_ips: s.available_ips,
+            })
+            .collect();
+        // Newest first per architecture: the plan takes the first image of each.
+        let images: Vec<LaunchImage> = resolved
+            .images
+            .iter()
+            .map(|i| LaunchImage {
+                id: i.id.clone(),
+                architecture: if i.architecture == "x86_64" {
+                    "amd64".into()
+                } else {
+                    i.architecture.clone()
+                },
+            })
+            .collect();
+        let plan = launch::plan(claim, &types, &subnets, &images).map_err(|e| match e {
+            PlanError::NothingFits => CloudProviderError::InsufficientCapacity(e.to_string()),
+            PlanError::NoImage(_) => {
+                CloudProviderError::NodeClassNotReady(format!("spec.amiSelectorTerms: {e}"))
+            }
+        })?;
+        let tags = self.tags(claim, &class);
+        let metadata = &class.spec.metadata_options;
+        let mut launch_templates = Vec::new();
+        for ((image, pods), overrides) in &plan.by_image {
+            let user_data = userdata::render(
+                class.spec.ami_family(),
+                &self.bootstrap(claim, &class, &plan.capacity_type, *pods),
+            )
+            .map_err(|e| CloudProviderError::NodeClassNotReady(e.to_string()))?;
+            let data = LaunchTemplateData {
+                image_id: image.clone(),
+                user_data: base64::engine::general_purpose::STANDARD.encode(user_data),
+                instance_profile: resolved.instance_profile.clone(),
+                security_groups: resolved
+                    .security_groups
+                    .iter()
+                    .map(|g| g.id.clone())
+                    .collect(),
+                block_devices: Self::block_devices(&class),
+                http_tokens: metadata.http_tokens.clone(),
+                http_endpoint: metadata.http_endpoint.clone(),
+                http_protocol_ipv6: metadata.http_protocol_ipv6.clone(),
+                http_put_response_hop_limit: metadata.http_put_response_hop_limit,
+                monitoring: class.spec.detailed_monitoring.unwrap_or(false),
+                associate_public_ip: class.spec.associate_public_ip_address,
+                tags: tags
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != TAG_NODE_CLAIM)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            };
+            let name = self.ensure_launch_template(data).await?;
+            launch_templates.push((
+                name,
+                overrides
+                    .iter()
+                    .map(|o| FleetOverride {
+                        instance_type: o.instance_type.clone(),
+                        subnet_id: o.subnet_id.clone(),
+                        zone: o.zone.clone(),
+                        priority: None,
+                    })
+                    .collect(),
+            ));
+        }
+        let result = self
+            .api
+            .create_fleet(FleetRequest {
+                capacity_type: plan.capacity_type.clone(),
+                launch_templates,
+                tags,
+                context: class.spec.context.clone(),
+            })
+            .await
+            .map_err(|e| match e.code() {
+                Some(code) if is_insufficient_capacity(code) => {
+                    CloudProviderError::InsufficientCapacity(e.to_string())
+                }
+                _ => other(e),
+            })?;
+        let now = Instant::now();
+        for error in result
+            .errors
+            .iter()
+            .filter(|e| is_insufficient_capacity(&e.code))
+        {
+            self.unavailable
+                .mark(&error.instance_type, &error.zone, &plan.capacity_type, now);
+        }
+        let Some(launched) = result.instances.first() else {
+            let reasons: Vec<String> = result
+                .errors
+                .iter()
+                .map(|e| format!("{}: {}", e.code, e.message))
+                .collect();
+            let message = format!("CreateFleet launched nothing: {}", reasons.join("; "));
+            return Err(
+                if result
+                    .errors
+                    .iter()
+                    .all(|e| is_insufficient_capacity(&e.code))
+                {
+                    CloudProviderError::InsufficientCapacity(message)
+                } else {
+                    CloudProviderError::Other(message)
+                },
+            );
+        };
+        let it = types.iter().find(|t| t.name == launched.instance_type);
+        let instance = Instance {
+            id: launched.id.clone(),
+            instance_type: launched.instance_type.clone(),
+            zone: launched.zone.clone(),
+            capacity_type: launched.capacity_type.clone(),
+            image_id: plan
+                .by_image
+                .iter()
+                .find(|(_, list)| {
+                    list.iter()
+                        .any(|o| o.instance_type == launched.instance_type)
+                })
+                .map(|((image, _), _)| image.clone())
+                .unwrap_or_default(),
+            tags: self.tags(claim, &class),
+            ..Default::default()
+        };
+        Ok(self.launched(self.claim_for(&instance, it.map(|t| &**t)), &class))
+    }
+
+    async fn delete(&self, claim: &NodeClaim) -> Result<()> {
+        let provider_id = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .unwrap_or_default();
+        let instance = self.describe(provider_id).await?;
+        if instance.state == "shutting-down" {
+            // Going; asked again until it is gone.
+            return Ok(());
+        }
+        match self
+            .api
+            .terminate_instances(vec![instance.id.clone()])
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if e.code() == Some("InvalidInstanceID.NotFound") => {
+                Err(CloudProviderError::NotFound(instance.id))
+            }
+            Err(e) => Err(other(e)),
+        }
+    }
+
+    async fn get(&self, provider_id: &str) -> Result<NodeClaim> {
+        let instance = self.describe(provider_id).await?;
+        let types = self.catalog.lock().await;
+        let info = types
+            .infos
+            .iter()
+            .find(|i| i.name == instance.instance_type)
+            .cloned();
+        drop(types);
+        let it = info.and_then(|info| {
+            let zones = vec![instance.zone.clone()];
+            let subnet = [ZoneInfo {
+                zone: instance.zone.clone(),
+                zone_id: None,
+            }];
+            instancetype::resolve(
+                &info,
+                &self.options.region,
+                &zones,
+                &subnet,
+                &NodeClassSettings::default(),
+                &Pricing::embedded(),
+                &|_, _, _| false,
+            )
+        });
+        Ok(self.claim_for(&instance, it.as_ref()))
+    }
+
+    async fn list(&self) -> Result<Vec<NodeClaim>> {
+        let filters = vec![
+            Filter::new("tag-key", &[TAG_NODE_POOL]),
+            Filter::new(
+                &format!("tag:{TAG_CLUSTER_NAME}"),
+                &[&self.options.cluster_name],
+            ),
+            Filter::new(
+                "instance-state-name",
+                &["pending", "running", "stopping", "stopped", "shutting-down"],
+            ),
+        ];
+        let instances = self
+            .api
+            .describe_instances(Vec::new(), filters)
+            .await
+            .map_err(other)?;
+        Ok(instances.iter().map(|i| self.claim_for(i, None)).collect())
+    }
+
+    async fn is_drifted(&self, claim: &NodeClaim) -> Result<Option<String>> {
+        let class = match self.node_class(&claim.spec.node_class_ref.name).await {
+            Ok(c) => c,
+            Err(CloudProviderError::NodeClassNotReady(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let annotations = claim.metadata.annotations.clone().unwrap_or_default();
+        if annotations
+            .get(EC2_NODE_CLASS_HASH_VERSION_ANNOTATION)
+            .map(String::as_str)
+            == Some(EC2_NODE_CLASS_HASH_VERSION)
+            && annotations
+                .get(EC2_NODE_CLASS_HASH_ANNOTATION)
+                .is_some_and(|h| *h != class.hash())
+        {
+            return Ok(Some("NodeClassDrift".into()));
+        }
+        let resolved = match self.resolve(&class).await {
+            Ok(r) => r,
+            // A NodeClass that resolves nothing now is not a reason to replace nodes.
+            Err(CloudProviderError::NodeClassNotReady(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let provider_id = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .unwrap_or_default();
+        let instance = match self.describe(provider_id).await {
+            Ok(i) => i,
+            Err(CloudProviderError::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(drift_reason(&instance, &resolved))
+    }
+
+    async fn instance_types(&self, node_pool: &NodePool) -> Result<Vec<Arc<InstanceType>>> {
+        let class = self
+            .node_class(&node_pool.spec.template.spec.node_class_ref.name)
+            .await?;
+        let resolved = self.resolve(&class).await?;
+        self.types_for(&class, &resolved).await
+    }
+
+    fn provider_labels(&self) -> Vec<String> {
+        AWS_LABELS.iter().map(|s| s.to_string()).collect()
+    }
+}
+
+/// Why a running instance no longer matches its NodeClass's resolved selectors, in upstream's
+/// order: its AMI, its security groups, its subnet.
+pub fn drift_reason(instance: &Instance, resolved: &ResolvedNodeClass) -> Option<String> {
+    if !instance.image_id.is_empty() && !resolved.images.iter().any(|i| i.id == instance.image_id) {
+        return Some("AMIDrift".into());
+    }
+    let mut have: Vec<&str> = instance
+        .security_groups
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let mut want: Vec<&str> = resolved
+        .security_groups
+        .iter()
+        .map(|g| g.id.as_str())
+        .collect();
+    have.sort_unstable();
+    want.sort_unstable();
+    if !have.is_empty() && have != want {
+        return Some("SecurityGroupDrift".into());
+    }
+    if !instance.subnet_id.is_empty()
+        && !resolved.subnets.iter().any(|s| s.id == instance.subnet_id)
+    {
+        return Some("SubnetDrift".into());
+    }
+    None
+}
