@@ -1,0 +1,456 @@
+//! The provider against a fake EC2: what no emulator models — capacity errors, retries,
+//! drift of a live instance.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use karpenter_api::aws::EC2NodeClass;
+use karpenter_api::{NodeClaim, NodeSelectorRequirementWithMinValues, Operator};
+use karpenter_aws::ec2::{
+    Ec2Api, Filter, FleetError, FleetInstance, FleetRequest, FleetResult, Image, Instance,
+    LaunchTemplateData, SecurityGroupInfo, SubnetInfo,
+};
+use karpenter_aws::http::{AwsError, Result};
+use karpenter_aws::iam::InstanceProfiles;
+use karpenter_aws::instancetype::{InstanceTypeInfo, catalog};
+use karpenter_aws::pricing::SpotPrice;
+use karpenter_aws::provider::{AwsCloudProvider, AwsOptions, NodeClassStore};
+use karpenter_aws::ssm::ParameterStore;
+use karpenter_controller::cloudprovider::{CloudProvider, CloudProviderError};
+use karpenter_core::resources::Resources;
+
+/// An in-memory EC2 whose fleets fail with insufficient capacity for chosen types. Clones
+/// share state, so a test keeps one to look inside after handing the other to the provider.
+#[derive(Clone, Default)]
+struct FakeEc2 {
+    exhausted: Arc<Mutex<Vec<String>>>,
+    fleets: Arc<Mutex<Vec<FleetRequest>>>,
+    instances: Arc<Mutex<Vec<Instance>>>,
+    templates: Arc<Mutex<BTreeMap<String, LaunchTemplateData>>>,
+    profiles: Arc<Mutex<Vec<(String, String)>>>,
+    images: Arc<Mutex<Vec<Image>>>,
+}
+
+/// NodeClasses a test can change while the provider runs.
+#[derive(Clone, Default)]
+struct Store(Arc<Mutex<BTreeMap<String, EC2NodeClass>>>);
+
+impl NodeClassStore for Store {
+    async fn get(&self, name: &str) -> std::result::Result<Option<EC2NodeClass>, String> {
+        Ok(self.0.lock().unwrap().get(name).cloned())
+    }
+}
+
+const TYPES: [&str; 3] = ["m5.large", "c5.large", "r5.large"];
+
+impl Ec2Api for FakeEc2 {
+    async fn describe_subnets(&self, _: Vec<Filter>) -> Result<Vec<SubnetInfo>> {
+        Ok(vec![SubnetInfo {
+            id: "subnet-a".into(),
+            zone: "us-east-1a".into(),
+            zone_id: Some("use1-az1".into()),
+            available_ips: 100,
+        }])
+    }
+    async fn describe_security_groups(&self, _: Vec<Filter>) -> Result<Vec<SecurityGroupInfo>> {
+        Ok(vec![SecurityGroupInfo {
+            id: "sg-1".into(),
+            name: "nodes".into(),
+        }])
+    }
+    async fn describe_images(&self, _: Vec<Filter>, _: Vec<String>) -> Result<Vec<Image>> {
+        Ok(self.images.lock().unwrap().clone())
+    }
+    async fn describe_instance_types(&self) -> Result<Vec<InstanceTypeInfo>> {
+        Ok(catalog()
+            .types
+            .iter()
+            .filter(|t| TYPES.contains(&t.name.as_str()))
+            .cloned()
+            .collect())
+    }
+    async fn describe_instance_type_offerings(&self) -> Result<Vec<(String, String)>> {
+        Ok(TYPES
+            .iter()
+            .map(|t| (t.to_string(), "us-east-1a".to_string()))
+            .collect())
+    }
+    async fn describe_spot_price_history(&self) -> Result<Vec<SpotPrice>> {
+        Ok(TYPES
+            .iter()
+            .map(|t| SpotPrice {
+                instance_type: t.to_string(),
+                zone: "us-east-1a".into(),
+                price: catalog().on_demand[*t] / 3.0,
+                timestamp: "2026-11-22T00:00:00Z".into(),
+            })
+            .collect())
+    }
+    async fn describe_launch_templates(&self, names: Vec<String>) -> Result<Vec<String>> {
+        let t = self.templates.lock().unwrap();
+        Ok(names.into_iter().filter(|n| t.contains_key(n)).collect())
+    }
+    async fn create_launch_template(&self, name: String, data: LaunchTemplateData) -> Result<()> {
+        self.templates.lock().unwrap().insert(name, data);
+        Ok(())
+    }
+    async fn delete_launch_template(&self, name: String) -> Result<()> {
+        self.templates.lock().unwrap().remove(&name);
+        Ok(())
+    }
+    async fn create_fleet(&self, request: FleetRequest) -> Result<FleetResult> {
+        self.fleets.lock().unwrap().push(request.clone());
+        let exhausted = self.exhausted.lock().unwrap().clone();
+        let mut result = FleetResult::default();
+        // EC2 tries the overrides in price order (lowest-price / price-capacity-optimized).
+        for (_, overrides) in &request.launch_templates {
+            for o in overrides {
+                if exhausted.contains(&o.instance_type) {
+                    result.errors.push(FleetError {
+                        code: "InsufficientInstanceCapacity".into(),
+                        message: "none left".into(),
+                        instance_type: o.instance_type.clone(),
+                        zone: o.zone.clone(),
+                    });
+                } else if result.instances.is_empty() {
+                    let id = format!("i-{:04}", self.instances.lock().unwrap().len() + 1);
+                    result.instances.push(FleetInstance {
+                        id: id.clone(),
+                        instance_type: o.instance_type.clone(),
+                        zone: o.zone.clone(),
+                        capacity_type: request.capacity_type.clone(),
+                    });
+                    self.instances.lock().unwrap().push(Instance {
+                        id,
+                        instance_type: o.instance_type.clone(),
+                        zone: o.zone.clone(),
+                        state: "running".into(),
+                        capacity_type: request.capacity_type.clone(),
+                        image_id: "ami-1".into(),
+                        subnet_id: o.subnet_id.clone(),
+                        security_groups: vec!["sg-1".into()],
+                        tags: request.tags.clone(),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        Ok(result)
+    }
+    async fn describe_instances(
+        &self,
+        ids: Vec<String>,
+        filters: Vec<Filter>,
+    ) -> Result<Vec<Instance>> {
+        let all = self.instances.lock().unwrap().clone();
+        Ok(all
+            .into_iter()
+            .filter(|i| ids.is_empty() || ids.contains(&i.id))
+            .filter(|i| {
+                filters.iter().all(|f| match f.name.strip_prefix("tag:") {
+                    Some(key) => i.tags.get(key).is_some_and(|v| f.values.contains(v)),
+                    None if f.name == "instance-state-name" => f.values.contains(&i.state),
+                    None if f.name == "tag-key" => f.values.iter().any(|k| i.tags.contains_key(k)),
+                    None => true,
+                })
+            })
+            .collect())
+    }
+    async fn terminate_instances(&self, ids: Vec<String>) -> Result<()> {
+        for i in self
+            .instances
+            .lock()
+            .unwrap()
+            .iter_mut()
+            .filter(|i| ids.contains(&i.id))
+        {
+            i.state = "shutting-down".into();
+        }
+        Ok(())
+    }
+    async fn create_tags(&self, _: Vec<String>, _: BTreeMap<String, String>) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl ParameterStore for FakeEc2 {
+    async fn get_parameter(&self, name: String) -> Result<String> {
+        Err(AwsError::Api {
+            code: "ParameterNotFound".into(),
+            message: name,
+            status: 400,
+        })
+    }
+}
+
+impl InstanceProfiles for FakeEc2 {
+    async fn ensure_instance_profile(&self, name: String, role: String) -> Result<()> {
+        self.profiles.lock().unwrap().push((name, role));
+        Ok(())
+    }
+}
+
+fn node_class(extra: serde_json::Value) -> EC2NodeClass {
+    let mut spec = serde_json::json!({
+        "role": "KarpenterNodeRole",
+        "amiFamily": "AL2023",
+        "amiSelectorTerms": [{"id": "ami-1"}],
+        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test"}}],
+        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test"}}],
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        spec[k] = v.clone();
+    }
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+        "metadata": {"name": "default"}, "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn provider(fake: FakeEc2, class: EC2NodeClass) -> AwsCloudProvider<FakeEc2, Store> {
+    provider_with(
+        fake,
+        Store(Arc::new(Mutex::new(BTreeMap::from([(
+            "default".to_string(),
+            class,
+        )])))),
+    )
+}
+
+fn provider_with(fake: FakeEc2, store: Store) -> AwsCloudProvider<FakeEc2, Store> {
+    fake.images.lock().unwrap().push(Image {
+        id: "ami-1".into(),
+        name: "al2023".into(),
+        architecture: "x86_64".into(),
+        creation_date: "2026-01-01T00:00:00Z".into(),
+        deprecated: false,
+    });
+    let options = AwsOptions {
+        cluster_name: "test".into(),
+        cluster_endpoint: "https://test-cluster".into(),
+        region: "us-east-1".into(),
+        kubernetes_version: "1.33".into(),
+        vm_memory_overhead_percent: 0.075,
+        ..Default::default()
+    };
+    AwsCloudProvider::new(fake, store, options)
+}
+
+fn claim(name: &str, capacity_type: &str) -> NodeClaim {
+    let mut c = NodeClaim::default();
+    c.metadata.name = Some(name.into());
+    c.metadata.labels = Some([("karpenter.sh/nodepool".to_string(), "default".to_string())].into());
+    c.spec.node_class_ref.name = "default".into();
+    c.spec.node_class_ref.group = "karpenter.k8s.aws".into();
+    c.spec.node_class_ref.kind = "EC2NodeClass".into();
+    c.spec.requirements = vec![NodeSelectorRequirementWithMinValues {
+        key: "karpenter.sh/capacity-type".into(),
+        operator: Operator::In,
+        values: vec![capacity_type.into()],
+        min_values: None,
+    }];
+    c.spec.resources.requests = Resources::parse(&[("cpu", "1")]).to_list();
+    c
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+#[test]
+fn capacity_errors_mark_offerings_unavailable_and_the_next_launch_picks_others() {
+    block_on(async {
+        let fake = FakeEc2::default();
+        // Every type but r5.large is out of spot capacity.
+        *fake.exhausted.lock().unwrap() = vec!["m5.large".into(), "c5.large".into()];
+        let p = provider(fake, node_class(serde_json::json!({})));
+        let launched = p.create(&claim("a", "spot")).await.unwrap();
+        let labels = launched.metadata.labels.clone().unwrap();
+        assert_eq!(labels["node.kubernetes.io/instance-type"], "r5.large");
+        assert_eq!(labels["karpenter.sh/capacity-type"], "spot");
+        assert_eq!(
+            launched.status.as_ref().unwrap().provider_id.as_deref(),
+            Some("aws:///us-east-1a/i-0001")
+        );
+        let now = std::time::Instant::now();
+        assert!(
+            p.unavailable()
+                .is_unavailable("m5.large", "us-east-1a", "spot", now)
+        );
+        assert!(
+            p.unavailable()
+                .is_unavailable("c5.large", "us-east-1a", "spot", now)
+        );
+        assert!(
+            !p.unavailable()
+                .is_unavailable("m5.large", "us-east-1a", "on-demand", now)
+        );
+    });
+}
+
+#[test]
+fn all_offerings_exhausted_is_insufficient_capacity() {
+    block_on(async {
+        let fake = FakeEc2::default();
+        *fake.exhausted.lock().unwrap() = TYPES.iter().map(|t| t.to_string()).collect();
+        let p = provider(fake, node_class(serde_json::json!({})));
+        let err = p.create(&claim("a", "spot")).await.unwrap_err();
+        assert!(
+            matches!(err, CloudProviderError::InsufficientCapacity(ref m) if m.contains("InsufficientInstanceCapacity")),
+            "{err:?}"
+        );
+        // Every spot offering is now unavailable, so the next attempt fails before asking EC2.
+        let err = p.create(&claim("b", "spot")).await.unwrap_err();
+        assert!(
+            matches!(err, CloudProviderError::InsufficientCapacity(_)),
+            "{err:?}"
+        );
+    });
+}
+
+#[test]
+fn create_is_idempotent_and_delete_waits_for_termination() {
+    block_on(async {
+        let p = provider(FakeEc2::default(), node_class(serde_json::json!({})));
+        let first = p.create(&claim("a", "on-demand")).await.unwrap();
+        let again = p.create(&claim("a", "on-demand")).await.unwrap();
+        assert_eq!(
+            first.status.as_ref().unwrap().provider_id,
+            again.status.as_ref().unwrap().provider_id
+        );
+        let listed = p.list().await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].metadata.name.as_deref(), Some("a"));
+        assert_eq!(
+            listed[0].metadata.labels.as_ref().unwrap()["karpenter.sh/nodepool"],
+            "default"
+        );
+        // Terminating: Ok (asked again later), then shutting-down stays Ok until it is gone.
+        assert_eq!(p.delete(&first).await, Ok(()));
+        assert_eq!(p.delete(&first).await, Ok(()));
+        let err = p.get("aws:///us-east-1a/i-9999").await.unwrap_err();
+        assert!(matches!(err, CloudProviderError::NotFound(_)));
+    });
+}
+
+#[test]
+fn launch_template_carries_the_node_class() {
+    use base64::Engine;
+    block_on(async {
+        let class = node_class(serde_json::json!({
+            "tags": {"team": "a"},
+            "detailedMonitoring": true,
+            "blockDeviceMappings": [{"deviceName": "/dev/xvda", "rootVolume": true, "ebs": {"volumeSize": "100Gi", "volumeType": "gp3", "encrypted": true}}],
+            "metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 2},
+            "userData": "#!/bin/bash\necho hi",
+        }));
+        let fake = FakeEc2::default();
+        let p = provider(fake.clone(), class);
+        p.create(&claim("a", "on-demand")).await.unwrap();
+        let templates = fake.templates.lock().unwrap().clone();
+        assert_eq!(templates.len(), 1);
+        let (name, data) = templates.into_iter().next().unwrap();
+        assert!(name.starts_with("karpenter.k8s.aws/"), "{name}");
+        assert_eq!(data.image_id, "ami-1");
+        assert_eq!(data.security_groups, vec!["sg-1"]);
+        assert!(data.monitoring);
+        assert_eq!(data.http_put_response_hop_limit, 2);
+        assert_eq!(data.block_devices[0].volume_size_gib, Some(100));
+        assert_eq!(data.tags["team"], "a");
+        assert_eq!(data.tags["kubernetes.io/cluster/test"], "owned");
+        let user_data = String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(&data.user_data)
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(user_data.contains("echo hi"), "{user_data}");
+        assert!(
+            user_data.contains("\"apiServerEndpoint\": \"https://test-cluster\""),
+            "{user_data}"
+        );
+        assert!(
+            user_data.contains("karpenter.sh/nodepool=default"),
+            "{user_data}"
+        );
+        // The role got a managed instance profile, which the template uses.
+        let profiles = fake.profiles.lock().unwrap().clone();
+        assert_eq!(profiles.len(), 1);
+        assert_eq!(profiles[0].1, "KarpenterNodeRole");
+        assert_eq!(data.instance_profile, profiles[0].0);
+        // The fleet asked for on-demand, lowest price first, tagged for List.
+        let fleet = fake.fleets.lock().unwrap()[0].clone();
+        assert_eq!(fleet.capacity_type, "on-demand");
+        assert_eq!(fleet.tags["karpenter.sh/nodeclaim"], "a");
+        assert_eq!(fleet.tags["eks:eks-cluster-name"], "test");
+    });
+}
+
+#[test]
+fn drift_on_node_class_hash_and_live_instance() {
+    block_on(async {
+        let fake = FakeEc2::default();
+        let store = Store::default();
+        store
+            .0
+            .lock()
+            .unwrap()
+            .insert("default".into(), node_class(serde_json::json!({})));
+        let p = provider_with(fake.clone(), store.clone());
+        let launched = p.create(&claim("a", "on-demand")).await.unwrap();
+        let mut c = claim("a", "on-demand");
+        c.metadata.annotations = launched.metadata.annotations.clone();
+        c.status = launched.status.clone();
+        assert_eq!(p.is_drifted(&c).await.unwrap(), None);
+        // The instance's security groups changed under it.
+        fake.instances.lock().unwrap()[0].security_groups = vec!["sg-other".into()];
+        assert_eq!(
+            p.is_drifted(&c).await.unwrap().as_deref(),
+            Some("SecurityGroupDrift")
+        );
+        fake.instances.lock().unwrap()[0].security_groups = vec!["sg-1".into()];
+        // Its subnet is no longer selected.
+        fake.instances.lock().unwrap()[0].subnet_id = "subnet-gone".into();
+        assert_eq!(
+            p.is_drifted(&c).await.unwrap().as_deref(),
+            Some("SubnetDrift")
+        );
+        fake.instances.lock().unwrap()[0].subnet_id = "subnet-a".into();
+        // A newer AMI replaced the one it runs.
+        fake.instances.lock().unwrap()[0].image_id = "ami-old".into();
+        assert_eq!(p.is_drifted(&c).await.unwrap().as_deref(), Some("AMIDrift"));
+        fake.instances.lock().unwrap()[0].image_id = "ami-1".into();
+        // The NodeClass itself changed.
+        store.0.lock().unwrap().insert(
+            "default".into(),
+            node_class(serde_json::json!({"tags": {"team": "b"}})),
+        );
+        assert_eq!(
+            p.is_drifted(&c).await.unwrap().as_deref(),
+            Some("NodeClassDrift")
+        );
+        // A claim stamped by another implementation's hash version is not judged by it.
+        c.metadata.annotations.as_mut().unwrap().insert(
+            "karpenter.k8s.aws/ec2nodeclass-hash-version".into(),
+            "v6".into(),
+        );
+        assert_eq!(p.is_drifted(&c).await.unwrap(), None);
+    });
+}
+
+#[test]
+fn a_missing_node_class_is_not_ready() {
+    block_on(async {
+        let p = provider_with(FakeEc2::default(), Store::default());
+        let err = p.create(&claim("a", "on-demand")).await.unwrap_err();
+        assert!(
+            matches!(err, CloudProviderError::NodeClassNotReady(ref m) if m.contains("EC2NodeClass \"default\" not found")),
+            "{err:?}"
+        );
+    });
+}
