@@ -1,0 +1,377 @@
+//! The provider against moto, a real EC2/IAM/SSM API emulator on loopback: requests signed,
+//! encoded and answered as AWS would. The harness installs `moto[server]` from PyPI when it is
+//! not there and starts one server per test on a free port.
+
+use std::collections::BTreeMap;
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use karpenter_api::aws::EC2NodeClass;
+use karpenter_api::{NodeClaim, NodePool, NodeSelectorRequirementWithMinValues, Operator};
+use karpenter_aws::auth::credentials::Source;
+use karpenter_aws::auth::{Credentials, CredentialsProvider};
+use karpenter_aws::ec2::{Ec2Api, Ec2Client, Filter};
+use karpenter_aws::http::{AwsHttp, Endpoints};
+use karpenter_aws::provider::{AwsCloudProvider, AwsOptions};
+use karpenter_controller::cloudprovider::{CloudProvider, CloudProviderError};
+use karpenter_core::resources::Resources;
+
+const MOTO: &str = "moto[server]==5.2.5";
+
+/// A moto server, stopped when dropped.
+struct Moto {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn(port: u16) -> std::io::Result<Child> {
+    Command::new("python3")
+        .args([
+            "-m",
+            "moto.server",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+}
+
+fn installed() -> bool {
+    Command::new("python3")
+        .args(["-c", "import moto.server, flask"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn start() -> Moto {
+    if !installed() {
+        let status = Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                MOTO,
+            ])
+            .status()
+            .expect("python3 runs");
+        assert!(status.success() && installed(), "installing {MOTO} failed");
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = spawn(port).expect("moto starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "moto did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Moto {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+fn http(moto: &Moto) -> AwsHttp {
+    let credentials = CredentialsProvider::new(Source::Static(Credentials {
+        access_key_id: "testing".into(),
+        secret_access_key: "testing".into(),
+        session_token: None,
+    }));
+    AwsHttp::new(
+        Endpoints {
+            region: "us-east-1".into(),
+            override_url: Some(moto.url.clone()),
+        },
+        credentials,
+    )
+    .unwrap()
+}
+
+/// A raw Query call for what the provider itself never does (making VPCs, roles).
+async fn query(http: &AwsHttp, service: &str, version: &str, params: &[(&str, &str)]) -> String {
+    let mut body = format!("Version={version}");
+    for (k, v) in params {
+        body.push_str(&format!(
+            "&{k}={}",
+            karpenter_aws::auth::sigv4::uri_encode(v)
+        ));
+    }
+    let bytes = http
+        .send(
+            service,
+            "POST",
+            "/",
+            &[],
+            &[("content-type", "application/x-www-form-urlencoded")],
+            body.into_bytes(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{params:?}: {e}"));
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+fn between<'a>(text: &'a str, open: &str, close: &str) -> &'a str {
+    let start = text
+        .find(open)
+        .unwrap_or_else(|| panic!("{open} in {text}"))
+        + open.len();
+    &text[start..start + text[start..].find(close).unwrap()]
+}
+
+/// A VPC with two subnets and a security group tagged for discovery, and a node role.
+async fn account(http: &AwsHttp, cluster: &str) -> String {
+    let vpc = query(
+        http,
+        "ec2",
+        "2016-11-15",
+        &[("Action", "CreateVpc"), ("CidrBlock", "10.0.0.0/16")],
+    )
+    .await;
+    let vpc = between(&vpc, "<vpcId>", "</vpcId>").to_string();
+    let discovery = [
+        ("Tag.1.Key", "karpenter.sh/discovery"),
+        ("Tag.1.Value", cluster),
+    ];
+    for (cidr, zone) in [("10.0.1.0/24", "us-east-1a"), ("10.0.2.0/24", "us-east-1b")] {
+        let subnet = query(
+            http,
+            "ec2",
+            "2016-11-15",
+            &[
+                ("Action", "CreateSubnet"),
+                ("VpcId", &vpc),
+                ("CidrBlock", cidr),
+                ("AvailabilityZone", zone),
+            ],
+        )
+        .await;
+        let id = between(&subnet, "<subnetId>", "</subnetId>").to_string();
+        let mut p = vec![("Action", "CreateTags"), ("ResourceId.1", id.as_str())];
+        p.extend(discovery);
+        query(http, "ec2", "2016-11-15", &p).await;
+    }
+    let sg = query(
+        http,
+        "ec2",
+        "2016-11-15",
+        &[
+            ("Action", "CreateSecurityGroup"),
+            ("GroupName", "nodes"),
+            ("GroupDescription", "nodes"),
+            ("VpcId", &vpc),
+        ],
+    )
+    .await;
+    let sg = between(&sg, "<groupId>", "</groupId>").to_string();
+    let mut p = vec![("Action", "CreateTags"), ("ResourceId.1", sg.as_str())];
+    p.extend(discovery);
+    query(http, "ec2", "2016-11-15", &p).await;
+    query(
+        http,
+        "iam",
+        "2010-05-08",
+        &[
+            ("Action", "CreateRole"),
+            ("RoleName", "KarpenterNodeRole"),
+            ("AssumeRolePolicyDocument", "{}"),
+        ],
+    )
+    .await;
+    // One of moto's stock x86_64 images.
+    let images = Ec2Client::new(http.clone())
+        .describe_images(
+            vec![Filter::new("architecture", &["x86_64"])],
+            vec!["amazon".into()],
+        )
+        .await
+        .unwrap();
+    images.first().expect("moto has stock images").id.clone()
+}
+
+fn node_class(cluster: &str, ami: &str) -> EC2NodeClass {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "role": "KarpenterNodeRole",
+            "amiFamily": "AL2023",
+            "amiSelectorTerms": [{"id": ami}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": cluster}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": cluster}}],
+            "tags": {"team": "platform"},
+        },
+    }))
+    .unwrap()
+}
+
+fn claim(name: &str) -> NodeClaim {
+    let mut c = NodeClaim::default();
+    c.metadata.name = Some(name.into());
+    c.metadata.labels = Some([("karpenter.sh/nodepool".to_string(), "default".to_string())].into());
+    c.spec.node_class_ref.name = "default".into();
+    c.spec.requirements = vec![
+        NodeSelectorRequirementWithMinValues {
+            key: "karpenter.sh/capacity-type".into(),
+            operator: Operator::In,
+            values: vec!["on-demand".into()],
+            min_values: None,
+        },
+        NodeSelectorRequirementWithMinValues {
+            key: "node.kubernetes.io/instance-type".into(),
+            operator: Operator::In,
+            values: vec!["m5.large".into(), "m5.xlarge".into()],
+            min_values: None,
+        },
+    ];
+    c.spec.resources.requests = Resources::parse(&[("cpu", "1")]).to_list();
+    c
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+#[test]
+fn launch_find_list_and_terminate_through_moto() {
+    let moto = start();
+    block_on(async {
+        let http = http(&moto);
+        let ami = account(&http, "test").await;
+        let options = AwsOptions {
+            cluster_name: "test".into(),
+            cluster_endpoint: "https://test-cluster".into(),
+            region: "us-east-1".into(),
+            kubernetes_version: "1.33".into(),
+            vm_memory_overhead_percent: 0.075,
+            ..Default::default()
+        };
+        let classes = BTreeMap::from([("default".to_string(), node_class("test", &ami))]);
+        let ec2 = Ec2Client::new(http.clone());
+        let provider = AwsCloudProvider::new(ec2.clone(), classes, options);
+
+        // Instance types come from EC2's DescribeInstanceTypes and offerings.
+        let mut pool = NodePool::default();
+        pool.spec.template.spec.node_class_ref.name = "default".into();
+        let types = provider.instance_types(&pool).await.unwrap();
+        assert!(types.len() > 500, "{} types", types.len());
+        let m5 = types
+            .iter()
+            .find(|t| t.name == "m5.large")
+            .expect("m5.large offered");
+        assert_eq!(
+            m5.allocatable().pods,
+            29_000,
+            "ENI-limited pods from EC2's answer"
+        );
+        let zones: std::collections::BTreeSet<_> =
+            m5.offerings.iter().map(|o| o.zone.as_str()).collect();
+        assert_eq!(
+            zones,
+            ["us-east-1a", "us-east-1b"].into(),
+            "only zones with a selected subnet"
+        );
+
+        let launched = provider.create(&claim("default-abc")).await.unwrap();
+        let provider_id = launched
+            .status
+            .as_ref()
+            .unwrap()
+            .provider_id
+            .clone()
+            .unwrap();
+        assert!(provider_id.starts_with("aws:///us-east-1"), "{provider_id}");
+        let labels = launched.metadata.labels.clone().unwrap();
+        assert_eq!(labels["karpenter.sh/capacity-type"], "on-demand");
+        assert_eq!(labels["node.kubernetes.io/instance-type"], "m5.large");
+        assert_eq!(
+            launched.status.as_ref().unwrap().image_id.as_deref(),
+            Some(ami.as_str())
+        );
+
+        // The instance is tagged for List and garbage collection.
+        let id = provider_id.rsplit('/').next().unwrap().to_string();
+        let instance = ec2
+            .describe_instances(vec![id.clone()], vec![])
+            .await
+            .unwrap()
+            .remove(0);
+        assert_eq!(instance.tags["karpenter.sh/nodeclaim"], "default-abc");
+        assert_eq!(instance.tags["karpenter.sh/nodepool"], "default");
+        assert_eq!(instance.tags["eks:eks-cluster-name"], "test");
+        assert_eq!(instance.tags["kubernetes.io/cluster/test"], "owned");
+        assert_eq!(instance.tags["team"], "platform");
+
+        // Asking again for the same claim finds the same instance.
+        let again = provider.create(&claim("default-abc")).await.unwrap();
+        assert_eq!(
+            again.status.unwrap().provider_id.as_deref(),
+            Some(provider_id.as_str())
+        );
+
+        let listed = provider.list().await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].metadata.name.as_deref(), Some("default-abc"));
+        let got = provider.get(&provider_id).await.unwrap();
+        assert_eq!(
+            got.metadata.labels.unwrap()["node.kubernetes.io/instance-type"],
+            "m5.large"
+        );
+
+        // Terminate: asked, then gone.
+        let mut with_id = claim("default-abc");
+        with_id.status = launched.status.clone();
+        assert_eq!(provider.delete(&with_id).await, Ok(()));
+        assert!(matches!(
+            provider.get(&provider_id).await,
+            Err(CloudProviderError::NotFound(_))
+        ));
+        assert!(matches!(
+            provider.delete(&with_id).await,
+            Err(CloudProviderError::NotFound(_))
+        ));
+        assert!(provider.list().await.unwrap().is_empty());
+    });
+}
+
+#[test]
+fn a_node_class_selecting_nothing_is_not_ready() {
+    let moto = start();
+    block_on(async {
+        let http = http(&moto);
+        let ami = account(&http, "test").await;
+        let classes =
+            BTreeMap::from([("default".to_string(), node_class("another-cluster", &ami))]);
+        let options = AwsOptions {
+            cluster_name: "test".into(),
+            region: "us-east-1".into(),
+            ..Default::default()
+        };
+        let provider = AwsCloudProvider::new(Ec2Client::new(http), classes, options);
+        let err = provider.create(&claim("a")).await.unwrap_err();
+        assert_eq!(
+            err,
+            CloudProviderError::NodeClassNotReady(
+                "spec.subnetSelectorTerms: no subnet matches".into()
+            )
+        );
+    });
+}
