@@ -73,11 +73,16 @@ enum Command {
         #[command(subcommand)]
         bench: Bench,
     },
-    /// Run the controller against the cluster in the kubeconfig (or the one it runs in), with
-    /// the KWOK provider; `/metrics` and `/healthz`, `/readyz` on their ports.
+    /// Run the controller against the cluster in the kubeconfig (or the one it runs in);
+    /// `/metrics` and `/healthz`, `/readyz` on their ports.
     Controller {
         #[command(flatten)]
         options: Box<karpenter_controller::Options>,
+        /// The cloud provider.
+        #[arg(long, env = "CLOUD_PROVIDER", value_enum, default_value_t = commands::controller::Provider::Kwok)]
+        cloud_provider: commands::controller::Provider,
+        #[command(flatten)]
+        aws: Box<commands::controller::AwsArgs>,
         /// Log filter: `info`, `debug`, or any tracing filter.
         #[arg(long, env = "LOG_LEVEL", default_value = "info")]
         log_level: String,
@@ -250,11 +255,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Controller {
             options,
+            cloud_provider,
+            aws,
             log_level,
             log_format,
         } => {
             commands::controller::init_logging(&log_level, log_format)?;
-            commands::controller::run(*options)?;
+            commands::controller::run(*options, cloud_provider, *aws)?;
         }
         Command::Simulate {
             scenario,
