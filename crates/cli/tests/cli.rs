@@ -145,7 +145,7 @@ fn v1beta1_is_pointed_at_convert_and_converts_to_valid_v1() {
 }
 
 #[test]
-fn crds_print_all_three() {
+fn crds_print_all_four() {
     let out = karpenter_rs(&["crds"]);
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);
@@ -153,12 +153,13 @@ fn crds_print_all_three() {
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
         "kwoknodeclasses.karpenter.kwok.sh",
+        "ec2nodeclasses.karpenter.k8s.aws",
     ] {
         assert!(text.contains(&format!("name: {name}")), "{name}");
     }
     assert_eq!(
         text.matches("\n---\n").count() + usize::from(text.starts_with("---\n")),
-        3
+        4
     );
 }
 
