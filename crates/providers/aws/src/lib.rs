@@ -20,11 +20,14 @@ pub mod ec2;
 pub mod http;
 #[cfg(feature = "cloud")]
 pub mod iam;
+pub mod interruption;
 pub mod launch;
 #[cfg(feature = "cloud")]
 pub mod nodeclass;
 #[cfg(feature = "cloud")]
 pub mod provider;
+#[cfg(feature = "cloud")]
+pub mod sqs;
 #[cfg(feature = "cloud")]
 pub mod ssm;
 pub mod unavailable;
