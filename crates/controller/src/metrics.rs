@@ -64,6 +64,13 @@ pub struct Metrics {
     pub cloudprovider_duration: Histograms,
     /// `karpenter_cloudprovider_errors_total{controller,method,provider,error}`
     pub cloudprovider_errors: Family<Labels, Counter>,
+    /// `karpenter_interruption_received_messages_total{message_type}`
+    pub interruption_received_messages: Family<Labels, Counter>,
+    /// `karpenter_interruption_deleted_messages_total`
+    pub interruption_deleted_messages: Counter,
+    /// `karpenter_interruption_message_queue_duration_seconds`: from AWS sending a message to
+    /// its handling.
+    pub interruption_message_queue_duration: Histogram,
 }
 
 impl Default for Metrics {
@@ -100,6 +107,9 @@ impl Metrics {
             cluster_state_synced: Gauge::default(),
             cloudprovider_duration: Family::new_with_constructor(histogram),
             cloudprovider_errors: Family::default(),
+            interruption_received_messages: Family::default(),
+            interruption_deleted_messages: Counter::default(),
+            interruption_message_queue_duration: histogram(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -188,6 +198,21 @@ impl Metrics {
             "cloudprovider_errors",
             "Failed cloud provider calls.",
             m.cloudprovider_errors.clone(),
+        );
+        r.register(
+            "interruption_received_messages",
+            "Interruption messages received, by type.",
+            m.interruption_received_messages.clone(),
+        );
+        r.register(
+            "interruption_deleted_messages",
+            "Interruption messages handled and deleted from the queue.",
+            m.interruption_deleted_messages.clone(),
+        );
+        r.register(
+            "interruption_message_queue_duration_seconds",
+            "Time from an interruption message being sent to its handling.",
+            m.interruption_message_queue_duration.clone(),
         );
         Self { registry, ..m }
     }

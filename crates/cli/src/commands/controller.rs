@@ -79,17 +79,21 @@ pub struct AwsArgs {
     /// Network interfaces kept from pods when computing max pods.
     #[arg(long, env = "RESERVED_ENIS", default_value_t = 0)]
     pub reserved_enis: i64,
+    /// The SQS queue of interruption events (spot interruption warnings, rebalance
+    /// recommendations, scheduled changes, state changes); none handled when unset.
+    #[arg(long, env = "INTERRUPTION_QUEUE")]
+    pub interruption_queue: Option<String>,
 }
+
+type AwsProvider = karpenter_aws::provider::AwsCloudProvider<
+    karpenter_aws::ec2::Ec2Client,
+    kube::Api<karpenter_api::EC2NodeClass>,
+>;
 
 async fn aws_provider(
     client: &kube::Client,
     args: AwsArgs,
-) -> anyhow::Result<
-    karpenter_aws::provider::AwsCloudProvider<
-        karpenter_aws::ec2::Ec2Client,
-        kube::Api<karpenter_api::EC2NodeClass>,
-    >,
-> {
+) -> anyhow::Result<(AwsProvider, karpenter_aws::http::AwsHttp)> {
     use karpenter_aws::auth::{CredentialsProvider, credentials::Source};
     use karpenter_aws::http::{AwsHttp, Endpoints};
     anyhow::ensure!(
@@ -139,11 +143,12 @@ async fn aws_provider(
         vm_memory_overhead_percent: args.vm_memory_overhead_percent,
         reserved_enis: args.reserved_enis,
     };
-    Ok(karpenter_aws::provider::AwsCloudProvider::new(
-        karpenter_aws::ec2::Ec2Client::new(http),
+    let provider = karpenter_aws::provider::AwsCloudProvider::new(
+        karpenter_aws::ec2::Ec2Client::new(http.clone()),
         kube::Api::all(client.clone()),
         options,
-    ))
+    );
+    Ok((provider, http))
 }
 
 /// DER certificates as nodes expect the cluster CA: a PEM bundle, base64-encoded.
@@ -173,27 +178,52 @@ pub fn run(options: Options, provider: Provider, aws: AwsArgs) -> anyhow::Result
         match provider {
             Provider::Kwok => {
                 let provider = Arc::new(KwokProvider::new(client.clone()));
-                serve(client, provider, options, "kwok").await
+                serve(client, provider, options, "kwok", None).await
             }
             Provider::Aws => {
-                let provider = Arc::new(aws_provider(&client, aws).await?);
-                serve(client, provider, options, "aws").await
+                let queue_name = aws.interruption_queue.clone();
+                let (provider, http) = aws_provider(&client, aws).await?;
+                let extra: Option<Extra<_>> = match queue_name.filter(|q| !q.is_empty()) {
+                    Some(name) => {
+                        let queue = karpenter_aws::sqs::SqsQueue::open(http, &name)
+                            .await
+                            .with_context(|| format!("opening the interruption queue {name:?}"))?;
+                        tracing::info!(queue = queue.url(), "handling interruption messages");
+                        Some(Box::new(move |ctx, shutdown| {
+                            tokio::spawn(karpenter_aws::interruption_controller::run(
+                                ctx, queue, shutdown,
+                            ))
+                        }))
+                    }
+                    None => None,
+                };
+                serve(client, Arc::new(provider), options, "aws", extra).await
             }
         }
     })
 }
+
+/// A provider's own loop beside the controller's (AWS interruption handling).
+type Extra<P> = Box<
+    dyn FnOnce(
+        Arc<karpenter_controller::Context<P>>,
+        CancellationToken,
+    ) -> tokio::task::JoinHandle<()>,
+>;
 
 async fn serve<P: karpenter_controller::cloudprovider::CloudProvider>(
     client: kube::Client,
     provider: Arc<P>,
     options: Options,
     name: &'static str,
+    extra: Option<Extra<P>>,
 ) -> anyhow::Result<()> {
     {
         let metrics = SocketAddr::from((Ipv4Addr::UNSPECIFIED, options.metrics_port));
         let health = SocketAddr::from((Ipv4Addr::UNSPECIFIED, options.health_probe_port));
         let controller = Controller::new(client, provider, options);
         let shutdown = CancellationToken::new();
+        let extra = extra.map(|start| start(controller.context(), shutdown.clone()));
         let admin = tokio::spawn(admin::serve(
             metrics,
             health,
@@ -212,6 +242,9 @@ async fn serve<P: karpenter_controller::cloudprovider::CloudProvider>(
             "starting controller"
         );
         controller.run(shutdown).await;
+        if let Some(extra) = extra {
+            extra.await?;
+        }
         admin.await?.context("serving metrics and health probes")?;
         Ok(())
     }

@@ -166,9 +166,113 @@ pub fn action(kind: &Kind, replace_on_rebalance: bool) -> Action {
     }
 }
 
+/// The NodeClaims a message is about, and what to do with each: claims are matched by the
+/// instance id in their providerID; a rebalance recommendation replaces only claims whose
+/// NodePool carries [`REPLACE_ON_REBALANCE_ANNOTATION`]` = "true"`.
+pub fn decide<'a>(
+    message: &Message,
+    claims: impl IntoIterator<Item = &'a karpenter_api::NodeClaim>,
+    pool: impl Fn(&str) -> Option<&'a karpenter_api::NodePool>,
+) -> Vec<(&'a karpenter_api::NodeClaim, Action)> {
+    let mut out = Vec::new();
+    for claim in claims {
+        let Some(provider_id) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) else {
+            continue;
+        };
+        let Some(id) = provider_id.rsplit('/').next() else {
+            continue;
+        };
+        if !message.instance_ids.iter().any(|i| i == id) {
+            continue;
+        }
+        let opted_in = claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(karpenter_api::labels::NODE_POOL_LABEL))
+            .and_then(|name| pool(name))
+            .and_then(|p| p.metadata.annotations.as_ref())
+            .and_then(|a| a.get(REPLACE_ON_REBALANCE_ANNOTATION))
+            .is_some_and(|v| v == "true");
+        let act = action(&message.kind, opted_in);
+        if act != Action::Ignore {
+            out.push((claim, act));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn claim(name: &str, pool: &str, provider_id: &str) -> karpenter_api::NodeClaim {
+        let mut c = karpenter_api::NodeClaim::default();
+        c.metadata.name = Some(name.into());
+        c.metadata.labels = Some([("karpenter.sh/nodepool".to_string(), pool.to_string())].into());
+        c.status = Some(karpenter_api::NodeClaimStatus {
+            provider_id: Some(provider_id.into()),
+            ..Default::default()
+        });
+        c
+    }
+
+    #[test]
+    fn messages_reach_the_claims_of_their_instances() {
+        let claims = [
+            claim("a", "default", "aws:///us-east-1a/i-1"),
+            claim("b", "batch", "aws:///us-east-1b/i-2"),
+            claim("c", "default", "aws:///us-east-1a/i-3"),
+        ];
+        let mut batch = karpenter_api::NodePool::default();
+        batch.metadata.name = Some("batch".into());
+        batch.metadata.annotations = Some(
+            [(
+                REPLACE_ON_REBALANCE_ANNOTATION.to_string(),
+                "true".to_string(),
+            )]
+            .into(),
+        );
+        let pools = [batch];
+        let lookup = |name: &str| {
+            pools
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(name))
+        };
+        let spot = Message {
+            kind: Kind::SpotInterruption,
+            instance_ids: vec!["i-1".into()],
+            time: String::new(),
+        };
+        let decided: Vec<_> = decide(&spot, &claims, lookup)
+            .into_iter()
+            .map(|(c, a)| (c.metadata.name.clone().unwrap(), a))
+            .collect();
+        assert_eq!(decided, vec![("a".to_string(), Action::Replace)]);
+        let rebalance = Message {
+            kind: Kind::RebalanceRecommendation,
+            instance_ids: vec!["i-1".into(), "i-2".into()],
+            time: String::new(),
+        };
+        let decided: Vec<_> = decide(&rebalance, &claims, lookup)
+            .into_iter()
+            .map(|(c, a)| (c.metadata.name.clone().unwrap(), a))
+            .collect();
+        assert_eq!(
+            decided,
+            vec![
+                ("a".to_string(), Action::Notify),
+                ("b".to_string(), Action::Replace)
+            ],
+            "only the opted-in pool replaces"
+        );
+        let unknown = Message {
+            kind: Kind::SpotInterruption,
+            instance_ids: vec!["i-9".into()],
+            time: String::new(),
+        };
+        assert!(decide(&unknown, &claims, lookup).is_empty());
+    }
 
     fn ec2(detail_type: &str, detail: &str) -> String {
         format!(

@@ -21,6 +21,8 @@ pub mod http;
 #[cfg(feature = "cloud")]
 pub mod iam;
 pub mod interruption;
+#[cfg(feature = "cloud")]
+pub mod interruption_controller;
 pub mod launch;
 #[cfg(feature = "cloud")]
 pub mod nodeclass;

@@ -375,3 +375,72 @@ fn a_node_class_selecting_nothing_is_not_ready() {
         );
     });
 }
+
+#[test]
+fn interruption_queue_round_trip_through_moto() {
+    use karpenter_aws::sqs::{Queue, SqsQueue};
+    let moto = start();
+    block_on(async {
+        let http = http(&moto);
+        let sqs = |action: &str, body: serde_json::Value| {
+            let http = http.clone();
+            let target = format!("AmazonSQS.{action}");
+            async move {
+                http.send(
+                    "sqs",
+                    "POST",
+                    "/",
+                    &[],
+                    &[
+                        ("content-type", "application/x-amz-json-1.0"),
+                        ("x-amz-target", &target),
+                    ],
+                    body.to_string().into_bytes(),
+                )
+                .await
+                .unwrap()
+            }
+        };
+        sqs(
+            "CreateQueue",
+            serde_json::json!({"QueueName": "karpenter-test"}),
+        )
+        .await;
+        let queue = SqsQueue::open(http.clone(), "karpenter-test")
+            .await
+            .unwrap();
+        let body = r#"{"version":"0","id":"1","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","account":"123456789012","time":"2026-11-22T13:52:02Z","region":"us-east-1","resources":[],"detail":{"instance-id":"i-1","instance-action":"terminate"}}"#;
+        sqs(
+            "SendMessage",
+            serde_json::json!({"QueueUrl": queue.url(), "MessageBody": body}),
+        )
+        .await;
+        let received = queue.receive().await.unwrap();
+        assert_eq!(received.len(), 1);
+        assert_eq!(received[0].body, body);
+        assert!(received[0].sent_timestamp_ms.is_some());
+        let parsed = karpenter_aws::interruption::parse(&received[0].body).unwrap();
+        assert_eq!(parsed.instance_ids, vec!["i-1"]);
+        queue
+            .delete(received[0].receipt_handle.clone())
+            .await
+            .unwrap();
+        let attributes = sqs(
+            "GetQueueAttributes",
+            serde_json::json!({"QueueUrl": queue.url(), "AttributeNames": ["All"]}),
+        )
+        .await;
+        let attributes: serde_json::Value = serde_json::from_slice(&attributes).unwrap();
+        assert_eq!(attributes["Attributes"]["ApproximateNumberOfMessages"], "0");
+        assert_eq!(
+            attributes["Attributes"]["ApproximateNumberOfMessagesNotVisible"], "0",
+            "deleted, not just hidden"
+        );
+        let missing = SqsQueue::open(http, "no-such-queue").await.err().unwrap();
+        assert!(
+            missing.to_string().contains("QueueDoesNotExist")
+                || missing.to_string().contains("NonExistentQueue"),
+            "{missing}"
+        );
+    });
+}

@@ -1,0 +1,252 @@
+//! Interruption handling end to end: messages on a queue, the controller against the fake API
+//! server, the AWS provider over a fake EC2.
+
+mod support;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Event;
+use karpenter_api::{NodeClaim, NodePool};
+use karpenter_aws::ec2::Instance;
+use karpenter_aws::http::Result;
+use karpenter_aws::sqs::{Queue, QueueMessage};
+use karpenter_controller::{Controller, Options};
+use karpenter_testkit::{FakeApiServer, eventually};
+use serde_json::json;
+use support::{FakeEc2, Store, node_class, provider_with};
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A queue in memory: what the test sends, and what the loop deleted.
+#[derive(Clone, Default)]
+struct MemoryQueue {
+    pending: Arc<Mutex<VecDeque<QueueMessage>>>,
+    deleted: Arc<Mutex<Vec<String>>>,
+}
+
+impl MemoryQueue {
+    fn send(&self, id: &str, body: String) {
+        self.pending.lock().unwrap().push_back(QueueMessage {
+            receipt_handle: id.into(),
+            body,
+            sent_timestamp_ms: None,
+        });
+    }
+}
+
+impl Queue for MemoryQueue {
+    async fn receive(&self) -> Result<Vec<QueueMessage>> {
+        let batch: Vec<_> = self.pending.lock().unwrap().drain(..).collect();
+        if batch.is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(batch)
+    }
+    async fn delete(&self, receipt_handle: String) -> Result<()> {
+        self.deleted.lock().unwrap().push(receipt_handle);
+        Ok(())
+    }
+}
+
+fn event(detail_type: &str, detail: serde_json::Value) -> String {
+    json!({
+        "version": "0", "id": "1", "detail-type": detail_type, "source": "aws.ec2",
+        "account": "123456789012", "time": "2026-11-22T13:52:02Z", "region": "us-east-1",
+        "resources": [], "detail": detail,
+    })
+    .to_string()
+}
+
+fn setup() -> FakeApiServer {
+    let server = FakeApiServer::new();
+    for (pool, annotations) in [
+        ("default", json!({})),
+        (
+            "batch",
+            json!({"karpenter.k8s.aws/replace-on-rebalance": "true"}),
+        ),
+    ] {
+        let pool: NodePool = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": pool, "annotations": annotations},
+            "spec": {"template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [],
+            }}},
+        }))
+        .unwrap();
+        server.create(&pool).unwrap();
+    }
+    // Launched just now, so registration is not overdue.
+    let launched_at = k8s_openapi::jiff::Timestamp::now().to_string();
+    for (name, pool, instance) in [
+        ("a", "default", "i-1"),
+        ("b", "default", "i-2"),
+        ("c", "batch", "i-3"),
+    ] {
+        let claim: NodeClaim = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": name, "labels": {
+                "karpenter.sh/nodepool": pool,
+                "node.kubernetes.io/instance-type": "m5.large",
+                "topology.kubernetes.io/zone": "us-east-1a",
+                "karpenter.sh/capacity-type": "spot",
+            }},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
+            "status": {"providerID": format!("aws:///us-east-1a/{instance}"), "conditions": [
+                {"type": "Launched", "status": "True", "reason": "Launched", "message": "", "lastTransitionTime": launched_at},
+            ]},
+        }))
+        .unwrap();
+        server.create(&claim).unwrap();
+    }
+    server
+}
+
+fn gone_or_deleting(server: &FakeApiServer, name: &str) -> bool {
+    server
+        .get::<NodeClaim>("", name)
+        .is_none_or(|c| c.metadata.deletion_timestamp.is_some())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupted_instances_are_replaced_and_rebalances_follow_the_node_pool() {
+    let server = setup();
+    let store = Store::default();
+    store
+        .0
+        .lock()
+        .unwrap()
+        .insert("default".into(), node_class(json!({})));
+    // The instances exist, so the lifecycle keeps their claims.
+    let ec2 = FakeEc2::default();
+    for id in ["i-1", "i-2", "i-3"] {
+        ec2.instances.lock().unwrap().push(Instance {
+            id: id.into(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            state: "running".into(),
+            capacity_type: "spot".into(),
+            ..Default::default()
+        });
+    }
+    let provider = Arc::new(provider_with(ec2, store));
+    let options = Options {
+        disable_leader_election: true,
+        resync: Duration::from_millis(200),
+        ..Options::default()
+    };
+    let controller = Controller::new(server.client(), provider, options);
+    let ctx = controller.context();
+    let stop = CancellationToken::new();
+    let queue = MemoryQueue::default();
+    let running = tokio::spawn(controller.run(stop.clone()));
+    let interruption = tokio::spawn(karpenter_aws::interruption_controller::run(
+        ctx.clone(),
+        queue.clone(),
+        stop.clone(),
+    ));
+    eventually(WAIT, || {
+        (ctx.cluster.node_claims.all().len() == 3).then_some(())
+    })
+    .await
+    .expect("claims watched");
+
+    // A spot interruption warning: the claim goes, the offering is unavailable.
+    queue.send(
+        "m1",
+        event(
+            "EC2 Spot Instance Interruption Warning",
+            json!({"instance-id": "i-1", "instance-action": "terminate"}),
+        ),
+    );
+    eventually(WAIT, || {
+        queue
+            .deleted
+            .lock()
+            .unwrap()
+            .contains(&"m1".to_string())
+            .then_some(())
+    })
+    .await
+    .expect("message deleted");
+    assert!(gone_or_deleting(&server, "a"), "claim a deleted");
+    assert!(ctx.provider.unavailable().is_unavailable(
+        "m5.large",
+        "us-east-1a",
+        "spot",
+        Instant::now()
+    ));
+    let events: Vec<Event> = server.list();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("SpotInterrupted")
+                && e.involved_object.name.as_deref() == Some("a"))
+    );
+
+    // Rebalance recommendations: an event for the default pool's node, a replacement for the
+    // pool that opted in.
+    queue.send(
+        "m2",
+        event(
+            "EC2 Instance Rebalance Recommendation",
+            json!({"instance-id": "i-2"}),
+        ),
+    );
+    queue.send(
+        "m3",
+        event(
+            "EC2 Instance Rebalance Recommendation",
+            json!({"instance-id": "i-3"}),
+        ),
+    );
+    eventually(WAIT, || gone_or_deleting(&server, "c").then_some(()))
+        .await
+        .expect("claim c deleted");
+    eventually(WAIT, || {
+        (queue.deleted.lock().unwrap().len() == 3).then_some(())
+    })
+    .await
+    .expect("messages deleted");
+    assert!(
+        !gone_or_deleting(&server, "b"),
+        "a rebalance recommendation alone keeps the node"
+    );
+    let events: Vec<Event> = server.list();
+    assert!(events.iter().any(
+        |e| e.reason.as_deref() == Some("SpotRebalanceRecommendation")
+            && e.involved_object.name.as_deref() == Some("b")
+    ));
+
+    // Unreadable messages are dropped, not retried forever.
+    queue.send("m4", "garbage".into());
+    eventually(WAIT, || {
+        queue
+            .deleted
+            .lock()
+            .unwrap()
+            .contains(&"m4".to_string())
+            .then_some(())
+    })
+    .await
+    .expect("garbage dropped");
+    let text = ctx.metrics.encode();
+    assert!(
+        text.contains(
+            "karpenter_interruption_received_messages_total{message_type=\"spot_interrupted\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("karpenter_interruption_deleted_messages_total 4"),
+        "{text}"
+    );
+
+    stop.cancel();
+    let _ = running.await;
+    let _ = interruption.await;
+}
