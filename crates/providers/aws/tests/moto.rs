@@ -56,20 +56,24 @@ fn installed() -> bool {
 }
 
 fn start() -> Moto {
-    if !installed() {
-        let status = Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                MOTO,
-            ])
-            .status()
-            .expect("python3 runs");
-        assert!(status.success() && installed(), "installing {MOTO} failed");
-    }
+    // Tests run in parallel; one of them installs moto, the others wait for it.
+    static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        if !installed() {
+            let status = Command::new("python3")
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    MOTO,
+                ])
+                .status()
+                .expect("python3 runs");
+            assert!(status.success() && installed(), "installing {MOTO} failed");
+        }
+    });
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
