@@ -51,6 +51,7 @@ const KNOWN: &[(&str, &str, &str, bool)] = &[
         "KWOKNodeClass",
         true,
     ),
+    ("karpenter.k8s.aws", "ec2nodeclasses", "EC2NodeClass", true),
 ];
 
 impl ResourceType {

@@ -183,20 +183,29 @@ pub fn run(options: Options, provider: Provider, aws: AwsArgs) -> anyhow::Result
             Provider::Aws => {
                 let queue_name = aws.interruption_queue.clone();
                 let (provider, http) = aws_provider(&client, aws).await?;
-                let extra: Option<Extra<_>> = match queue_name.filter(|q| !q.is_empty()) {
+                let queue = match queue_name.filter(|q| !q.is_empty()) {
                     Some(name) => {
                         let queue = karpenter_aws::sqs::SqsQueue::open(http, &name)
                             .await
                             .with_context(|| format!("opening the interruption queue {name:?}"))?;
                         tracing::info!(queue = queue.url(), "handling interruption messages");
-                        Some(Box::new(move |ctx, shutdown| {
-                            tokio::spawn(karpenter_aws::interruption_controller::run(
-                                ctx, queue, shutdown,
-                            ))
-                        }))
+                        Some(queue)
                     }
                     None => None,
                 };
+                // The EC2NodeClass status loop, and the interruption loop when a queue is set.
+                let extra: Option<Extra<_>> = Some(Box::new(move |ctx, shutdown| {
+                    tokio::spawn(async move {
+                        let status = tokio::spawn(karpenter_aws::nodeclass_status::run(
+                            ctx.clone(),
+                            shutdown.clone(),
+                        ));
+                        if let Some(queue) = queue {
+                            karpenter_aws::interruption_controller::run(ctx, queue, shutdown).await;
+                        }
+                        let _ = status.await;
+                    })
+                }));
                 serve(client, Arc::new(provider), options, "aws", extra).await
             }
         }

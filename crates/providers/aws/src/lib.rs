@@ -27,6 +27,8 @@ pub mod launch;
 #[cfg(feature = "cloud")]
 pub mod nodeclass;
 #[cfg(feature = "cloud")]
+pub mod nodeclass_status;
+#[cfg(feature = "cloud")]
 pub mod provider;
 #[cfg(feature = "cloud")]
 pub mod sqs;

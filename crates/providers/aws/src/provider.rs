@@ -216,7 +216,22 @@ where
         }
     }
 
+    /// What a NodeClass's selectors resolve to now (cached for a minute), for its status.
+    pub async fn resolve_node_class(
+        &self,
+        class: &EC2NodeClass,
+    ) -> std::result::Result<ResolvedNodeClass, NodeClassError> {
+        self.resolve_cached(class).await
+    }
+
     async fn resolve(&self, class: &EC2NodeClass) -> Result<ResolvedNodeClass> {
+        self.resolve_cached(class).await.map_err(not_ready)
+    }
+
+    async fn resolve_cached(
+        &self,
+        class: &EC2NodeClass,
+    ) -> std::result::Result<ResolvedNodeClass, NodeClassError> {
         let name = class.metadata.name.clone().unwrap_or_default();
         let hash = class.hash()
             + &format!("{:?}", class.spec.ami_selector_terms)
@@ -237,8 +252,7 @@ where
             &self.options.cluster_name,
             &self.options.kubernetes_version,
         )
-        .await
-        .map_err(not_ready)?;
+        .await?;
         self.resolved
             .lock()
             .await

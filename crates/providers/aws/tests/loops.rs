@@ -1,5 +1,5 @@
-//! Interruption handling end to end: messages on a queue, the controller against the fake API
-//! server, the AWS provider over a fake EC2.
+//! The AWS provider's own loops in the controller, end to end: interruption messages on a
+//! queue and EC2NodeClass status, against the fake API server, over a fake EC2.
 
 mod support;
 
@@ -249,4 +249,68 @@ async fn interrupted_instances_are_replaced_and_rebalances_follow_the_node_pool(
     stop.cancel();
     let _ = running.await;
     let _ = interruption.await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_class_status_is_written() {
+    use karpenter_api::aws::EC2NodeClass;
+    let server = FakeApiServer::new();
+    let good = node_class(json!({}));
+    // Neither role nor instance profile: resolvable selectors, no instance profile.
+    let mut bad = node_class(json!({}));
+    bad.metadata.name = Some("bad".into());
+    bad.spec.role = None;
+    server.create(&good).unwrap();
+    server.create(&bad).unwrap();
+    let store = Store::default();
+    store.0.lock().unwrap().insert("default".into(), good);
+    let provider = Arc::new(provider_with(FakeEc2::default(), store));
+    let options = Options {
+        disable_leader_election: true,
+        ..Options::default()
+    };
+    let controller = Controller::new(server.client(), provider, options);
+    let ctx = controller.context();
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(controller.run(stop.clone()));
+    let status = tokio::spawn(karpenter_aws::nodeclass_status::run(ctx, stop.clone()));
+    let written = eventually(WAIT, || {
+        let c = server.get::<EC2NodeClass>("", "default")?;
+        c.status.filter(|s| !s.conditions.is_empty())
+    })
+    .await
+    .expect("status written");
+    let ready = written
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(ready.status, "True");
+    assert_eq!(written.subnets[0].id, "subnet-a");
+    assert_eq!(written.security_groups[0].id, "sg-1");
+    assert_eq!(written.amis[0].id, "ami-1");
+    assert!(
+        written
+            .instance_profile
+            .as_deref()
+            .is_some_and(|p| p.starts_with("test_"))
+    );
+    let bad = eventually(WAIT, || {
+        let c = server.get::<EC2NodeClass>("", "bad")?;
+        c.status.filter(|s| !s.conditions.is_empty())
+    })
+    .await
+    .expect("status written");
+    let condition = |t: &str| {
+        bad.conditions
+            .iter()
+            .find(|c| c.type_ == t)
+            .map(|c| c.status.clone())
+    };
+    assert_eq!(condition("Ready").as_deref(), Some("False"));
+    assert_eq!(condition("SubnetsReady").as_deref(), Some("True"));
+    assert_eq!(condition("InstanceProfileReady").as_deref(), Some("False"));
+    stop.cancel();
+    let _ = running.await;
+    let _ = status.await;
 }

@@ -1,0 +1,237 @@
+//! The EC2NodeClass status: what its selectors resolve to now, and whether it can launch —
+//! `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady`, `InstanceProfileReady` and `Ready`, as
+//! upstream reports them, so `kubectl get ec2nodeclass` says why a NodeClass launches nothing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::NodeSelectorRequirement;
+use k8s_openapi::jiff::Timestamp;
+use karpenter_api::aws::{Ami, EC2NodeClass, EC2NodeClassStatus, SecurityGroup, Subnet};
+use karpenter_api::labels::ARCH_LABEL;
+use karpenter_controller::{Context, conditions};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use tokio_util::sync::CancellationToken;
+
+use crate::ec2::Ec2Api;
+use crate::iam::InstanceProfiles;
+use crate::nodeclass::{NodeClassError, ResolvedNodeClass};
+use crate::provider::{AwsCloudProvider, NodeClassStore};
+use crate::ssm::ParameterStore;
+
+/// How often every EC2NodeClass is resolved again.
+pub const STATUS_INTERVAL: Duration = Duration::from_secs(60);
+
+const PARTS: [(&str, &str); 4] = [
+    ("SubnetsReady", "spec.subnetSelectorTerms"),
+    ("SecurityGroupsReady", "spec.securityGroupSelectorTerms"),
+    ("AMIsReady", "spec.amiSelectorTerms"),
+    ("InstanceProfileReady", "spec"),
+];
+
+/// The status for a resolution (or its failure), keeping transition times of `previous`.
+pub fn status(
+    previous: Option<&EC2NodeClassStatus>,
+    resolved: Result<&ResolvedNodeClass, &NodeClassError>,
+    now: Timestamp,
+) -> EC2NodeClassStatus {
+    let mut out = previous.cloned().unwrap_or_default();
+    match resolved {
+        Ok(r) => {
+            out.subnets = r
+                .subnets
+                .iter()
+                .map(|s| Subnet {
+                    id: s.id.clone(),
+                    zone: s.zone.clone(),
+                    zone_id: s.zone_id.clone(),
+                })
+                .collect();
+            out.security_groups = r
+                .security_groups
+                .iter()
+                .map(|g| SecurityGroup {
+                    id: g.id.clone(),
+                    name: Some(g.name.clone()).filter(|n| !n.is_empty()),
+                })
+                .collect();
+            out.amis = r
+                .images
+                .iter()
+                .map(|i| Ami {
+                    id: i.id.clone(),
+                    name: Some(i.name.clone()).filter(|n| !n.is_empty()),
+                    deprecated: i.deprecated,
+                    requirements: vec![NodeSelectorRequirement {
+                        key: ARCH_LABEL.into(),
+                        operator: "In".into(),
+                        values: Some(vec![if i.architecture == "x86_64" {
+                            "amd64".into()
+                        } else {
+                            i.architecture.clone()
+                        }]),
+                    }],
+                })
+                .collect();
+            out.instance_profile = Some(r.instance_profile.clone());
+            for (condition, _) in PARTS {
+                conditions::set(&mut out.conditions, condition, "True", condition, "", now);
+            }
+            conditions::set(&mut out.conditions, "Ready", "True", "Ready", "", now);
+        }
+        Err(e) => {
+            let message = e.to_string();
+            // The failing part is the one whose field the message names; the parts before it
+            // resolved (resolution goes in PARTS' order).
+            let failing = match e {
+                NodeClassError::NotReady(m) => PARTS
+                    .iter()
+                    .position(|(_, field)| m.starts_with(field))
+                    .unwrap_or(PARTS.len() - 1),
+                NodeClassError::Aws(_) => PARTS.len() - 1,
+            };
+            for (i, (condition, _)) in PARTS.iter().enumerate() {
+                match i.cmp(&failing) {
+                    std::cmp::Ordering::Less => {
+                        conditions::set(&mut out.conditions, condition, "True", condition, "", now)
+                    }
+                    std::cmp::Ordering::Equal => conditions::set(
+                        &mut out.conditions,
+                        condition,
+                        "False",
+                        "ResolutionFailed",
+                        &message,
+                        now,
+                    ),
+                    std::cmp::Ordering::Greater => conditions::set(
+                        &mut out.conditions,
+                        condition,
+                        "Unknown",
+                        "AwaitingReconciliation",
+                        "",
+                        now,
+                    ),
+                };
+            }
+            conditions::set(
+                &mut out.conditions,
+                "Ready",
+                "False",
+                "NotReady",
+                &message,
+                now,
+            );
+        }
+    }
+    out
+}
+
+/// Resolves every EC2NodeClass and writes its status, every [`STATUS_INTERVAL`], while this
+/// replica leads.
+pub async fn run<A, S>(ctx: Arc<Context<AwsCloudProvider<A, S>>>, shutdown: CancellationToken)
+where
+    A: Ec2Api + ParameterStore + InstanceProfiles,
+    S: NodeClassStore,
+{
+    let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
+    loop {
+        if ctx.is_leader() {
+            match api.list(&Default::default()).await {
+                Ok(list) => {
+                    for class in list.items {
+                        let resolved = ctx.provider.resolve_node_class(&class).await;
+                        let next =
+                            status(class.status.as_ref(), resolved.as_ref(), Timestamp::now());
+                        if class.status.as_ref() != Some(&next) {
+                            let name = class.metadata.name.clone().unwrap_or_default();
+                            let patch = serde_json::json!({"status": next});
+                            if let Err(e) = api
+                                .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+                                .await
+                            {
+                                tracing::warn!(ec2nodeclass = %name, error = %e, "writing EC2NodeClass status");
+                            }
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "listing EC2NodeClasses"),
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(if ctx.is_leader() { STATUS_INTERVAL } else { Duration::from_secs(1) }) => {}
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ec2::{Image, SecurityGroupInfo, SubnetInfo};
+
+    fn resolved() -> ResolvedNodeClass {
+        ResolvedNodeClass {
+            subnets: vec![SubnetInfo {
+                id: "subnet-a".into(),
+                zone: "us-east-1a".into(),
+                zone_id: Some("use1-az1".into()),
+                available_ips: 10,
+            }],
+            security_groups: vec![SecurityGroupInfo {
+                id: "sg-1".into(),
+                name: "nodes".into(),
+            }],
+            images: vec![Image {
+                id: "ami-1".into(),
+                name: "al2023".into(),
+                architecture: "arm64".into(),
+                creation_date: String::new(),
+                deprecated: false,
+            }],
+            instance_profile: "test_0123".into(),
+        }
+    }
+
+    fn condition<'a>(s: &'a EC2NodeClassStatus, t: &str) -> (&'a str, &'a str) {
+        let c = s.conditions.iter().find(|c| c.type_ == t).unwrap();
+        (c.status.as_str(), c.reason.as_str())
+    }
+
+    #[test]
+    fn resolved_is_ready_with_what_it_found() {
+        let s = status(None, Ok(&resolved()), Timestamp::now());
+        assert_eq!(condition(&s, "Ready"), ("True", "Ready"));
+        assert_eq!(s.subnets[0].zone_id.as_deref(), Some("use1-az1"));
+        assert_eq!(
+            s.amis[0].requirements[0].values.as_deref(),
+            Some(&["arm64".to_string()][..])
+        );
+        assert_eq!(s.instance_profile.as_deref(), Some("test_0123"));
+    }
+
+    #[test]
+    fn a_failing_selector_names_its_condition() {
+        let e = NodeClassError::NotReady(
+            "spec.securityGroupSelectorTerms: no security group matches".into(),
+        );
+        let s = status(None, Err(&e), Timestamp::now());
+        assert_eq!(condition(&s, "SubnetsReady").0, "True");
+        assert_eq!(
+            condition(&s, "SecurityGroupsReady"),
+            ("False", "ResolutionFailed")
+        );
+        assert_eq!(condition(&s, "AMIsReady").0, "Unknown");
+        let ready = s.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(ready.status, "False");
+        assert!(ready.message.contains("no security group matches"));
+        // Recovering keeps the list-map shape and flips every condition.
+        let s = status(Some(&s), Ok(&resolved()), Timestamp::now());
+        assert!(
+            s.conditions.iter().all(|c| c.status == "True"),
+            "{:?}",
+            s.conditions
+        );
+        assert_eq!(s.conditions.len(), 5);
+    }
+}
