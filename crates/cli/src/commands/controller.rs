@@ -79,6 +79,10 @@ pub struct AwsArgs {
     /// Network interfaces kept from pods when computing max pods.
     #[arg(long, env = "RESERVED_ENIS", default_value_t = 0)]
     pub reserved_enis: i64,
+    /// The Price List API is out of reach (no internet egress): keep the embedded on-demand
+    /// prices instead of refreshing them.
+    #[arg(long, env = "ISOLATED_VPC", default_value_t = false)]
+    pub isolated_vpc: bool,
     /// The SQS queue of interruption events (spot interruption warnings, rebalance
     /// recommendations, scheduled changes, state changes); none handled when unset.
     #[arg(long, env = "INTERRUPTION_QUEUE")]
@@ -142,6 +146,7 @@ async fn aws_provider(
         region: args.aws_region,
         vm_memory_overhead_percent: args.vm_memory_overhead_percent,
         reserved_enis: args.reserved_enis,
+        isolated_vpc: args.isolated_vpc,
     };
     let provider = karpenter_aws::provider::AwsCloudProvider::new(
         karpenter_aws::ec2::Ec2Client::new(http.clone()),

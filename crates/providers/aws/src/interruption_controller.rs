@@ -13,19 +13,16 @@ use kube::Api;
 use kube::api::DeleteParams;
 use tokio_util::sync::CancellationToken;
 
-use crate::ec2::Ec2Api;
-use crate::iam::InstanceProfiles;
 use crate::interruption::{self, Action, Kind};
-use crate::provider::{AwsCloudProvider, NodeClassStore};
+use crate::provider::{AwsApi, AwsCloudProvider, NodeClassStore};
 use crate::sqs::{Queue, QueueMessage};
-use crate::ssm::ParameterStore;
 
 type Ctx<A, S> = Arc<Context<AwsCloudProvider<A, S>>>;
 
 /// Runs until `shutdown`.
 pub async fn run<A, S, Q>(ctx: Ctx<A, S>, queue: Q, shutdown: CancellationToken)
 where
-    A: Ec2Api + ParameterStore + InstanceProfiles,
+    A: AwsApi,
     S: NodeClassStore,
     Q: Queue,
 {
@@ -59,7 +56,7 @@ where
 
 async fn handle<A, S, Q>(ctx: &Ctx<A, S>, queue: &Q, m: QueueMessage)
 where
-    A: Ec2Api + ParameterStore + InstanceProfiles,
+    A: AwsApi,
     S: NodeClassStore,
     Q: Queue,
 {

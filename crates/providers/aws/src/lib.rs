@@ -29,6 +29,8 @@ pub mod nodeclass;
 #[cfg(feature = "cloud")]
 pub mod nodeclass_status;
 #[cfg(feature = "cloud")]
+pub mod pricing_api;
+#[cfg(feature = "cloud")]
 pub mod provider;
 #[cfg(feature = "cloud")]
 pub mod sqs;

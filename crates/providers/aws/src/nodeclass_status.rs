@@ -14,11 +14,8 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use tokio_util::sync::CancellationToken;
 
-use crate::ec2::Ec2Api;
-use crate::iam::InstanceProfiles;
 use crate::nodeclass::{NodeClassError, ResolvedNodeClass};
-use crate::provider::{AwsCloudProvider, NodeClassStore};
-use crate::ssm::ParameterStore;
+use crate::provider::{AwsApi, AwsCloudProvider, NodeClassStore};
 
 /// How often every EC2NodeClass is resolved again.
 pub const STATUS_INTERVAL: Duration = Duration::from_secs(60);
@@ -131,7 +128,7 @@ pub fn status(
 /// replica leads.
 pub async fn run<A, S>(ctx: Arc<Context<AwsCloudProvider<A, S>>>, shutdown: CancellationToken)
 where
-    A: Ec2Api + ParameterStore + InstanceProfiles,
+    A: AwsApi,
     S: NodeClassStore,
 {
     let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());

@@ -36,6 +36,7 @@ use crate::instancetype::{self, AWS_LABELS, InstanceTypeInfo, NodeClassSettings,
 use crate::launch::{self, LaunchImage, LaunchSubnet, PlanError};
 use crate::nodeclass::{self, NodeClassError, ResolvedNodeClass};
 use crate::pricing::Pricing;
+use crate::pricing_api::PriceList;
 use crate::ssm::ParameterStore;
 use crate::unavailable::{UnavailableOfferings, is_insufficient_capacity};
 use crate::userdata::{self, Bootstrap};
@@ -53,6 +54,8 @@ pub const LABEL_NODE_CLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
 
 /// How long instance types and offerings are reused before EC2 is asked again.
 const INSTANCE_TYPES_TTL: Duration = Duration::from_secs(60 * 60);
+/// How long on-demand prices are reused (upstream refreshes them twice a day).
+const ON_DEMAND_PRICES_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 /// How long spot prices are reused.
 const SPOT_PRICES_TTL: Duration = Duration::from_secs(5 * 60);
 /// How long a NodeClass's resolution is reused.
@@ -77,7 +80,14 @@ pub struct AwsOptions {
     pub vm_memory_overhead_percent: f64,
     /// `RESERVED_ENIS` (0).
     pub reserved_enis: i64,
+    /// `ISOLATED_VPC`: the Price List API is out of reach; keep the embedded prices.
+    pub isolated_vpc: bool,
 }
+
+/// Every AWS call the provider makes, so one fake can stand in for AWS in tests.
+pub trait AwsApi: Ec2Api + ParameterStore + InstanceProfiles + PriceList {}
+
+impl<T: Ec2Api + ParameterStore + InstanceProfiles + PriceList> AwsApi for T {}
 
 /// Where EC2NodeClasses are read from: the API server in the controller, a map in tests.
 pub trait NodeClassStore: Send + Sync + 'static {
@@ -107,6 +117,7 @@ struct Catalog {
     pricing: Pricing,
     types_at: Option<Instant>,
     spot_at: Option<Instant>,
+    on_demand_at: Option<Instant>,
 }
 
 /// The AWS provider.
@@ -146,7 +157,7 @@ fn gib(quantity: &str) -> Option<i64> {
 
 impl<A, S> AwsCloudProvider<A, S>
 where
-    A: Ec2Api + ParameterStore + InstanceProfiles,
+    A: AwsApi,
     S: NodeClassStore,
 {
     /// A provider over `api`, reading NodeClasses from `node_classes`.
@@ -192,6 +203,20 @@ where
             catalog.infos = infos;
             catalog.zones = zones;
             catalog.types_at = Some(now);
+        }
+        if !self.options.isolated_vpc
+            && catalog
+                .on_demand_at
+                .is_none_or(|t| now - t > ON_DEMAND_PRICES_TTL)
+        {
+            // Tried once per period either way: the embedded prices are a fine fallback.
+            catalog.on_demand_at = Some(now);
+            match self.api.on_demand_prices().await {
+                Ok(prices) => catalog.pricing.update_on_demand(prices),
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading on-demand prices; keeping the embedded ones")
+                }
+            }
         }
         if catalog.spot_at.is_none_or(|t| now - t > SPOT_PRICES_TTL) {
             match self.api.describe_spot_price_history().await {
@@ -522,7 +547,7 @@ where
 
 impl<A, S> CloudProvider for AwsCloudProvider<A, S>
 where
-    A: Ec2Api + ParameterStore + InstanceProfiles,
+    A: AwsApi,
     S: NodeClassStore,
 {
     fn name(&self) -> &'static str {

@@ -225,3 +225,36 @@ fn a_missing_node_class_is_not_ready() {
         );
     });
 }
+
+#[test]
+fn on_demand_prices_come_from_the_price_list_unless_isolated() {
+    use karpenter_api::NodePool;
+    block_on(async {
+        let mut pool = NodePool::default();
+        pool.spec.template.spec.node_class_ref.name = "default".into();
+        let price_of = |types: &[std::sync::Arc<karpenter_core::cloudprovider::InstanceType>]| {
+            types
+                .iter()
+                .find(|t| t.name == "m5.large")
+                .and_then(|t| t.offerings.iter().find(|o| o.capacity_type == "on-demand"))
+                .map(|o| o.price)
+        };
+        let fake = FakeEc2::default();
+        *fake.on_demand.lock().unwrap() = vec![("m5.large".into(), 0.01)];
+        let p = provider(fake.clone(), node_class(serde_json::json!({})));
+        assert_eq!(
+            price_of(&p.instance_types(&pool).await.unwrap()),
+            Some(0.01)
+        );
+
+        let isolated =
+            support::provider_with_options(fake, node_class(serde_json::json!({})), |o| {
+                o.isolated_vpc = true
+            });
+        assert_eq!(
+            price_of(&isolated.instance_types(&pool).await.unwrap()),
+            Some(0.096),
+            "the embedded list price"
+        );
+    });
+}

@@ -14,6 +14,7 @@ use karpenter_aws::http::{AwsError, Result};
 use karpenter_aws::iam::InstanceProfiles;
 use karpenter_aws::instancetype::{InstanceTypeInfo, catalog};
 use karpenter_aws::pricing::SpotPrice;
+use karpenter_aws::pricing_api::PriceList;
 use karpenter_aws::provider::{AwsCloudProvider, AwsOptions, NodeClassStore};
 use karpenter_aws::ssm::ParameterStore;
 
@@ -27,6 +28,8 @@ pub struct FakeEc2 {
     pub templates: Arc<Mutex<BTreeMap<String, LaunchTemplateData>>>,
     pub profiles: Arc<Mutex<Vec<(String, String)>>>,
     pub images: Arc<Mutex<Vec<Image>>>,
+    /// What the Price List API answers.
+    pub on_demand: Arc<Mutex<Vec<(String, f64)>>>,
 }
 
 /// NodeClasses a test can change while the provider runs.
@@ -181,6 +184,12 @@ impl ParameterStore for FakeEc2 {
     }
 }
 
+impl PriceList for FakeEc2 {
+    async fn on_demand_prices(&self) -> Result<Vec<(String, f64)>> {
+        Ok(self.on_demand.lock().unwrap().clone())
+    }
+}
+
 impl InstanceProfiles for FakeEc2 {
     async fn ensure_instance_profile(&self, name: String, role: String) -> Result<()> {
         self.profiles.lock().unwrap().push((name, role));
@@ -216,6 +225,38 @@ pub fn provider(fake: FakeEc2, class: EC2NodeClass) -> AwsCloudProvider<FakeEc2,
     )
 }
 
+pub fn provider_with_options(
+    fake: FakeEc2,
+    class: EC2NodeClass,
+    change: impl FnOnce(&mut AwsOptions),
+) -> AwsCloudProvider<FakeEc2, Store> {
+    let store = Store(Arc::new(Mutex::new(BTreeMap::from([(
+        "default".to_string(),
+        class,
+    )]))));
+    let mut options = options();
+    change(&mut options);
+    fake.images.lock().unwrap().push(Image {
+        id: "ami-1".into(),
+        name: "al2023".into(),
+        architecture: "x86_64".into(),
+        creation_date: "2026-01-01T00:00:00Z".into(),
+        deprecated: false,
+    });
+    AwsCloudProvider::new(fake, store, options)
+}
+
+fn options() -> AwsOptions {
+    AwsOptions {
+        cluster_name: "test".into(),
+        cluster_endpoint: "https://test-cluster".into(),
+        region: "us-east-1".into(),
+        kubernetes_version: "1.33".into(),
+        vm_memory_overhead_percent: 0.075,
+        ..Default::default()
+    }
+}
+
 pub fn provider_with(fake: FakeEc2, store: Store) -> AwsCloudProvider<FakeEc2, Store> {
     fake.images.lock().unwrap().push(Image {
         id: "ami-1".into(),
@@ -224,13 +265,5 @@ pub fn provider_with(fake: FakeEc2, store: Store) -> AwsCloudProvider<FakeEc2, S
         creation_date: "2026-01-01T00:00:00Z".into(),
         deprecated: false,
     });
-    let options = AwsOptions {
-        cluster_name: "test".into(),
-        cluster_endpoint: "https://test-cluster".into(),
-        region: "us-east-1".into(),
-        kubernetes_version: "1.33".into(),
-        vm_memory_overhead_percent: 0.075,
-        ..Default::default()
-    };
-    AwsCloudProvider::new(fake, store, options)
+    AwsCloudProvider::new(fake, store, options())
 }
