@@ -320,21 +320,6 @@ impl Params {
             self.set(format!("{p}.Tag.{}.Value", i + 1), v);
         }
     }
-
-    fn encode(&self) -> Vec<u8> {
-        self.0
-            .iter()
-            .map(|(k, v)| {
-                format!(
-                    "{}={}",
-                    crate::auth::sigv4::uri_encode(k),
-                    crate::auth::sigv4::uri_encode(v)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("&")
-            .into_bytes()
-    }
 }
 
 fn child<'a, 'i>(node: Node<'a, 'i>, name: &str) -> Option<Node<'a, 'i>> {
@@ -365,10 +350,6 @@ fn tags_of(node: Node<'_, '_>) -> BTreeMap<String, String> {
     items(child(node, "tagSet"))
         .map(|t| (text(t, "key"), text(t, "value")))
         .collect()
-}
-
-fn parse(body: &[u8]) -> Result<String> {
-    String::from_utf8(body.to_vec()).map_err(|e| AwsError::Parse(e.to_string()))
 }
 
 fn doc(text: &str) -> Result<Document<'_>> {
@@ -493,21 +474,7 @@ impl Ec2Client {
     }
 
     async fn call(&self, params: &Params) -> Result<String> {
-        let body = self
-            .http
-            .send(
-                "ec2",
-                "POST",
-                "/",
-                &[],
-                &[(
-                    "content-type",
-                    "application/x-www-form-urlencoded; charset=utf-8",
-                )],
-                params.encode(),
-            )
-            .await?;
-        parse(&body)
+        self.http.query("ec2", &params.0).await
     }
 
     /// Calls every page of a paginated action, handing each page's document to `read`.
@@ -928,13 +895,24 @@ mod tests {
     }
 
     #[test]
-    fn query_lists_are_flattened_and_encoded() {
+    fn query_lists_are_flattened() {
         let mut p = Params::new("DescribeSubnets");
-        p.filters(&[Filter::new("tag:karpenter.sh/discovery", &["my cluster"])]);
-        let body = String::from_utf8(p.encode()).unwrap();
+        p.filters(&[
+            Filter::new("tag:karpenter.sh/discovery", &["my cluster"]),
+            Filter::new("subnet-id", &["subnet-1", "subnet-2"]),
+        ]);
+        let pairs: Vec<String> = p.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
         assert_eq!(
-            body,
-            "Action=DescribeSubnets&Version=2016-11-15&Filter.1.Name=tag%3Akarpenter.sh%2Fdiscovery&Filter.1.Value.1=my%20cluster"
+            pairs,
+            [
+                "Action=DescribeSubnets",
+                "Version=2016-11-15",
+                "Filter.1.Name=tag:karpenter.sh/discovery",
+                "Filter.1.Value.1=my cluster",
+                "Filter.2.Name=subnet-id",
+                "Filter.2.Value.1=subnet-1",
+                "Filter.2.Value.2=subnet-2",
+            ]
         );
     }
 }

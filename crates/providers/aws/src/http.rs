@@ -198,6 +198,30 @@ impl AwsHttp {
         Ok(bytes)
     }
 
+    /// A Query-protocol call (EC2, IAM): the parameters form-encoded in a signed POST, the
+    /// XML answer as text.
+    pub async fn query(&self, service: &str, params: &[(String, String)]) -> Result<String> {
+        let body = params
+            .iter()
+            .map(|(k, v)| format!("{}={}", sigv4::uri_encode(k), sigv4::uri_encode(v)))
+            .collect::<Vec<_>>()
+            .join("&");
+        let bytes = self
+            .send(
+                service,
+                "POST",
+                "/",
+                &[],
+                &[(
+                    "content-type",
+                    "application/x-www-form-urlencoded; charset=utf-8",
+                )],
+                body.into_bytes(),
+            )
+            .await?;
+        String::from_utf8(bytes.to_vec()).map_err(|e| AwsError::Parse(e.to_string()))
+    }
+
     /// Sends an unsigned request (STS web identity, the Pod Identity agent).
     pub async fn send_unsigned(&self, request: http::Request<Full<Bytes>>) -> Result<(u16, Bytes)> {
         let url = request.uri().to_string();

@@ -3,9 +3,8 @@
 
 use std::future::Future;
 
-use crate::auth::sigv4::uri_encode;
 use crate::ec2::Ec2Client;
-use crate::http::{AwsError, Result};
+use crate::http::Result;
 
 /// Manages instance profiles.
 pub trait InstanceProfiles: Send + Sync + 'static {
@@ -18,28 +17,9 @@ pub trait InstanceProfiles: Send + Sync + 'static {
 }
 
 async fn iam(client: &Ec2Client, params: &[(&str, &str)]) -> Result<String> {
-    let mut all = vec![("Version", "2010-05-08")];
-    all.extend_from_slice(params);
-    let body = all
-        .iter()
-        .map(|(k, v)| format!("{k}={}", uri_encode(v)))
-        .collect::<Vec<_>>()
-        .join("&");
-    let bytes = client
-        .http()
-        .send(
-            "iam",
-            "POST",
-            "/",
-            &[],
-            &[(
-                "content-type",
-                "application/x-www-form-urlencoded; charset=utf-8",
-            )],
-            body.into_bytes(),
-        )
-        .await?;
-    String::from_utf8(bytes.to_vec()).map_err(|e| AwsError::Parse(e.to_string()))
+    let mut all = vec![("Version".to_string(), "2010-05-08".to_string())];
+    all.extend(params.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    client.http().query("iam", &all).await
 }
 
 impl InstanceProfiles for Ec2Client {

@@ -443,11 +443,7 @@ where
     /// Makes sure the launch template for this data exists; its name is a hash of the data,
     /// so a change in any input is a new template and a retry finds the old one.
     async fn ensure_launch_template(&self, data: LaunchTemplateData) -> Result<String> {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in format!("{}{data:?}", self.options.cluster_name).bytes() {
-            hash ^= u64::from(b);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        let hash = nodeclass::fnv64(&format!("{}{data:?}", self.options.cluster_name));
         let name = format!("karpenter.k8s.aws/{hash:016x}");
         if self.templates.lock().await.contains_key(&name) {
             return Ok(name);

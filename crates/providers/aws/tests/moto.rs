@@ -108,25 +108,11 @@ fn http(moto: &Moto) -> AwsHttp {
 
 /// A raw Query call for what the provider itself never does (making VPCs, roles).
 async fn query(http: &AwsHttp, service: &str, version: &str, params: &[(&str, &str)]) -> String {
-    let mut body = format!("Version={version}");
-    for (k, v) in params {
-        body.push_str(&format!(
-            "&{k}={}",
-            karpenter_aws::auth::sigv4::uri_encode(v)
-        ));
-    }
-    let bytes = http
-        .send(
-            service,
-            "POST",
-            "/",
-            &[],
-            &[("content-type", "application/x-www-form-urlencoded")],
-            body.into_bytes(),
-        )
+    let mut all = vec![("Version".to_string(), version.to_string())];
+    all.extend(params.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    http.query(service, &all)
         .await
-        .unwrap_or_else(|e| panic!("{params:?}: {e}"));
-    String::from_utf8(bytes.to_vec()).unwrap()
+        .unwrap_or_else(|e| panic!("{params:?}: {e}"))
 }
 
 fn between<'a>(text: &'a str, open: &str, close: &str) -> &'a str {

@@ -128,23 +128,10 @@ fn read_token(file: &str) -> Result<String> {
         .map_err(|e| AwsError::Credentials(format!("reading {file}: {e}")))
 }
 
-/// Seconds since the epoch of an RFC 3339 UTC time (`2026-11-22T10:00:00Z`).
+/// Seconds since the epoch of an RFC 3339 time (`2026-11-22T10:00:00Z`).
 fn parse_time(s: &str) -> Option<u64> {
-    let (date, time) = s.split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let time = time.trim_end_matches('Z');
-    let time = time.split(['.', '+']).next()?;
-    let mut t = time.split(':').map(|p| p.parse::<i64>().ok());
-    let (hh, mm, ss) = (t.next()??, t.next()??, t.next()??);
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).ok()
+    let t: k8s_openapi::jiff::Timestamp = s.parse().ok()?;
+    u64::try_from(t.as_second()).ok()
 }
 
 async fn web_identity(

@@ -78,24 +78,11 @@ pub fn uri_encode(s: &str) -> String {
 
 /// `YYYYMMDDTHHMMSSZ` for seconds since the Unix epoch.
 pub fn amz_date(unix_seconds: u64) -> String {
-    let days = (unix_seconds / 86_400) as i64;
-    let secs = unix_seconds % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
-        secs / 3600,
-        (secs / 60) % 60,
-        secs % 60
-    )
+    let seconds = i64::try_from(unix_seconds).unwrap_or(i64::MAX);
+    k8s_openapi::jiff::Timestamp::from_second(seconds)
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+        .strftime("%Y%m%dT%H%M%SZ")
+        .to_string()
 }
 
 /// The canonical request, as the service rebuilds it to check the signature.
