@@ -187,22 +187,33 @@ where
             .types_at
             .is_none_or(|t| now - t > INSTANCE_TYPES_TTL)
         {
-            let infos = self.api.describe_instance_types().await.map_err(other)?;
-            let offerings = self
-                .api
-                .describe_instance_type_offerings()
-                .await
-                .map_err(other)?;
-            let mut zones: BTreeMap<String, Vec<String>> = BTreeMap::new();
-            for (t, z) in offerings {
-                zones.entry(t).or_default().push(z);
+            let answer = async {
+                let infos = self.api.describe_instance_types().await?;
+                let offerings = self.api.describe_instance_type_offerings().await?;
+                Ok::<_, crate::http::AwsError>((infos, offerings))
+            };
+            match answer.await {
+                Ok((infos, offerings)) => {
+                    let mut zones: BTreeMap<String, Vec<String>> = BTreeMap::new();
+                    for (t, z) in offerings {
+                        zones.entry(t).or_default().push(z);
+                    }
+                    if catalog.types_at.is_none() {
+                        catalog.pricing = Pricing::embedded();
+                    }
+                    catalog.infos = infos;
+                    catalog.zones = zones;
+                    catalog.types_at = Some(now);
+                }
+                // Stale instance types beat none: keep launching while EC2 is unreachable.
+                Err(e) if !catalog.infos.is_empty() => {
+                    tracing::warn!(error = %e, "refreshing instance types; keeping the last answer");
+                    // Asked again in five minutes, not on every launch.
+                    catalog.types_at =
+                        now.checked_sub(INSTANCE_TYPES_TTL - Duration::from_secs(300));
+                }
+                Err(e) => return Err(other(e)),
             }
-            if catalog.types_at.is_none() {
-                catalog.pricing = Pricing::embedded();
-            }
-            catalog.infos = infos;
-            catalog.zones = zones;
-            catalog.types_at = Some(now);
         }
         if !self.options.isolated_vpc
             && catalog
@@ -842,6 +853,7 @@ pub fn drift_reason(instance: &Instance, resolved: &ResolvedNodeClass) -> Option
     if !instance.image_id.is_empty() && !resolved.images.iter().any(|i| i.id == instance.image_id) {
         return Some("AMIDrift".into());
     }
+    // An instance that reports no groups (a describe racing the launch) is not judged.
     let mut have: Vec<&str> = instance
         .security_groups
         .iter()

@@ -258,3 +258,24 @@ fn on_demand_prices_come_from_the_price_list_unless_isolated() {
         );
     });
 }
+
+#[test]
+fn unreachable_ec2_is_an_error_until_it_answers() {
+    use karpenter_api::NodePool;
+    block_on(async {
+        let mut pool = NodePool::default();
+        pool.spec.template.spec.node_class_ref.name = "default".into();
+        let fake = FakeEc2::default();
+        fake.unreachable
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let p = provider(fake.clone(), node_class(serde_json::json!({})));
+        let err = p.instance_types(&pool).await.unwrap_err();
+        assert!(
+            matches!(err, CloudProviderError::Other(ref m) if m.contains("connection refused")),
+            "{err:?}"
+        );
+        fake.unreachable
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(p.instance_types(&pool).await.unwrap().len(), TYPES.len());
+    });
+}

@@ -28,6 +28,8 @@ pub struct FakeEc2 {
     pub templates: Arc<Mutex<BTreeMap<String, LaunchTemplateData>>>,
     pub profiles: Arc<Mutex<Vec<(String, String)>>>,
     pub images: Arc<Mutex<Vec<Image>>>,
+    /// Whether DescribeInstanceTypes fails (EC2 unreachable).
+    pub unreachable: Arc<std::sync::atomic::AtomicBool>,
     /// What the Price List API answers.
     pub on_demand: Arc<Mutex<Vec<(String, f64)>>>,
 }
@@ -63,6 +65,9 @@ impl Ec2Api for FakeEc2 {
         Ok(self.images.lock().unwrap().clone())
     }
     async fn describe_instance_types(&self) -> Result<Vec<InstanceTypeInfo>> {
+        if self.unreachable.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(AwsError::Transport("ec2: connection refused".into()));
+        }
         Ok(catalog()
             .types
             .iter()
