@@ -70,6 +70,29 @@ pub struct Image {
     pub deprecated: bool,
 }
 
+/// A capacity reservation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CapacityReservationInfo {
+    /// `cr-…`.
+    pub id: String,
+    /// The instance type it holds.
+    pub instance_type: String,
+    /// Its zone.
+    pub zone: String,
+    /// Instances it can still launch.
+    pub available: i64,
+    /// `open` or `targeted`.
+    pub instance_match_criteria: String,
+    /// The owning account.
+    pub owner_id: String,
+    /// When it ends (RFC 3339), if it does.
+    pub end_date: Option<String>,
+    /// `default` or `capacity-block`.
+    pub reservation_type: String,
+    /// `active`, `expired`, …
+    pub state: String,
+}
+
 /// An instance.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Instance {
@@ -95,6 +118,8 @@ pub struct Instance {
     pub launch_time: String,
     /// The private DNS name (the node name on EKS).
     pub private_dns_name: String,
+    /// The capacity reservation it runs in, if any.
+    pub capacity_reservation_id: Option<String>,
 }
 
 /// A block device in a launch template.
@@ -147,6 +172,8 @@ pub struct LaunchTemplateData {
     pub associate_public_ip: Option<bool>,
     /// Tags on the template and on the interfaces it creates.
     pub tags: BTreeMap<String, String>,
+    /// The capacity reservation instances launch into (reserved capacity).
+    pub capacity_reservation_id: Option<String>,
 }
 
 /// One instance type × subnet a fleet may launch.
@@ -222,6 +249,11 @@ pub trait Ec2Api: Send + Sync + 'static {
         &self,
         filters: Vec<Filter>,
     ) -> impl Future<Output = Result<Vec<SecurityGroupInfo>>> + Send;
+    /// DescribeCapacityReservations, every page.
+    fn describe_capacity_reservations(
+        &self,
+        filters: Vec<Filter>,
+    ) -> impl Future<Output = Result<Vec<CapacityReservationInfo>>> + Send;
     /// DescribeImages (owners may be empty).
     fn describe_images(
         &self,
@@ -440,7 +472,9 @@ fn instance_from_xml(item: Node<'_, '_>) -> Instance {
         instance_type: text(item, "instanceType"),
         zone: path_text(item, &["placement", "availabilityZone"]).unwrap_or_default(),
         state: path_text(item, &["instanceState", "name"]).unwrap_or_default(),
-        capacity_type: if text(item, "instanceLifecycle") == "spot" {
+        capacity_type: if !text(item, "capacityReservationId").is_empty() {
+            "reserved".into()
+        } else if text(item, "instanceLifecycle") == "spot" {
             "spot".into()
         } else {
             "on-demand".into()
@@ -452,6 +486,8 @@ fn instance_from_xml(item: Node<'_, '_>) -> Instance {
             .collect(),
         tags: tags_of(item),
         launch_time: text(item, "launchTime"),
+        capacity_reservation_id: Some(text(item, "capacityReservationId"))
+            .filter(|c| !c.is_empty()),
         private_dns_name: text(item, "privateDnsName"),
     }
 }
@@ -537,6 +573,34 @@ impl Ec2Api for Ec2Client {
                     name: text(g, "groupName"),
                 }),
             );
+        })
+        .await?;
+        Ok(out)
+    }
+
+    async fn describe_capacity_reservations(
+        &self,
+        filters: Vec<Filter>,
+    ) -> Result<Vec<CapacityReservationInfo>> {
+        let mut p = Params::new("DescribeCapacityReservations");
+        p.filters(&filters);
+        let mut out = Vec::new();
+        self.pages(p, |d| {
+            out.extend(items(set_of(d, "capacityReservationSet")).map(|r| {
+                CapacityReservationInfo {
+                    id: text(r, "capacityReservationId"),
+                    instance_type: text(r, "instanceType"),
+                    zone: text(r, "availabilityZone"),
+                    available: text(r, "availableInstanceCount").parse().unwrap_or(0),
+                    instance_match_criteria: text(r, "instanceMatchCriteria"),
+                    owner_id: text(r, "ownerId"),
+                    end_date: Some(text(r, "endDate")).filter(|d| !d.is_empty()),
+                    reservation_type: Some(text(r, "reservationType"))
+                        .filter(|t| !t.is_empty())
+                        .unwrap_or_else(|| "default".into()),
+                    state: text(r, "state"),
+                }
+            }));
         })
         .await?;
         Ok(out)
@@ -691,6 +755,10 @@ impl Ec2Api for Ec2Client {
             "disabled",
         );
         p.set(format!("{d}.Monitoring.Enabled"), data.monitoring);
+        p.opt(
+            &format!("{d}.CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId"),
+            data.capacity_reservation_id.as_ref(),
+        );
         p.tags(
             &format!("{d}.TagSpecification"),
             1,
@@ -711,9 +779,15 @@ impl Ec2Api for Ec2Client {
         let mut p = Params::new("CreateFleet");
         p.set("Type", "instant");
         p.set("TargetCapacitySpecification.TotalTargetCapacity", 1);
+        // Reserved capacity is on-demand capacity the launch templates aim at a reservation.
+        let target = if request.capacity_type == "reserved" {
+            "on-demand"
+        } else {
+            request.capacity_type.as_str()
+        };
         p.set(
             "TargetCapacitySpecification.DefaultTargetCapacityType",
-            &request.capacity_type,
+            target,
         );
         if request.capacity_type == "spot" {
             p.set("SpotOptions.AllocationStrategy", "price-capacity-optimized");

@@ -35,11 +35,13 @@ pub const LABEL_INSTANCE_SIZE: &str = "karpenter.k8s.aws/instance-size";
 pub const LABEL_INSTANCE_CPU: &str = "karpenter.k8s.aws/instance-cpu";
 /// `karpenter.k8s.aws/instance-memory` (MiB).
 pub const LABEL_INSTANCE_MEMORY: &str = "karpenter.k8s.aws/instance-memory";
+/// The capacity reservation a reserved node runs in.
+pub const LABEL_CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
 /// Zone ids (`use1-az2`), stable across accounts unlike zone names.
 pub const LABEL_ZONE_ID: &str = "topology.k8s.aws/zone-id";
 
 /// Every label the AWS provider defines, which NodePools and pods may select on.
-pub const AWS_LABELS: [&str; 23] = [
+pub const AWS_LABELS: [&str; 24] = [
     LABEL_INSTANCE_CATEGORY,
     LABEL_INSTANCE_FAMILY,
     LABEL_INSTANCE_GENERATION,
@@ -63,6 +65,7 @@ pub const AWS_LABELS: [&str; 23] = [
     "karpenter.k8s.aws/instance-capability-flex",
     "karpenter.k8s.aws/instance-tenancy",
     LABEL_ZONE_ID,
+    LABEL_CAPACITY_RESERVATION_ID,
 ];
 
 /// What EC2 says of an instance type (DescribeInstanceTypes), reduced to what scheduling needs.
@@ -222,6 +225,19 @@ pub fn name_parts(
         return (None, None, family, size);
     }
     (Some(category), Some(generation), family, size)
+}
+
+/// A capacity reservation the NodeClass selected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    /// `cr-…`.
+    pub id: String,
+    /// The instance type it holds.
+    pub instance_type: String,
+    /// Its zone.
+    pub zone: String,
+    /// Instances it can still launch.
+    pub available: i64,
 }
 
 /// A subnet's zone, as the EC2NodeClass status records it.
@@ -539,6 +555,7 @@ pub fn requirements(
     offering_zones: &[String],
     subnet_zones: &[ZoneInfo],
     settings: &NodeClassSettings,
+    reserved: &[Reservation],
 ) -> Requirements {
     let zones: Vec<&ZoneInfo> = subnet_zones
         .iter()
@@ -548,6 +565,9 @@ pub fn requirements(
     let mut capacity_types = vec!["on-demand"];
     if info.spot_supported {
         capacity_types.push("spot");
+    }
+    if !reserved.is_empty() {
+        capacity_types.push("reserved");
     }
     let os = if settings.ami_family.is_windows() {
         "windows"
@@ -626,6 +646,16 @@ pub fn requirements(
     ]
     .into_iter()
     .collect();
+    if reserved.is_empty() {
+        r.add(label(LABEL_CAPACITY_RESERVATION_ID, None));
+    } else {
+        let ids: Vec<&str> = reserved.iter().map(|x| x.id.as_str()).collect();
+        r.add(Requirement::new(
+            LABEL_CAPACITY_RESERVATION_ID,
+            Operator::In,
+            &ids,
+        ));
+    }
     let zone_ids: Vec<&str> = zones.iter().filter_map(|z| z.zone_id.as_deref()).collect();
     if !zone_ids.is_empty() {
         r.add(Requirement::new(LABEL_ZONE_ID, Operator::In, &zone_ids));
@@ -639,10 +669,23 @@ pub fn offerings(
     info: &InstanceTypeInfo,
     zones: &[String],
     pricing: &Pricing,
+    reserved: &[Reservation],
     unavailable: &dyn Fn(&str, &str, &str) -> bool,
 ) -> Vec<Offering> {
     let mut offerings = Vec::new();
     for zone in zones {
+        // Capacity already paid for is all but free to use, so it is chosen first (upstream
+        // prices it at a ten-millionth of on-demand).
+        if reserved.iter().any(|r| r.zone == *zone && r.available > 0)
+            && let Some(price) = pricing.on_demand(&info.name)
+        {
+            offerings.push(Offering {
+                zone: zone.clone(),
+                capacity_type: "reserved".into(),
+                price: price / 10_000_000.0,
+                available: !unavailable(&info.name, zone, "reserved"),
+            });
+        }
         if let Some(price) = pricing.on_demand(&info.name) {
             offerings.push(Offering {
                 zone: zone.clone(),
@@ -676,18 +719,55 @@ pub fn resolve(
     pricing: &Pricing,
     unavailable: &dyn Fn(&str, &str, &str) -> bool,
 ) -> Option<InstanceType> {
+    resolve_with_reservations(
+        info,
+        region,
+        offering_zones,
+        subnet_zones,
+        settings,
+        pricing,
+        &[],
+        unavailable,
+    )
+}
+
+/// [`resolve`], with the NodeClass's capacity reservations of this type: each zone with free
+/// reserved capacity gets a `reserved` offering.
+#[allow(clippy::too_many_arguments)]
+pub fn resolve_with_reservations(
+    info: &InstanceTypeInfo,
+    region: &str,
+    offering_zones: &[String],
+    subnet_zones: &[ZoneInfo],
+    settings: &NodeClassSettings,
+    pricing: &Pricing,
+    reserved: &[Reservation],
+    unavailable: &dyn Fn(&str, &str, &str) -> bool,
+) -> Option<InstanceType> {
     let zones: Vec<String> = subnet_zones
         .iter()
         .filter(|z| offering_zones.contains(&z.zone))
         .map(|z| z.zone.clone())
         .collect();
-    let offerings = offerings(info, &zones, pricing, unavailable);
+    let reserved: Vec<Reservation> = reserved
+        .iter()
+        .filter(|r| r.instance_type == info.name && zones.contains(&r.zone))
+        .cloned()
+        .collect();
+    let offerings = offerings(info, &zones, pricing, &reserved, unavailable);
     if offerings.is_empty() {
         return None;
     }
     Some(InstanceType::new(
         info.name.clone(),
-        requirements(info, region, offering_zones, subnet_zones, settings),
+        requirements(
+            info,
+            region,
+            offering_zones,
+            subnet_zones,
+            settings,
+            &reserved,
+        ),
         offerings,
         capacity(info, settings),
         overhead(info, settings),

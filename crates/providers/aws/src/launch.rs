@@ -1,7 +1,8 @@
 //! What one CreateFleet asks for, decided from the NodeClaim, the instance types and the
-//! resolved NodeClass: which capacity type (spot when the claim allows it and an offering is
-//! available, else on-demand — upstream's order without reservations), and the overrides
-//! (type × subnet) in price order, at most 60, grouped by the AMI each type boots.
+//! resolved NodeClass: which capacity type (upstream's order: reserved capacity, then spot, then
+//! on-demand, each when the claim allows it and an offering is available), and the overrides
+//! (type × subnet) in price order, at most 60 types, grouped into one launch template per AMI,
+//! pod count and capacity reservation.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,6 +12,8 @@ use karpenter_api::labels::{ARCH_LABEL, CAPACITY_TYPE_LABEL};
 use karpenter_core::cloudprovider::InstanceType;
 use karpenter_core::resources::Resources;
 use karpenter_core::scheduling::Requirements;
+
+use crate::instancetype::{LABEL_CAPACITY_RESERVATION_ID, Reservation};
 
 /// At most this many instance types go into one fleet (upstream's `MaxInstanceTypes`).
 pub const MAX_INSTANCE_TYPES: usize = 60;
@@ -48,14 +51,25 @@ pub struct Override {
     pub price: f64,
 }
 
+/// One launch template's worth of overrides: the AMI, the kubelet's max pods, and for reserved
+/// capacity the reservation its instances go into.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TemplateKey {
+    /// `ami-…`.
+    pub image: String,
+    /// The kubelet's max pods.
+    pub pods: i64,
+    /// `cr-…`, for reserved capacity.
+    pub reservation: Option<String>,
+}
+
 /// The fleet to request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FleetPlan {
     /// `spot` or `on-demand`.
     pub capacity_type: String,
-    /// Overrides per (AMI id, max pods), cheapest first: each pair is one launch template,
-    /// since the kubelet's max pods is in the user data.
-    pub by_image: BTreeMap<(String, i64), Vec<Override>>,
+    /// Overrides per launch template, cheapest first.
+    pub by_image: BTreeMap<TemplateKey, Vec<Override>>,
 }
 
 /// Why no fleet can be asked for.
@@ -77,6 +91,7 @@ pub fn plan(
     types: &[Arc<InstanceType>],
     subnets: &[LaunchSubnet],
     images: &[LaunchImage],
+    reservations: &[Reservation],
 ) -> Result<FleetPlan, PlanError> {
     let requirements = Requirements::from_node_claim(&claim.spec.requirements);
     let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
@@ -117,16 +132,19 @@ pub fn plan(
                 && subnet_by_zone.contains_key(o.zone.as_str())
         })
     };
-    let capacity_type = if requirements.allows(CAPACITY_TYPE_LABEL, "spot")
-        && fitting.iter().any(|t| available(t, "spot"))
-    {
-        "spot"
-    } else if requirements.allows(CAPACITY_TYPE_LABEL, "on-demand")
-        && fitting.iter().any(|t| available(t, "on-demand"))
-    {
-        "on-demand"
-    } else {
+    let Some(capacity_type) = ["reserved", "spot", "on-demand"].into_iter().find(|ct| {
+        requirements.allows(CAPACITY_TYPE_LABEL, ct) && fitting.iter().any(|t| available(t, ct))
+    }) else {
         return Err(PlanError::NothingFits);
+    };
+    // The reservation with the most room for a type in a zone.
+    let reservation_for = |t: &str, zone: &str| {
+        reservations
+            .iter()
+            .filter(|r| r.instance_type == t && r.zone == zone && r.available > 0)
+            .filter(|r| requirements.allows(LABEL_CAPACITY_RESERVATION_ID, &r.id))
+            .max_by_key(|r| r.available)
+            .map(|r| r.id.clone())
     };
     let mut overrides: Vec<(f64, &InstanceType, Override)> = Vec::new();
     for t in &fitting {
@@ -150,7 +168,7 @@ pub fn plan(
     // Cheapest types first (by their cheapest offering), then keep the first 60 types.
     overrides.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
     let mut kept_types: Vec<&str> = Vec::new();
-    let mut by_image: BTreeMap<(String, i64), Vec<Override>> = BTreeMap::new();
+    let mut by_image: BTreeMap<TemplateKey, Vec<Override>> = BTreeMap::new();
     for (_, t, o) in overrides {
         if !kept_types.contains(&t.name.as_str()) {
             if kept_types.len() == MAX_INSTANCE_TYPES {
@@ -158,12 +176,20 @@ pub fn plan(
             }
             kept_types.push(&t.name);
         }
+        let reservation = match capacity_type {
+            "reserved" => match reservation_for(&t.name, &o.zone) {
+                Some(r) => Some(r),
+                None => continue,
+            },
+            _ => None,
+        };
         if let Some(image) = image_for(t) {
-            let pods = t.capacity.pods / 1000;
-            by_image
-                .entry((image.id.clone(), pods))
-                .or_default()
-                .push(o);
+            let key = TemplateKey {
+                image: image.id.clone(),
+                pods: t.capacity.pods / 1000,
+                reservation,
+            };
+            by_image.entry(key).or_default().push(o);
         }
     }
     Ok(FleetPlan {

@@ -4,7 +4,7 @@
 
 use karpenter_api::aws::EC2NodeClassSpec;
 
-use crate::ec2::{Ec2Api, Filter, Image, SecurityGroupInfo, SubnetInfo};
+use crate::ec2::{CapacityReservationInfo, Ec2Api, Filter, Image, SecurityGroupInfo, SubnetInfo};
 use crate::http::AwsError;
 use crate::iam::InstanceProfiles;
 use crate::ssm::{ParameterStore, alias_parameter};
@@ -20,6 +20,8 @@ pub struct ResolvedNodeClass {
     pub images: Vec<Image>,
     /// The instance profile instances get.
     pub instance_profile: String,
+    /// Active capacity reservations the NodeClass may launch into.
+    pub capacity_reservations: Vec<CapacityReservationInfo>,
 }
 
 /// Why a NodeClass cannot launch.
@@ -112,6 +114,25 @@ where
             "spec.securityGroupSelectorTerms: no security group matches".into(),
         ));
     }
+    let mut capacity_reservations: Vec<CapacityReservationInfo> = Vec::new();
+    for term in &spec.capacity_reservation_selector_terms {
+        let mut filters = tag_filters(&term.tags);
+        filters.push(Filter::new("state", &["active"]));
+        if let Some(id) = &term.id {
+            filters.push(Filter::new("capacity-reservation-id", &[id]));
+        }
+        if let Some(owner) = &term.owner_id {
+            filters.push(Filter::new("owner-id", &[owner]));
+        }
+        if let Some(criteria) = &term.instance_match_criteria {
+            filters.push(Filter::new("instance-match-criteria", &[criteria]));
+        }
+        for r in api.describe_capacity_reservations(filters).await? {
+            if !capacity_reservations.iter().any(|x| x.id == r.id) {
+                capacity_reservations.push(r);
+            }
+        }
+    }
     let images = resolve_images(api, spec, k8s_version).await?;
     if images.is_empty() {
         return Err(NodeClassError::NotReady(
@@ -137,6 +158,7 @@ where
         security_groups,
         images,
         instance_profile,
+        capacity_reservations,
     })
 }
 

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 use k8s_openapi::jiff::Timestamp;
-use karpenter_api::aws::{Ami, EC2NodeClass, EC2NodeClassStatus, SecurityGroup, Subnet};
+use karpenter_api::aws::{
+    Ami, CapacityReservation, EC2NodeClass, EC2NodeClassStatus, SecurityGroup, Subnet,
+};
 use karpenter_api::labels::ARCH_LABEL;
 use karpenter_controller::{Context, conditions};
 use kube::Api;
@@ -72,6 +74,25 @@ pub fn status(
                 })
                 .collect();
             out.instance_profile = Some(r.instance_profile.clone());
+            out.capacity_reservations = r
+                .capacity_reservations
+                .iter()
+                .map(|c| CapacityReservation {
+                    availability_zone: c.zone.clone(),
+                    end_time: c
+                        .end_date
+                        .as_deref()
+                        .and_then(|d| d.parse::<Timestamp>().ok())
+                        .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
+                    id: c.id.clone(),
+                    instance_match_criteria: c.instance_match_criteria.clone(),
+                    instance_type: c.instance_type.clone(),
+                    interruptible: false,
+                    owner_id: c.owner_id.clone(),
+                    reservation_type: Some(c.reservation_type.clone()),
+                    state: Some("active".into()),
+                })
+                .collect();
             for (condition, _) in PARTS {
                 conditions::set(&mut out.conditions, condition, "True", condition, "", now);
             }
@@ -187,6 +208,7 @@ mod tests {
                 deprecated: false,
             }],
             instance_profile: "test_0123".into(),
+            capacity_reservations: Vec::new(),
         }
     }
 

@@ -32,7 +32,9 @@ use crate::ec2::{
     LaunchTemplateData,
 };
 use crate::iam::InstanceProfiles;
-use crate::instancetype::{self, AWS_LABELS, InstanceTypeInfo, NodeClassSettings, ZoneInfo};
+use crate::instancetype::{
+    self, AWS_LABELS, InstanceTypeInfo, LABEL_CAPACITY_RESERVATION_ID, NodeClassSettings, ZoneInfo,
+};
 use crate::launch::{self, LaunchImage, LaunchSubnet, PlanError};
 use crate::nodeclass::{self, NodeClassError, ResolvedNodeClass};
 use crate::pricing::Pricing;
@@ -323,18 +325,20 @@ where
         let now = Instant::now();
         let unavailable =
             |t: &str, z: &str, ct: &str| self.unavailable.is_unavailable(t, z, ct, now);
+        let reservations = reservations(resolved);
         Ok(catalog
             .infos
             .iter()
             .filter_map(|info| {
                 let zones = catalog.zones.get(&info.name)?;
-                instancetype::resolve(
+                instancetype::resolve_with_reservations(
                     info,
                     &self.options.region,
                     zones,
                     &subnet_zones,
                     &settings,
                     &catalog.pricing,
+                    &reservations,
                     &unavailable,
                 )
             })
@@ -494,6 +498,14 @@ where
         labels.insert(INSTANCE_TYPE_LABEL.into(), instance.instance_type.clone());
         labels.insert(ZONE_LABEL.into(), instance.zone.clone());
         labels.insert(CAPACITY_TYPE_LABEL.into(), instance.capacity_type.clone());
+        match &instance.capacity_reservation_id {
+            Some(id) => {
+                labels.insert(LABEL_CAPACITY_RESERVATION_ID.into(), id.clone());
+            }
+            None => {
+                labels.remove(LABEL_CAPACITY_RESERVATION_ID);
+            }
+        }
         if let Some(pool) = instance.tags.get(TAG_NODE_POOL) {
             labels.insert(NODE_POOL_LABEL.into(), pool.clone());
         }
@@ -611,23 +623,28 @@ where
                 },
             })
             .collect();
-        let plan = launch::plan(claim, &types, &subnets, &images).map_err(|e| match e {
-            PlanError::NothingFits => CloudProviderError::InsufficientCapacity(e.to_string()),
-            PlanError::NoImage(_) => {
-                CloudProviderError::NodeClassNotReady(format!("spec.amiSelectorTerms: {e}"))
-            }
-        })?;
+        let plan = launch::plan(claim, &types, &subnets, &images, &reservations(&resolved))
+            .map_err(|e| match e {
+                PlanError::NothingFits => CloudProviderError::InsufficientCapacity(e.to_string()),
+                PlanError::NoImage(_) => {
+                    CloudProviderError::NodeClassNotReady(format!("spec.amiSelectorTerms: {e}"))
+                }
+            })?;
         let tags = self.tags(claim, &class);
         let metadata = &class.spec.metadata_options;
         let mut launch_templates = Vec::new();
-        for ((image, pods), overrides) in &plan.by_image {
-            let user_data = userdata::render(
-                class.spec.ami_family(),
-                &self.bootstrap(claim, &class, &plan.capacity_type, *pods),
-            )
-            .map_err(|e| CloudProviderError::NodeClassNotReady(e.to_string()))?;
+        for (key, overrides) in &plan.by_image {
+            let mut bootstrap = self.bootstrap(claim, &class, &plan.capacity_type, key.pods);
+            if let Some(reservation) = &key.reservation {
+                bootstrap
+                    .labels
+                    .insert(LABEL_CAPACITY_RESERVATION_ID.into(), reservation.clone());
+            }
+            let user_data = userdata::render(class.spec.ami_family(), &bootstrap)
+                .map_err(|e| CloudProviderError::NodeClassNotReady(e.to_string()))?;
             let data = LaunchTemplateData {
-                image_id: image.clone(),
+                image_id: key.image.clone(),
+                capacity_reservation_id: key.reservation.clone(),
                 user_data: base64::engine::general_purpose::STANDARD.encode(user_data),
                 instance_profile: resolved.instance_profile.clone(),
                 security_groups: resolved
@@ -706,20 +723,27 @@ where
             );
         };
         let it = types.iter().find(|t| t.name == launched.instance_type);
+        // The template the fleet used: the one whose overrides hold the launched type and zone.
+        let key = plan
+            .by_image
+            .iter()
+            .find(|(_, list)| {
+                list.iter()
+                    .any(|o| o.instance_type == launched.instance_type && o.zone == launched.zone)
+            })
+            .map(|(key, _)| key.clone());
+        let reserved = plan.capacity_type == "reserved";
         let instance = Instance {
             id: launched.id.clone(),
             instance_type: launched.instance_type.clone(),
             zone: launched.zone.clone(),
-            capacity_type: launched.capacity_type.clone(),
-            image_id: plan
-                .by_image
-                .iter()
-                .find(|(_, list)| {
-                    list.iter()
-                        .any(|o| o.instance_type == launched.instance_type)
-                })
-                .map(|((image, _), _)| image.clone())
-                .unwrap_or_default(),
+            capacity_type: if reserved {
+                "reserved".into()
+            } else {
+                launched.capacity_type.clone()
+            },
+            image_id: key.as_ref().map(|k| k.image.clone()).unwrap_or_default(),
+            capacity_reservation_id: key.and_then(|k| k.reservation),
             tags: self.tags(claim, &class),
             ..Default::default()
         };
@@ -845,6 +869,20 @@ where
     fn provider_labels(&self) -> Vec<String> {
         AWS_LABELS.iter().map(|s| s.to_string()).collect()
     }
+}
+
+/// The resolved reservations as the instance-type code takes them.
+fn reservations(resolved: &ResolvedNodeClass) -> Vec<instancetype::Reservation> {
+    resolved
+        .capacity_reservations
+        .iter()
+        .map(|r| instancetype::Reservation {
+            id: r.id.clone(),
+            instance_type: r.instance_type.clone(),
+            zone: r.zone.clone(),
+            available: r.available,
+        })
+        .collect()
 }
 
 /// Why a running instance no longer matches its NodeClass's resolved selectors, in upstream's

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use karpenter_api::{NodeClaim, NodeSelectorRequirementWithMinValues, Operator};
-use karpenter_aws::instancetype::{self, NodeClassSettings, ZoneInfo, catalog};
+use karpenter_aws::instancetype::{self, NodeClassSettings, Reservation, ZoneInfo, catalog};
 use karpenter_aws::launch::{LaunchImage, LaunchSubnet, MAX_INSTANCE_TYPES, PlanError, plan};
 use karpenter_aws::pricing::{Pricing, SpotPrice};
 use karpenter_core::cloudprovider::InstanceType;
@@ -102,7 +102,9 @@ fn spot_first_when_allowed_else_on_demand() {
     let t = types(true, &|_, _, _| false);
     let any = claim(&[], "1");
     assert_eq!(
-        plan(&any, &t, &subnets(), &images()).unwrap().capacity_type,
+        plan(&any, &t, &subnets(), &images(), &[])
+            .unwrap()
+            .capacity_type,
         "spot"
     );
     let od = claim(
@@ -110,19 +112,25 @@ fn spot_first_when_allowed_else_on_demand() {
         "1",
     );
     assert_eq!(
-        plan(&od, &t, &subnets(), &images()).unwrap().capacity_type,
+        plan(&od, &t, &subnets(), &images(), &[])
+            .unwrap()
+            .capacity_type,
         "on-demand"
     );
     // No spot prices known: on-demand even though spot is allowed.
     let t = types(false, &|_, _, _| false);
     assert_eq!(
-        plan(&any, &t, &subnets(), &images()).unwrap().capacity_type,
+        plan(&any, &t, &subnets(), &images(), &[])
+            .unwrap()
+            .capacity_type,
         "on-demand"
     );
     // Spot everywhere exhausted: on-demand.
     let t = types(true, &|_, _, ct| ct == "spot");
     assert_eq!(
-        plan(&any, &t, &subnets(), &images()).unwrap().capacity_type,
+        plan(&any, &t, &subnets(), &images(), &[])
+            .unwrap()
+            .capacity_type,
         "on-demand"
     );
     let spot_only = claim(
@@ -130,7 +138,7 @@ fn spot_first_when_allowed_else_on_demand() {
         "1",
     );
     assert_eq!(
-        plan(&spot_only, &t, &subnets(), &images()),
+        plan(&spot_only, &t, &subnets(), &images(), &[]),
         Err(PlanError::NothingFits)
     );
 }
@@ -138,7 +146,7 @@ fn spot_first_when_allowed_else_on_demand() {
 #[test]
 fn overrides_are_cheapest_first_capped_and_in_the_roomiest_subnet() {
     let t = types(true, &|_, _, _| false);
-    let p = plan(&claim(&[], "1"), &t, &subnets(), &images()).unwrap();
+    let p = plan(&claim(&[], "1"), &t, &subnets(), &images(), &[]).unwrap();
     let all: Vec<_> = p.by_image.values().flatten().collect();
     let distinct: std::collections::BTreeSet<_> =
         all.iter().map(|o| o.instance_type.as_str()).collect();
@@ -166,9 +174,10 @@ fn overrides_are_cheapest_first_capped_and_in_the_roomiest_subnet() {
         });
     assert!(!fits_cheaper_dropped);
     // Both architectures, each with its AMI.
-    assert!(p.by_image.keys().any(|(ami, _)| ami == "ami-amd64"));
+    assert!(p.by_image.keys().any(|k| k.image == "ami-amd64"));
     // One template per pod count: every override in a group has that many pods.
-    for ((_, pods), list) in &p.by_image {
+    for (key, list) in &p.by_image {
+        let pods = &key.pods;
         for o in list {
             let it = t.iter().find(|it| it.name == o.instance_type).unwrap();
             assert_eq!(it.capacity.pods / 1000, *pods);
@@ -183,11 +192,11 @@ fn types_no_image_boots_are_left_out() {
         id: "ami-amd64".into(),
         architecture: "amd64".into(),
     }];
-    let p = plan(&claim(&[], "1"), &t, &subnets(), &amd_only).unwrap();
-    assert!(p.by_image.keys().all(|(ami, _)| ami == "ami-amd64"));
+    let p = plan(&claim(&[], "1"), &t, &subnets(), &amd_only, &[]).unwrap();
+    assert!(p.by_image.keys().all(|k| k.image == "ami-amd64"));
     let arm = claim(&[("kubernetes.io/arch", Operator::In, &["arm64"])], "1");
     assert_eq!(
-        plan(&arm, &t, &subnets(), &amd_only),
+        plan(&arm, &t, &subnets(), &amd_only, &[]),
         Err(PlanError::NoImage("arm64".into()))
     );
 }
@@ -202,7 +211,7 @@ fn requirements_and_requests_narrow_the_overrides() {
         ],
         "7950m",
     );
-    let p = plan(&c, &t, &subnets(), &images()).unwrap();
+    let p = plan(&c, &t, &subnets(), &images(), &[]).unwrap();
     let all: Vec<_> = p.by_image.values().flatten().collect();
     assert!(!all.is_empty());
     for o in all {
@@ -217,11 +226,131 @@ fn requirements_and_requests_narrow_the_overrides() {
     let t = types(true, &|name, zone, ct| {
         name == "m5.4xlarge" && zone == "us-east-1b" && ct == "spot"
     });
-    let p = plan(&c, &t, &subnets(), &images()).unwrap();
+    let p = plan(&c, &t, &subnets(), &images(), &[]).unwrap();
     assert!(
         p.by_image
             .values()
             .flatten()
             .all(|o| o.instance_type != "m5.4xlarge")
+    );
+}
+
+fn reserved_types(reservations: &[Reservation]) -> Vec<Arc<InstanceType>> {
+    let mut pricing = Pricing::embedded();
+    pricing.update_spot(catalog().types.iter().flat_map(|t| {
+        ZONES.iter().map(|z| SpotPrice {
+            instance_type: t.name.clone(),
+            zone: z.to_string(),
+            price: catalog().on_demand[&t.name] * 0.4,
+            timestamp: "2026-11-22T00:00:00Z".into(),
+        })
+    }));
+    let subnets: Vec<ZoneInfo> = ZONES
+        .iter()
+        .map(|z| ZoneInfo {
+            zone: z.to_string(),
+            zone_id: None,
+        })
+        .collect();
+    catalog()
+        .types
+        .iter()
+        .filter_map(|t| {
+            instancetype::resolve_with_reservations(
+                t,
+                "us-east-1",
+                &catalog().zones[&t.name],
+                &subnets,
+                &NodeClassSettings::default(),
+                &pricing,
+                reservations,
+                &|_, _, _| false,
+            )
+        })
+        .map(Arc::new)
+        .collect()
+}
+
+fn reservation(id: &str, instance_type: &str, zone: &str, available: i64) -> Reservation {
+    Reservation {
+        id: id.into(),
+        instance_type: instance_type.into(),
+        zone: zone.into(),
+        available,
+    }
+}
+
+#[test]
+fn reserved_capacity_comes_first_in_the_roomiest_reservation() {
+    let reservations = vec![
+        reservation("cr-small", "m5.xlarge", "us-east-1a", 1),
+        reservation("cr-big", "m5.xlarge", "us-east-1a", 5),
+        reservation("cr-empty", "c5.xlarge", "us-east-1b", 0),
+    ];
+    let t = reserved_types(&reservations);
+    let p = plan(&claim(&[], "1"), &t, &subnets(), &images(), &reservations).unwrap();
+    assert_eq!(p.capacity_type, "reserved");
+    let keys: Vec<_> = p.by_image.keys().collect();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(keys[0].reservation.as_deref(), Some("cr-big"));
+    let overrides = &p.by_image[keys[0]];
+    assert!(
+        overrides
+            .iter()
+            .all(|o| o.instance_type == "m5.xlarge" && o.zone == "us-east-1a"),
+        "{overrides:?}"
+    );
+
+    // A claim that wants on-demand or spot does not use the reservation.
+    let od = claim(
+        &[(
+            "karpenter.sh/capacity-type",
+            Operator::In,
+            &["spot", "on-demand"],
+        )],
+        "1",
+    );
+    assert_eq!(
+        plan(&od, &t, &subnets(), &images(), &reservations)
+            .unwrap()
+            .capacity_type,
+        "spot"
+    );
+    // Nor does a claim whose requests the reserved type cannot hold.
+    let big = claim(&[], "8");
+    assert_ne!(
+        plan(&big, &t, &subnets(), &images(), &reservations)
+            .unwrap()
+            .capacity_type,
+        "reserved"
+    );
+    // A claim may name the reservation it wants.
+    let pinned = claim(
+        &[(
+            "karpenter.k8s.aws/capacity-reservation-id",
+            Operator::In,
+            &["cr-small"],
+        )],
+        "1",
+    );
+    let p = plan(&pinned, &t, &subnets(), &images(), &reservations).unwrap();
+    assert_eq!(
+        p.by_image.keys().next().unwrap().reservation.as_deref(),
+        Some("cr-small")
+    );
+    // An exhausted reservation offers nothing.
+    let c5 = claim(
+        &[(
+            "node.kubernetes.io/instance-type",
+            Operator::In,
+            &["c5.xlarge"],
+        )],
+        "1",
+    );
+    assert_eq!(
+        plan(&c5, &t, &subnets(), &images(), &reservations)
+            .unwrap()
+            .capacity_type,
+        "spot"
     );
 }

@@ -279,3 +279,51 @@ fn unreachable_ec2_is_an_error_until_it_answers() {
         assert_eq!(p.instance_types(&pool).await.unwrap().len(), TYPES.len());
     });
 }
+
+#[test]
+fn reserved_capacity_launches_into_its_reservation() {
+    use karpenter_aws::ec2::CapacityReservationInfo;
+    block_on(async {
+        let fake = FakeEc2::default();
+        fake.reservations
+            .lock()
+            .unwrap()
+            .push(CapacityReservationInfo {
+                id: "cr-0123".into(),
+                instance_type: "m5.large".into(),
+                zone: "us-east-1a".into(),
+                available: 3,
+                instance_match_criteria: "targeted".into(),
+                owner_id: "123456789012".into(),
+                end_date: None,
+                reservation_type: "default".into(),
+                state: "active".into(),
+            });
+        let class = node_class(
+            serde_json::json!({"capacityReservationSelectorTerms": [{"id": "cr-0123"}]}),
+        );
+        let p = provider(fake.clone(), class);
+        let mut c = claim("a", "reserved");
+        c.spec.requirements[0].values = vec!["reserved".into(), "on-demand".into()];
+        let launched = p.create(&c).await.unwrap();
+        let labels = launched.metadata.labels.unwrap();
+        assert_eq!(labels["karpenter.sh/capacity-type"], "reserved");
+        assert_eq!(
+            labels["karpenter.k8s.aws/capacity-reservation-id"],
+            "cr-0123"
+        );
+        assert_eq!(labels["node.kubernetes.io/instance-type"], "m5.large");
+        let fleet = fake.fleets.lock().unwrap()[0].clone();
+        assert_eq!(fleet.capacity_type, "reserved");
+        let templates = fake.templates.lock().unwrap().clone();
+        assert_eq!(
+            templates
+                .values()
+                .next()
+                .unwrap()
+                .capacity_reservation_id
+                .as_deref(),
+            Some("cr-0123")
+        );
+    });
+}

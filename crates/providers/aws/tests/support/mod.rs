@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use karpenter_api::aws::EC2NodeClass;
 use karpenter_aws::ec2::{
-    Ec2Api, Filter, FleetError, FleetInstance, FleetRequest, FleetResult, Image, Instance,
-    LaunchTemplateData, SecurityGroupInfo, SubnetInfo,
+    CapacityReservationInfo, Ec2Api, Filter, FleetError, FleetInstance, FleetRequest, FleetResult,
+    Image, Instance, LaunchTemplateData, SecurityGroupInfo, SubnetInfo,
 };
 use karpenter_aws::http::{AwsError, Result};
 use karpenter_aws::iam::InstanceProfiles;
@@ -30,6 +30,8 @@ pub struct FakeEc2 {
     pub images: Arc<Mutex<Vec<Image>>>,
     /// Whether DescribeInstanceTypes fails (EC2 unreachable).
     pub unreachable: Arc<std::sync::atomic::AtomicBool>,
+    /// Capacity reservations in the account.
+    pub reservations: Arc<Mutex<Vec<CapacityReservationInfo>>>,
     /// What the Price List API answers.
     pub on_demand: Arc<Mutex<Vec<(String, f64)>>>,
 }
@@ -60,6 +62,12 @@ impl Ec2Api for FakeEc2 {
             id: "sg-1".into(),
             name: "nodes".into(),
         }])
+    }
+    async fn describe_capacity_reservations(
+        &self,
+        _: Vec<Filter>,
+    ) -> Result<Vec<CapacityReservationInfo>> {
+        Ok(self.reservations.lock().unwrap().clone())
     }
     async fn describe_images(&self, _: Vec<Filter>, _: Vec<String>) -> Result<Vec<Image>> {
         Ok(self.images.lock().unwrap().clone())
