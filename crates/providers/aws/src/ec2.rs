@@ -68,6 +68,8 @@ pub struct Image {
     pub creation_date: String,
     /// Whether the image is deprecated.
     pub deprecated: bool,
+    /// Which types it is built for, when an alias chose it.
+    pub variant: crate::ssm::Variant,
 }
 
 /// A capacity reservation.
@@ -622,6 +624,7 @@ impl Ec2Api for Ec2Client {
                 architecture: text(i, "architecture"),
                 creation_date: text(i, "creationDate"),
                 deprecated: !text(i, "deprecationTime").is_empty(),
+                variant: Default::default(),
             }));
         })
         .await?;

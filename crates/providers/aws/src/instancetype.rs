@@ -35,6 +35,15 @@ pub const LABEL_INSTANCE_SIZE: &str = "karpenter.k8s.aws/instance-size";
 pub const LABEL_INSTANCE_CPU: &str = "karpenter.k8s.aws/instance-cpu";
 /// `karpenter.k8s.aws/instance-memory` (MiB).
 pub const LABEL_INSTANCE_MEMORY: &str = "karpenter.k8s.aws/instance-memory";
+/// `karpenter.k8s.aws/instance-gpu-count`.
+pub const LABEL_GPU_COUNT: &str = "karpenter.k8s.aws/instance-gpu-count";
+/// `karpenter.k8s.aws/instance-gpu-manufacturer`.
+pub const LABEL_GPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
+/// `karpenter.k8s.aws/instance-accelerator-count`.
+pub const LABEL_ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
+/// `karpenter.k8s.aws/instance-accelerator-manufacturer`.
+pub const LABEL_ACCELERATOR_MANUFACTURER: &str =
+    "karpenter.k8s.aws/instance-accelerator-manufacturer";
 /// The capacity reservation a reserved node runs in.
 pub const LABEL_CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
 /// Zone ids (`use1-az2`), stable across accounts unlike zone names.
@@ -52,13 +61,13 @@ pub const AWS_LABELS: [&str; 24] = [
     "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz",
     "karpenter.k8s.aws/instance-hypervisor",
     "karpenter.k8s.aws/instance-encryption-in-transit-supported",
-    "karpenter.k8s.aws/instance-gpu-count",
+    LABEL_GPU_COUNT,
     "karpenter.k8s.aws/instance-gpu-name",
-    "karpenter.k8s.aws/instance-gpu-manufacturer",
+    LABEL_GPU_MANUFACTURER,
     "karpenter.k8s.aws/instance-gpu-memory",
-    "karpenter.k8s.aws/instance-accelerator-count",
+    LABEL_ACCELERATOR_COUNT,
     "karpenter.k8s.aws/instance-accelerator-name",
-    "karpenter.k8s.aws/instance-accelerator-manufacturer",
+    LABEL_ACCELERATOR_MANUFACTURER,
     "karpenter.k8s.aws/instance-local-nvme",
     "karpenter.k8s.aws/instance-network-bandwidth",
     "karpenter.k8s.aws/instance-ebs-bandwidth",

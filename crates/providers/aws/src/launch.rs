@@ -29,13 +29,13 @@ pub struct LaunchSubnet {
     pub available_ips: i64,
 }
 
-/// An AMI and the architecture it boots.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An AMI and the instance types it boots.
+#[derive(Clone, Debug, PartialEq)]
 pub struct LaunchImage {
     /// `ami-…`.
     pub id: String,
-    /// `amd64` or `arm64`.
-    pub architecture: String,
+    /// What a type must satisfy to boot it (architecture, GPU variant).
+    pub requirements: Requirements,
 }
 
 /// One override: a type in a subnet at a price.
@@ -80,8 +80,8 @@ pub enum PlanError {
         "no instance type, offering and subnet satisfies the claim's requirements and requests"
     )]
     NothingFits,
-    /// The NodeClass resolved no AMI for the architectures that fit.
-    #[error("no AMI for architecture {0}")]
+    /// The NodeClass resolved no AMI the fitting types can boot.
+    #[error("no AMI boots instance type {0}")]
     NoImage(String),
 }
 
@@ -101,7 +101,12 @@ pub fn plan(
             .and_then(|r| r.values().next().map(str::to_string))
             .unwrap_or_default()
     };
-    let image_for = |t: &InstanceType| images.iter().find(|i| i.architecture == arch(t));
+    // The first (newest) image the type can boot.
+    let image_for = |t: &InstanceType| {
+        images
+            .iter()
+            .find(|i| i.requirements.intersects(&t.requirements).is_ok())
+    };
     let fitting: Vec<&InstanceType> = types
         .iter()
         .map(|t| &**t)
@@ -114,7 +119,7 @@ pub fn plan(
     if fitting.is_empty()
         && let Some(t) = unbootable.first()
     {
-        return Err(PlanError::NoImage(arch(t)));
+        return Err(PlanError::NoImage(format!("{} ({})", t.name, arch(t))));
     }
     // The roomiest subnet per zone.
     let mut subnet_by_zone: BTreeMap<&str, &LaunchSubnet> = BTreeMap::new();

@@ -2,12 +2,18 @@
 //! and AMIs its terms match now, and its instance profile. Terms are ORed, the fields of one
 //! term ANDed, a tag value of `*` matches any value — upstream's semantics.
 
+use karpenter_api::Operator;
 use karpenter_api::aws::EC2NodeClassSpec;
+use karpenter_api::labels::ARCH_LABEL;
 
 use crate::ec2::{CapacityReservationInfo, Ec2Api, Filter, Image, SecurityGroupInfo, SubnetInfo};
 use crate::http::AwsError;
 use crate::iam::InstanceProfiles;
-use crate::ssm::{ParameterStore, alias_parameter};
+use crate::instancetype::{
+    LABEL_ACCELERATOR_COUNT, LABEL_ACCELERATOR_MANUFACTURER, LABEL_GPU_COUNT,
+    LABEL_GPU_MANUFACTURER,
+};
+use crate::ssm::{ParameterStore, Variant, alias_parameters};
 
 /// What an EC2NodeClass resolved to.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -45,6 +51,32 @@ fn tag_filters(tags: &std::collections::BTreeMap<String, String>) -> Vec<Filter>
             }
         })
         .collect()
+}
+
+/// The node selector an image's instance types must satisfy: its architecture, and for alias
+/// images the variant's — standard images boot types without GPUs or accelerators, NVIDIA
+/// images NVIDIA GPU types, Neuron images AWS accelerator types.
+pub fn image_requirements(image: &Image) -> Vec<(&'static str, Operator, Vec<String>)> {
+    let arch = if image.architecture == "x86_64" {
+        "amd64"
+    } else {
+        image.architecture.as_str()
+    };
+    let mut out = vec![(ARCH_LABEL, Operator::In, vec![arch.to_string()])];
+    match image.variant {
+        Variant::Any => {}
+        Variant::Standard => {
+            out.push((LABEL_GPU_COUNT, Operator::DoesNotExist, Vec::new()));
+            out.push((LABEL_ACCELERATOR_COUNT, Operator::DoesNotExist, Vec::new()));
+        }
+        Variant::Nvidia => out.push((LABEL_GPU_MANUFACTURER, Operator::In, vec!["nvidia".into()])),
+        Variant::Neuron => out.push((
+            LABEL_ACCELERATOR_MANUFACTURER,
+            Operator::In,
+            vec!["aws".into()],
+        )),
+    }
+    out
 }
 
 /// 64-bit FNV-1a: a name derived from inputs must be the same on every build and replica.
@@ -170,17 +202,22 @@ async fn resolve_images<A: Ec2Api + ParameterStore>(
     let mut images: Vec<Image> = Vec::new();
     for term in &spec.ami_selector_terms {
         let mut ids: Vec<String> = Vec::new();
+        // The variant each alias image was published for, by image id.
+        let mut variants: Vec<(String, Variant)> = Vec::new();
         if let Some(alias) = &term.alias {
             let (family, version) = alias.split_once('@').unwrap_or((alias, "latest"));
-            for arch in ["x86_64", "arm64"] {
-                let Some(parameter) = alias_parameter(family, version, arch, k8s_version) else {
-                    return Err(NodeClassError::NotReady(format!(
-                        "spec.amiSelectorTerms[].alias: {family} aliases are not supported yet"
-                    )));
-                };
+            let Some(parameters) = alias_parameters(family, version, k8s_version) else {
+                return Err(NodeClassError::NotReady(format!(
+                    "spec.amiSelectorTerms[].alias: {family} aliases are not supported yet"
+                )));
+            };
+            for (parameter, _, variant) in parameters {
                 match api.get_parameter(parameter).await {
-                    Ok(id) => ids.push(id),
-                    // Not every family publishes every architecture or version.
+                    Ok(id) => {
+                        variants.push((id.clone(), variant));
+                        ids.push(id);
+                    }
+                    // Not every family publishes every architecture, variant or version.
                     Err(e) if e.code() == Some("ParameterNotFound") => {}
                     Err(e) => return Err(e.into()),
                 }
@@ -211,7 +248,10 @@ async fn resolve_images<A: Ec2Api + ParameterStore>(
             (None, Some(_)) => vec!["self".into(), "amazon".into()],
             (None, None) => Vec::new(),
         };
-        for image in api.describe_images(filters, owners).await? {
+        for mut image in api.describe_images(filters, owners).await? {
+            if let Some((_, variant)) = variants.iter().find(|(id, _)| *id == image.id) {
+                image.variant = *variant;
+            }
             if !images.iter().any(|x| x.id == image.id) {
                 images.push(image);
             }

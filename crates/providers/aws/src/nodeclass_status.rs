@@ -10,7 +10,6 @@ use k8s_openapi::jiff::Timestamp;
 use karpenter_api::aws::{
     Ami, CapacityReservation, EC2NodeClass, EC2NodeClassStatus, SecurityGroup, Subnet,
 };
-use karpenter_api::labels::ARCH_LABEL;
 use karpenter_controller::{Context, conditions};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -62,15 +61,14 @@ pub fn status(
                     id: i.id.clone(),
                     name: Some(i.name.clone()).filter(|n| !n.is_empty()),
                     deprecated: i.deprecated,
-                    requirements: vec![NodeSelectorRequirement {
-                        key: ARCH_LABEL.into(),
-                        operator: "In".into(),
-                        values: Some(vec![if i.architecture == "x86_64" {
-                            "amd64".into()
-                        } else {
-                            i.architecture.clone()
-                        }]),
-                    }],
+                    requirements: crate::nodeclass::image_requirements(i)
+                        .into_iter()
+                        .map(|(key, op, values)| NodeSelectorRequirement {
+                            key: key.into(),
+                            operator: op.as_str().into(),
+                            values: (!values.is_empty()).then_some(values),
+                        })
+                        .collect(),
                 })
                 .collect();
             out.instance_profile = Some(r.instance_profile.clone());
@@ -206,6 +204,7 @@ mod tests {
                 architecture: "arm64".into(),
                 creation_date: String::new(),
                 deprecated: false,
+                variant: crate::ssm::Variant::Standard,
             }],
             instance_profile: "test_0123".into(),
             capacity_reservations: Vec::new(),
@@ -226,6 +225,12 @@ mod tests {
             s.amis[0].requirements[0].values.as_deref(),
             Some(&["arm64".to_string()][..])
         );
+        let gpu = &s.amis[0].requirements[1];
+        assert_eq!(
+            (gpu.key.as_str(), gpu.operator.as_str()),
+            ("karpenter.k8s.aws/instance-gpu-count", "DoesNotExist")
+        );
+        assert_eq!(gpu.values, None);
         assert_eq!(s.instance_profile.as_deref(), Some("test_0123"));
     }
 

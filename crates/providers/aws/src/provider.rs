@@ -25,6 +25,7 @@ use karpenter_api::labels::{
 use karpenter_api::{NodeClaim, NodeClaimStatus, NodePool, Operator};
 use karpenter_controller::cloudprovider::{CloudProvider, CloudProviderError, Result};
 use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::scheduling::Requirement;
 use tokio::sync::Mutex;
 
 use crate::ec2::{
@@ -610,17 +611,16 @@ where
                 available_ips: s.available_ips,
             })
             .collect();
-        // Newest first per architecture: the plan takes the first image of each.
+        // Newest first: the plan takes the first image each type can boot.
         let images: Vec<LaunchImage> = resolved
             .images
             .iter()
             .map(|i| LaunchImage {
                 id: i.id.clone(),
-                architecture: if i.architecture == "x86_64" {
-                    "amd64".into()
-                } else {
-                    i.architecture.clone()
-                },
+                requirements: nodeclass::image_requirements(i)
+                    .into_iter()
+                    .map(|(key, op, values)| Requirement::new(key, op, &values))
+                    .collect(),
             })
             .collect();
         let plan = launch::plan(claim, &types, &subnets, &images, &reservations(&resolved))

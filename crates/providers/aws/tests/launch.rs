@@ -8,6 +8,7 @@ use karpenter_aws::launch::{LaunchImage, LaunchSubnet, MAX_INSTANCE_TYPES, PlanE
 use karpenter_aws::pricing::{Pricing, SpotPrice};
 use karpenter_core::cloudprovider::InstanceType;
 use karpenter_core::resources::Resources;
+use karpenter_core::scheduling::Requirement;
 
 const ZONES: [&str; 2] = ["us-east-1a", "us-east-1b"];
 
@@ -68,16 +69,26 @@ fn subnets() -> Vec<LaunchSubnet> {
     ]
 }
 
+fn image(id: &str, requirements: &[(&str, Operator, &[&str])]) -> LaunchImage {
+    LaunchImage {
+        id: id.into(),
+        requirements: requirements
+            .iter()
+            .map(|(k, op, v)| Requirement::new(k, *op, v))
+            .collect(),
+    }
+}
+
 fn images() -> Vec<LaunchImage> {
     vec![
-        LaunchImage {
-            id: "ami-amd64".into(),
-            architecture: "amd64".into(),
-        },
-        LaunchImage {
-            id: "ami-arm64".into(),
-            architecture: "arm64".into(),
-        },
+        image(
+            "ami-amd64",
+            &[("kubernetes.io/arch", Operator::In, &["amd64"])],
+        ),
+        image(
+            "ami-arm64",
+            &[("kubernetes.io/arch", Operator::In, &["arm64"])],
+        ),
     ]
 }
 
@@ -188,16 +199,17 @@ fn overrides_are_cheapest_first_capped_and_in_the_roomiest_subnet() {
 #[test]
 fn types_no_image_boots_are_left_out() {
     let t = types(true, &|_, _, _| false);
-    let amd_only = vec![LaunchImage {
-        id: "ami-amd64".into(),
-        architecture: "amd64".into(),
-    }];
+    let amd_only = vec![image(
+        "ami-amd64",
+        &[("kubernetes.io/arch", Operator::In, &["amd64"])],
+    )];
     let p = plan(&claim(&[], "1"), &t, &subnets(), &amd_only, &[]).unwrap();
     assert!(p.by_image.keys().all(|k| k.image == "ami-amd64"));
     let arm = claim(&[("kubernetes.io/arch", Operator::In, &["arm64"])], "1");
-    assert_eq!(
-        plan(&arm, &t, &subnets(), &amd_only, &[]),
-        Err(PlanError::NoImage("arm64".into()))
+    let err = plan(&arm, &t, &subnets(), &amd_only, &[]);
+    assert!(
+        matches!(err, Err(PlanError::NoImage(ref m)) if m.ends_with("(arm64)")),
+        "{err:?}"
     );
 }
 
@@ -353,4 +365,67 @@ fn reserved_capacity_comes_first_in_the_roomiest_reservation() {
             .capacity_type,
         "spot"
     );
+}
+
+#[test]
+fn gpu_types_boot_the_gpu_variant_and_cpu_types_the_standard_one() {
+    let t = types(true, &|_, _, _| false);
+    let variants = vec![
+        image(
+            "ami-nvidia",
+            &[
+                ("kubernetes.io/arch", Operator::In, &["amd64"]),
+                (
+                    "karpenter.k8s.aws/instance-gpu-manufacturer",
+                    Operator::In,
+                    &["nvidia"],
+                ),
+            ],
+        ),
+        image(
+            "ami-standard",
+            &[
+                ("kubernetes.io/arch", Operator::In, &["amd64"]),
+                (
+                    "karpenter.k8s.aws/instance-gpu-count",
+                    Operator::DoesNotExist,
+                    &[],
+                ),
+                (
+                    "karpenter.k8s.aws/instance-accelerator-count",
+                    Operator::DoesNotExist,
+                    &[],
+                ),
+            ],
+        ),
+    ];
+    let gpu = claim(
+        &[(
+            "karpenter.k8s.aws/instance-family",
+            Operator::In,
+            &["g4dn", "g5"],
+        )],
+        "1",
+    );
+    let p = plan(&gpu, &t, &subnets(), &variants, &[]).unwrap();
+    assert!(
+        p.by_image.keys().all(|k| k.image == "ami-nvidia"),
+        "{:?}",
+        p.by_image.keys().collect::<Vec<_>>()
+    );
+    let cpu = claim(
+        &[("karpenter.k8s.aws/instance-family", Operator::In, &["m5"])],
+        "1",
+    );
+    let p = plan(&cpu, &t, &subnets(), &variants, &[]).unwrap();
+    assert!(p.by_image.keys().all(|k| k.image == "ami-standard"));
+    // A Neuron type boots neither.
+    let inf = claim(
+        &[("karpenter.k8s.aws/instance-family", Operator::In, &["inf2"])],
+        "1",
+    );
+    assert!(matches!(
+        plan(&inf, &t, &subnets(), &variants, &[]),
+        Err(PlanError::NoImage(_))
+    ));
 }

@@ -255,6 +255,7 @@ pub fn provider_with_options(
         architecture: "x86_64".into(),
         creation_date: "2026-01-01T00:00:00Z".into(),
         deprecated: false,
+        variant: Default::default(),
     });
     AwsCloudProvider::new(fake, store, options)
 }
@@ -277,6 +278,7 @@ pub fn provider_with(fake: FakeEc2, store: Store) -> AwsCloudProvider<FakeEc2, S
         architecture: "x86_64".into(),
         creation_date: "2026-01-01T00:00:00Z".into(),
         deprecated: false,
+        variant: Default::default(),
     });
     AwsCloudProvider::new(fake, store, options())
 }
