@@ -282,8 +282,6 @@ pub trait Ec2Api: Send + Sync + 'static {
         name: String,
         data: LaunchTemplateData,
     ) -> impl Future<Output = Result<()>> + Send;
-    /// DeleteLaunchTemplate.
-    fn delete_launch_template(&self, name: String) -> impl Future<Output = Result<()>> + Send;
     /// CreateFleet (instant, one instance).
     fn create_fleet(
         &self,
@@ -297,12 +295,6 @@ pub trait Ec2Api: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<Instance>>> + Send;
     /// TerminateInstances.
     fn terminate_instances(&self, ids: Vec<String>) -> impl Future<Output = Result<()>> + Send;
-    /// CreateTags.
-    fn create_tags(
-        &self,
-        ids: Vec<String>,
-        tags: BTreeMap<String, String>,
-    ) -> impl Future<Output = Result<()>> + Send;
 }
 
 /// Builds a Query request's parameters.
@@ -772,12 +764,6 @@ impl Ec2Api for Ec2Client {
         self.call(&p).await.map(|_| ())
     }
 
-    async fn delete_launch_template(&self, name: String) -> Result<()> {
-        let mut p = Params::new("DeleteLaunchTemplate");
-        p.set("LaunchTemplateName", name);
-        self.call(&p).await.map(|_| ())
-    }
-
     async fn create_fleet(&self, request: FleetRequest) -> Result<FleetResult> {
         let mut p = Params::new("CreateFleet");
         p.set("Type", "instant");
@@ -881,16 +867,6 @@ impl Ec2Api for Ec2Client {
     async fn terminate_instances(&self, ids: Vec<String>) -> Result<()> {
         let mut p = Params::new("TerminateInstances");
         p.list("InstanceId", &ids);
-        self.call(&p).await.map(|_| ())
-    }
-
-    async fn create_tags(&self, ids: Vec<String>, tags: BTreeMap<String, String>) -> Result<()> {
-        let mut p = Params::new("CreateTags");
-        p.list("ResourceId", &ids);
-        for (i, (k, v)) in tags.iter().enumerate() {
-            p.set(format!("Tag.{}.Key", i + 1), k);
-            p.set(format!("Tag.{}.Value", i + 1), v);
-        }
         self.call(&p).await.map(|_| ())
     }
 }

@@ -108,10 +108,6 @@ impl Ec2Api for FakeEc2 {
         self.templates.lock().unwrap().insert(name, data);
         Ok(())
     }
-    async fn delete_launch_template(&self, name: String) -> Result<()> {
-        self.templates.lock().unwrap().remove(&name);
-        Ok(())
-    }
     async fn create_fleet(&self, request: FleetRequest) -> Result<FleetResult> {
         self.fleets.lock().unwrap().push(request.clone());
         let exhausted = self.exhausted.lock().unwrap().clone();
@@ -180,9 +176,6 @@ impl Ec2Api for FakeEc2 {
         {
             i.state = "shutting-down".into();
         }
-        Ok(())
-    }
-    async fn create_tags(&self, _: Vec<String>, _: BTreeMap<String, String>) -> Result<()> {
         Ok(())
     }
 }
