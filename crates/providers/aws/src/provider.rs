@@ -2,7 +2,7 @@
 //!
 //! A launch resolves the NodeClaim's EC2NodeClass (subnets, security groups, AMIs, instance
 //! profile), plans one CreateFleet (see [`crate::launch`]), makes sure a launch template exists
-//! for each AMI and pod count, and asks EC2 for one instance. Capacity errors mark offerings
+//! for each AMI, pod count and capacity reservation, and asks EC2 for one instance. Capacity errors mark offerings
 //! unavailable so the next attempt picks others. Instances carry the cluster, NodePool,
 //! NodeClaim and EC2NodeClass tags, which List and garbage collection find them by.
 
