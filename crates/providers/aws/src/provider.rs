@@ -2,9 +2,10 @@
 //!
 //! A launch resolves the NodeClaim's EC2NodeClass (subnets, security groups, AMIs, instance
 //! profile), plans one CreateFleet (see [`crate::launch`]), makes sure a launch template exists
-//! for each AMI, pod count and capacity reservation, and asks EC2 for one instance. Capacity errors mark offerings
-//! unavailable so the next attempt picks others. Instances carry the cluster, NodePool,
-//! NodeClaim and EC2NodeClass tags, which List and garbage collection find them by.
+//! for each AMI, pod count and capacity reservation, and asks EC2 for one instance. Capacity
+//! errors mark offerings unavailable so the next attempt picks others. Instances carry the
+//! cluster, NodePool, NodeClaim and EC2NodeClass tags, which List and garbage collection find
+//! them by.
 
 use std::collections::BTreeMap;
 use std::future::Future;
