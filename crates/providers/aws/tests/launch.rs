@@ -13,6 +13,15 @@ use karpenter_core::scheduling::Requirement;
 const ZONES: [&str; 2] = ["us-east-1a", "us-east-1b"];
 
 fn types(spot: bool, unavailable: &dyn Fn(&str, &str, &str) -> bool) -> Vec<Arc<InstanceType>> {
+    resolved_types(spot, &[], unavailable)
+}
+
+/// Every catalog type in two zones, spot at 40% of on-demand when `spot`, with `reservations`.
+fn resolved_types(
+    spot: bool,
+    reservations: &[Reservation],
+    unavailable: &dyn Fn(&str, &str, &str) -> bool,
+) -> Vec<Arc<InstanceType>> {
     let mut pricing = Pricing::embedded();
     if spot {
         pricing.update_spot(catalog().types.iter().flat_map(|t| {
@@ -35,13 +44,14 @@ fn types(spot: bool, unavailable: &dyn Fn(&str, &str, &str) -> bool) -> Vec<Arc<
         .types
         .iter()
         .filter_map(|t| {
-            instancetype::resolve(
+            instancetype::resolve_with_reservations(
                 t,
                 "us-east-1",
                 &catalog().zones[&t.name],
                 &subnets,
                 &NodeClassSettings::default(),
                 &pricing,
+                reservations,
                 unavailable,
             )
         })
@@ -247,42 +257,6 @@ fn requirements_and_requests_narrow_the_overrides() {
     );
 }
 
-fn reserved_types(reservations: &[Reservation]) -> Vec<Arc<InstanceType>> {
-    let mut pricing = Pricing::embedded();
-    pricing.update_spot(catalog().types.iter().flat_map(|t| {
-        ZONES.iter().map(|z| SpotPrice {
-            instance_type: t.name.clone(),
-            zone: z.to_string(),
-            price: catalog().on_demand[&t.name] * 0.4,
-            timestamp: "2026-11-22T00:00:00Z".into(),
-        })
-    }));
-    let subnets: Vec<ZoneInfo> = ZONES
-        .iter()
-        .map(|z| ZoneInfo {
-            zone: z.to_string(),
-            zone_id: None,
-        })
-        .collect();
-    catalog()
-        .types
-        .iter()
-        .filter_map(|t| {
-            instancetype::resolve_with_reservations(
-                t,
-                "us-east-1",
-                &catalog().zones[&t.name],
-                &subnets,
-                &NodeClassSettings::default(),
-                &pricing,
-                reservations,
-                &|_, _, _| false,
-            )
-        })
-        .map(Arc::new)
-        .collect()
-}
-
 fn reservation(id: &str, instance_type: &str, zone: &str, available: i64) -> Reservation {
     Reservation {
         id: id.into(),
@@ -299,7 +273,7 @@ fn reserved_capacity_comes_first_in_the_roomiest_reservation() {
         reservation("cr-big", "m5.xlarge", "us-east-1a", 5),
         reservation("cr-empty", "c5.xlarge", "us-east-1b", 0),
     ];
-    let t = reserved_types(&reservations);
+    let t = resolved_types(true, &reservations, &|_, _, _| false);
     let p = plan(&claim(&[], "1"), &t, &subnets(), &images(), &reservations).unwrap();
     assert_eq!(p.capacity_type, "reserved");
     let keys: Vec<_> = p.by_image.keys().collect();

@@ -242,6 +242,12 @@ pub fn provider_with_options(
     )]))));
     let mut options = options();
     change(&mut options);
+    with_image(&fake);
+    AwsCloudProvider::new(fake, store, options)
+}
+
+/// The one AMI the fake account has.
+fn with_image(fake: &FakeEc2) {
     fake.images.lock().unwrap().push(Image {
         id: "ami-1".into(),
         name: "al2023".into(),
@@ -250,7 +256,6 @@ pub fn provider_with_options(
         deprecated: false,
         variant: Default::default(),
     });
-    AwsCloudProvider::new(fake, store, options)
 }
 
 fn options() -> AwsOptions {
@@ -265,13 +270,6 @@ fn options() -> AwsOptions {
 }
 
 pub fn provider_with(fake: FakeEc2, store: Store) -> AwsCloudProvider<FakeEc2, Store> {
-    fake.images.lock().unwrap().push(Image {
-        id: "ami-1".into(),
-        name: "al2023".into(),
-        architecture: "x86_64".into(),
-        creation_date: "2026-01-01T00:00:00Z".into(),
-        deprecated: false,
-        variant: Default::default(),
-    });
+    with_image(&fake);
     AwsCloudProvider::new(fake, store, options())
 }
