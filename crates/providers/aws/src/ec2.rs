@@ -271,11 +271,13 @@ pub trait Ec2Api: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<(String, String)>>> + Send;
     /// DescribeSpotPriceHistory for Linux, current prices.
     fn describe_spot_price_history(&self) -> impl Future<Output = Result<Vec<SpotPrice>>> + Send;
-    /// DescribeLaunchTemplates by name: the names that exist.
+    /// DescribeLaunchTemplates, every page: `(name, tags)` of the templates matching.
     fn describe_launch_templates(
         &self,
-        names: Vec<String>,
-    ) -> impl Future<Output = Result<Vec<String>>> + Send;
+        filters: Vec<Filter>,
+    ) -> impl Future<Output = Result<Vec<(String, BTreeMap<String, String>)>>> + Send;
+    /// DeleteLaunchTemplate.
+    fn delete_launch_template(&self, name: String) -> impl Future<Output = Result<()>> + Send;
     /// CreateLaunchTemplate.
     fn create_launch_template(
         &self,
@@ -679,17 +681,27 @@ impl Ec2Api for Ec2Client {
         Ok(out)
     }
 
-    async fn describe_launch_templates(&self, names: Vec<String>) -> Result<Vec<String>> {
+    async fn describe_launch_templates(
+        &self,
+        filters: Vec<Filter>,
+    ) -> Result<Vec<(String, BTreeMap<String, String>)>> {
         let mut p = Params::new("DescribeLaunchTemplates");
-        p.filters(&[Filter {
-            name: "launch-template-name".into(),
-            values: names,
-        }]);
-        let text_body = self.call(&p).await?;
-        let d = doc(&text_body)?;
-        Ok(items(set_of(&d, "launchTemplates"))
-            .map(|t| text(t, "launchTemplateName"))
-            .collect())
+        p.filters(&filters);
+        let mut out = Vec::new();
+        self.pages(p, |d| {
+            out.extend(
+                items(set_of(d, "launchTemplates"))
+                    .map(|t| (text(t, "launchTemplateName"), tags_of(t))),
+            );
+        })
+        .await?;
+        Ok(out)
+    }
+
+    async fn delete_launch_template(&self, name: String) -> Result<()> {
+        let mut p = Params::new("DeleteLaunchTemplate");
+        p.set("LaunchTemplateName", name);
+        self.call(&p).await.map(|_| ())
     }
 
     async fn create_launch_template(&self, name: String, data: LaunchTemplateData) -> Result<()> {

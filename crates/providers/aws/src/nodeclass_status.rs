@@ -1,6 +1,7 @@
 //! The EC2NodeClass status: what its selectors resolve to now, and whether it can launch —
 //! `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady`, `InstanceProfileReady` and `Ready`, as
 //! upstream reports them, so `kubectl get ec2nodeclass` says why a NodeClass launches nothing.
+//! The same pass deletes the launch templates of NodeClasses that are gone.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -155,6 +156,14 @@ where
         if ctx.is_leader() {
             match api.list(&Default::default()).await {
                 Ok(list) => {
+                    let names: Vec<String> = list
+                        .items
+                        .iter()
+                        .filter_map(|c| c.metadata.name.clone())
+                        .collect();
+                    if let Err(e) = ctx.provider.collect_launch_templates(&names).await {
+                        tracing::warn!(error = %e, "collecting launch templates");
+                    }
                     for class in list.items {
                         let resolved = ctx.provider.resolve_node_class(&class).await;
                         let next =

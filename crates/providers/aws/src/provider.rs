@@ -465,10 +465,11 @@ where
         if self.templates.lock().await.contains_key(&name) {
             return Ok(name);
         }
-        let existing = self
+        let existing: Vec<String> = self
             .api
-            .describe_launch_templates(vec![name.clone()])
+            .describe_launch_templates(vec![Filter::new("launch-template-name", &[&name])])
             .await
+            .map(|found| found.into_iter().map(|(n, _)| n).collect())
             .or_else(|e| match e.code() {
                 Some(c) if c.contains("NotFound") => Ok(Vec::new()),
                 _ => Err(e),
@@ -532,6 +533,43 @@ where
                 ..Default::default()
             }),
         }
+    }
+
+    /// Deletes the launch templates this cluster made for EC2NodeClasses that no longer exist
+    /// (upstream deletes them with the NodeClass); returns how many went.
+    pub async fn collect_launch_templates(
+        &self,
+        node_classes: &[String],
+    ) -> std::result::Result<usize, crate::http::AwsError> {
+        let templates = self
+            .api
+            .describe_launch_templates(vec![
+                Filter::new(
+                    &format!("tag:{TAG_CLUSTER_NAME}"),
+                    &[&self.options.cluster_name],
+                ),
+                Filter::new("tag-key", &[TAG_NODE_CLASS]),
+            ])
+            .await?;
+        let mut deleted = 0;
+        for (name, tags) in templates {
+            let owner = tags.get(TAG_NODE_CLASS).cloned().unwrap_or_default();
+            // Only this provider's templates of this cluster, and only orphans.
+            if !name.starts_with("karpenter.k8s.aws/")
+                || tags.get(TAG_CLUSTER_NAME) != Some(&self.options.cluster_name)
+                || node_classes.contains(&owner)
+            {
+                continue;
+            }
+            match self.api.delete_launch_template(name.clone()).await {
+                Ok(()) => deleted += 1,
+                Err(e) if e.code().is_some_and(|c| c.contains("NotFound")) => {}
+                Err(e) => return Err(e),
+            }
+            self.templates.lock().await.remove(&name);
+            tracing::info!(launch_template = %name, ec2nodeclass = %owner, "deleted orphaned launch template");
+        }
+        Ok(deleted)
     }
 
     /// A launched claim carries the hash of the NodeClass it was launched from, for drift.

@@ -264,7 +264,27 @@ async fn node_class_status_is_written() {
     server.create(&bad).unwrap();
     let store = Store::default();
     store.0.lock().unwrap().insert("default".into(), good);
-    let provider = Arc::new(provider_with(FakeEc2::default(), store));
+    // Launch templates: one of a live NodeClass, one of a deleted one, one of another cluster.
+    let ec2 = FakeEc2::default();
+    for (name, class, cluster) in [
+        ("karpenter.k8s.aws/live", "default", "test"),
+        ("karpenter.k8s.aws/orphan", "removed", "test"),
+        ("karpenter.k8s.aws/elsewhere", "removed", "other"),
+    ] {
+        let data = karpenter_aws::ec2::LaunchTemplateData {
+            tags: [
+                (
+                    "karpenter.k8s.aws/ec2nodeclass".to_string(),
+                    class.to_string(),
+                ),
+                ("eks:eks-cluster-name".to_string(), cluster.to_string()),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        ec2.templates.lock().unwrap().insert(name.into(), data);
+    }
+    let provider = Arc::new(provider_with(ec2.clone(), store));
     let options = Options {
         disable_leader_election: true,
         ..Options::default()
@@ -310,6 +330,12 @@ async fn node_class_status_is_written() {
     assert_eq!(condition("Ready").as_deref(), Some("False"));
     assert_eq!(condition("SubnetsReady").as_deref(), Some("True"));
     assert_eq!(condition("InstanceProfileReady").as_deref(), Some("False"));
+    let left: Vec<String> = ec2.templates.lock().unwrap().keys().cloned().collect();
+    assert_eq!(
+        left,
+        ["karpenter.k8s.aws/elsewhere", "karpenter.k8s.aws/live"],
+        "only the orphan of this cluster goes"
+    );
     stop.cancel();
     let _ = running.await;
     let _ = status.await;

@@ -100,10 +100,29 @@ impl Ec2Api for FakeEc2 {
             })
             .collect())
     }
-    async fn describe_launch_templates(&self, names: Vec<String>) -> Result<Vec<String>> {
+    async fn describe_launch_templates(
+        &self,
+        filters: Vec<Filter>,
+    ) -> Result<Vec<(String, BTreeMap<String, String>)>> {
         let t = self.templates.lock().unwrap();
-        Ok(names.into_iter().filter(|n| t.contains_key(n)).collect())
+        Ok(t.iter()
+            .filter(|(name, data)| {
+                filters.iter().all(|f| match f.name.as_str() {
+                    "launch-template-name" => f.values.contains(name),
+                    "tag-key" => f.values.iter().any(|k| data.tags.contains_key(k)),
+                    other => other
+                        .strip_prefix("tag:")
+                        .is_some_and(|k| data.tags.get(k).is_some_and(|v| f.values.contains(v))),
+                })
+            })
+            .map(|(name, data)| (name.clone(), data.tags.clone()))
+            .collect())
     }
+    async fn delete_launch_template(&self, name: String) -> Result<()> {
+        self.templates.lock().unwrap().remove(&name);
+        Ok(())
+    }
+
     async fn create_launch_template(&self, name: String, data: LaunchTemplateData) -> Result<()> {
         self.templates.lock().unwrap().insert(name, data);
         Ok(())
