@@ -49,6 +49,14 @@ impl Fnv {
     }
 }
 
+/// 64-bit FNV-1a of `text`, for names derived from their inputs (launch templates, instance
+/// profiles) that every build and replica must derive alike.
+pub fn fnv64(text: &str) -> u64 {
+    let mut fnv = Fnv(Fnv::OFFSET);
+    fnv.bytes(text.as_bytes());
+    fnv.0
+}
+
 fn nanos(d: StdDuration) -> String {
     d.as_nanos().to_string()
 }

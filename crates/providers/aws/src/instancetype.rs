@@ -373,7 +373,11 @@ fn quantity(value: &str) -> i64 {
 
 /// Pods the type's network interfaces can address: `ENIs × (IPs per ENI − 1) + 2`.
 pub fn eni_limited_pods(info: &InstanceTypeInfo, settings: &NodeClassSettings) -> i64 {
-    let usable = (info.max_enis - settings.reserved_enis - settings.efa_only_interfaces).max(0);
+    eni_limited_pods_reserving(info, settings.reserved_enis, settings.efa_only_interfaces)
+}
+
+fn eni_limited_pods_reserving(info: &InstanceTypeInfo, reserved_enis: i64, efa_only: i64) -> i64 {
+    let usable = (info.max_enis - reserved_enis - efa_only).max(0);
     if usable == 0 {
         return 0;
     }
@@ -476,13 +480,8 @@ fn eviction_signal(capacity_milli: i64, value: &str) -> i64 {
 /// hard eviction thresholds (100Mi of memory and 10% of ephemeral storage unless set).
 pub fn overhead(info: &InstanceTypeInfo, settings: &NodeClassSettings) -> Overhead {
     let pods_for_memory = if settings.eni_limited_memory_overhead() {
-        eni_limited_pods(
-            info,
-            &NodeClassSettings {
-                reserved_enis: 0,
-                ..settings.clone()
-            },
-        )
+        // The bootstrap sizes this reservation before any ENIs are held back.
+        eni_limited_pods_reserving(info, 0, settings.efa_only_interfaces)
     } else {
         pods(info, settings)
     };

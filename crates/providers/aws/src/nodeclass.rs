@@ -79,19 +79,9 @@ pub fn image_requirements(image: &Image) -> Vec<(&'static str, Operator, Vec<Str
     out
 }
 
-/// 64-bit FNV-1a: a name derived from inputs must be the same on every build and replica.
-pub(crate) fn fnv64(text: &str) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
-}
-
 /// The instance profile a role's NodeClass gets: one per cluster and NodeClass.
 pub fn instance_profile_name(cluster: &str, node_class: &str) -> String {
-    let hash = fnv64(&format!("{cluster}/{node_class}"));
+    let hash = karpenter_api::hash::fnv64(&format!("{cluster}/{node_class}"));
     // IAM names are at most 128 characters.
     let mut name = format!("{cluster}_{hash:016x}");
     name.truncate(128);

@@ -131,7 +131,7 @@ pub struct AwsCloudProvider<A, S> {
     options: AwsOptions,
     catalog: Mutex<Catalog>,
     resolved: Mutex<BTreeMap<String, (String, Instant, ResolvedNodeClass)>>,
-    templates: Mutex<BTreeMap<String, ()>>,
+    templates: Mutex<std::collections::BTreeSet<String>>,
     unavailable: UnavailableOfferings,
 }
 
@@ -273,12 +273,19 @@ where
         class: &EC2NodeClass,
     ) -> std::result::Result<ResolvedNodeClass, NodeClassError> {
         let name = class.metadata.name.clone().unwrap_or_default();
-        let hash = class.hash()
-            + &format!("{:?}", class.spec.ami_selector_terms)
-            + &format!(
-                "{:?}{:?}",
-                class.spec.subnet_selector_terms, class.spec.security_group_selector_terms
-            );
+        // Exactly what resolution reads, so any change to it resolves afresh.
+        let spec = &class.spec;
+        let hash = format!(
+            "{:?}",
+            (
+                &spec.subnet_selector_terms,
+                &spec.security_group_selector_terms,
+                &spec.ami_selector_terms,
+                &spec.capacity_reservation_selector_terms,
+                &spec.role,
+                &spec.instance_profile,
+            )
+        );
         if let Some((h, at, r)) = self.resolved.lock().await.get(&name)
             && *h == hash
             && at.elapsed() < NODE_CLASS_TTL
@@ -460,9 +467,9 @@ where
     /// Makes sure the launch template for this data exists; its name is a hash of the data,
     /// so a change in any input is a new template and a retry finds the old one.
     async fn ensure_launch_template(&self, data: LaunchTemplateData) -> Result<String> {
-        let hash = nodeclass::fnv64(&format!("{}{data:?}", self.options.cluster_name));
+        let hash = karpenter_api::hash::fnv64(&format!("{}{data:?}", self.options.cluster_name));
         let name = format!("karpenter.k8s.aws/{hash:016x}");
-        if self.templates.lock().await.contains_key(&name) {
+        if self.templates.lock().await.contains(&name) {
             return Ok(name);
         }
         let existing: Vec<String> = self
@@ -483,7 +490,7 @@ where
                 Err(e) => return Err(other(e)),
             }
         }
-        self.templates.lock().await.insert(name.clone(), ());
+        self.templates.lock().await.insert(name.clone());
         Ok(name)
     }
 
@@ -814,31 +821,10 @@ where
     }
 
     async fn get(&self, provider_id: &str) -> Result<NodeClaim> {
+        // Labels from the instance; capacity is the launch's (the NodeClass's kubelet settings
+        // decide it, and the claim already carries it).
         let instance = self.describe(provider_id).await?;
-        let types = self.catalog.lock().await;
-        let info = types
-            .infos
-            .iter()
-            .find(|i| i.name == instance.instance_type)
-            .cloned();
-        drop(types);
-        let it = info.and_then(|info| {
-            let zones = vec![instance.zone.clone()];
-            let subnet = [ZoneInfo {
-                zone: instance.zone.clone(),
-                zone_id: None,
-            }];
-            instancetype::resolve(
-                &info,
-                &self.options.region,
-                &zones,
-                &subnet,
-                &NodeClassSettings::default(),
-                &Pricing::embedded(),
-                &|_, _, _| false,
-            )
-        });
-        Ok(self.claim_for(&instance, it.as_ref()))
+        Ok(self.claim_for(&instance, None))
     }
 
     async fn list(&self) -> Result<Vec<NodeClaim>> {
@@ -930,7 +916,6 @@ pub fn drift_reason(instance: &Instance, resolved: &ResolvedNodeClass) -> Option
     if !instance.image_id.is_empty() && !resolved.images.iter().any(|i| i.id == instance.image_id) {
         return Some("AMIDrift".into());
     }
-    // An instance that reports no groups (a describe racing the launch) is not judged.
     let mut have: Vec<&str> = instance
         .security_groups
         .iter()
@@ -943,7 +928,7 @@ pub fn drift_reason(instance: &Instance, resolved: &ResolvedNodeClass) -> Option
         .collect();
     have.sort_unstable();
     want.sort_unstable();
-    if !have.is_empty() && have != want {
+    if have != want {
         return Some("SecurityGroupDrift".into());
     }
     if !instance.subnet_id.is_empty()

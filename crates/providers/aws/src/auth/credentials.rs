@@ -4,7 +4,7 @@
 //! Temporary credentials are cached and refreshed five minutes before they expire.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -213,7 +213,7 @@ async fn container(
     let expires = field("Expiration")
         .ok()
         .and_then(|e| parse_time(&e))
-        .unwrap_or_else(|| now() + Duration::from_secs(900).as_secs());
+        .unwrap_or_else(|| now() + 900);
     Ok((credentials, expires))
 }
 
