@@ -62,6 +62,9 @@ const INSTANCE_TYPES_TTL: Duration = Duration::from_secs(60 * 60);
 const ON_DEMAND_PRICES_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 /// How long spot prices are reused.
 const SPOT_PRICES_TTL: Duration = Duration::from_secs(5 * 60);
+/// How long resolved instance types are reused when nothing they derive from changed: the
+/// longest an offering stays shown unavailable after its capacity-error window ends.
+const RESOLVED_TYPES_TTL: Duration = Duration::from_secs(30);
 /// How long a NodeClass's resolution is reused.
 const NODE_CLASS_TTL: Duration = Duration::from_secs(60);
 
@@ -122,6 +125,15 @@ struct Catalog {
     types_at: Option<Instant>,
     spot_at: Option<Instant>,
     on_demand_at: Option<Instant>,
+    /// Bumped whenever types, zones or prices change, so resolved types know they are stale.
+    generation: u64,
+}
+
+/// A NodeClass's resolved instance types, and what they were resolved from.
+struct ResolvedTypes {
+    key: String,
+    at: Instant,
+    types: Vec<Arc<InstanceType>>,
 }
 
 /// The AWS provider.
@@ -132,6 +144,7 @@ pub struct AwsCloudProvider<A, S> {
     catalog: Mutex<Catalog>,
     resolved: Mutex<BTreeMap<String, (String, Instant, ResolvedNodeClass)>>,
     templates: Mutex<std::collections::BTreeSet<String>>,
+    types: Mutex<BTreeMap<String, ResolvedTypes>>,
     unavailable: UnavailableOfferings,
 }
 
@@ -173,6 +186,7 @@ where
             catalog: Mutex::default(),
             resolved: Mutex::default(),
             templates: Mutex::default(),
+            types: Mutex::default(),
             unavailable: UnavailableOfferings::default(),
         }
     }
@@ -206,6 +220,7 @@ where
                         catalog.pricing = Pricing::embedded();
                     }
                     catalog.infos = infos;
+                    catalog.generation += 1;
                     catalog.zones = zones;
                     catalog.types_at = Some(now);
                 }
@@ -227,7 +242,10 @@ where
             // Tried once per period either way: the embedded prices are a fine fallback.
             catalog.on_demand_at = Some(now);
             match self.api.on_demand_prices().await {
-                Ok(prices) => catalog.pricing.update_on_demand(prices),
+                Ok(prices) => {
+                    catalog.pricing.update_on_demand(prices);
+                    catalog.generation += 1;
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "reading on-demand prices; keeping the embedded ones")
                 }
@@ -237,6 +255,7 @@ where
             match self.api.describe_spot_price_history().await {
                 Ok(rows) => {
                     catalog.pricing.update_spot(rows);
+                    catalog.generation += 1;
                     catalog.spot_at = Some(now);
                 }
                 // Without spot prices spot is not offered; on-demand still launches.
@@ -315,6 +334,10 @@ where
         )
     }
 
+    /// The NodeClass's instance types. Resolving the whole catalog takes ~12 ms, and a
+    /// provisioning batch asks once per NodePool and once per launch, so the answer is reused
+    /// until the catalog, prices, settings, subnets, reservations or unavailable offerings
+    /// change (or [`RESOLVED_TYPES_TTL`] passes, so expired capacity errors show).
     async fn types_for(
         &self,
         class: &EC2NodeClass,
@@ -331,11 +354,24 @@ where
                 zone_id: s.zone_id.clone(),
             })
             .collect();
+        let reservations = reservations(resolved);
+        let key = format!(
+            "{:?}{subnet_zones:?}{reservations:?}{}/{}",
+            settings,
+            catalog.generation,
+            self.unavailable.version()
+        );
+        let name = class.metadata.name.clone().unwrap_or_default();
+        if let Some(cached) = self.types.lock().await.get(&name)
+            && cached.key == key
+            && cached.at.elapsed() < RESOLVED_TYPES_TTL
+        {
+            return Ok(cached.types.clone());
+        }
         let now = Instant::now();
         let unavailable =
             |t: &str, z: &str, ct: &str| self.unavailable.is_unavailable(t, z, ct, now);
-        let reservations = reservations(resolved);
-        Ok(catalog
+        let types: Vec<Arc<InstanceType>> = catalog
             .infos
             .iter()
             .filter_map(|info| {
@@ -352,7 +388,16 @@ where
                 )
             })
             .map(Arc::new)
-            .collect())
+            .collect();
+        self.types.lock().await.insert(
+            name,
+            ResolvedTypes {
+                key,
+                at: now,
+                types: types.clone(),
+            },
+        );
+        Ok(types)
     }
 
     fn tags(&self, claim: &NodeClaim, class: &EC2NodeClass) -> BTreeMap<String, String> {

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long an offering stays unavailable after a capacity error (upstream's
@@ -33,6 +34,7 @@ type Key = (String, String, String);
 #[derive(Debug, Default)]
 pub struct UnavailableOfferings {
     until: Mutex<HashMap<Key, Instant>>,
+    version: AtomicU64,
 }
 
 impl UnavailableOfferings {
@@ -43,6 +45,13 @@ impl UnavailableOfferings {
             (instance_type.into(), zone.into(), capacity_type.into()),
             now + UNAVAILABLE_OFFERINGS_TTL,
         );
+        self.version.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Changes whenever an offering is marked, so answers computed from the set know they
+    /// are stale.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Relaxed)
     }
 
     /// Whether an offering is unavailable at `now`.

@@ -327,3 +327,32 @@ fn reserved_capacity_launches_into_its_reservation() {
         );
     });
 }
+
+#[test]
+fn resolved_types_are_reused_until_an_offering_runs_out() {
+    use karpenter_api::NodePool;
+    block_on(async {
+        let mut pool = NodePool::default();
+        pool.spec.template.spec.node_class_ref.name = "default".into();
+        let p = provider(FakeEc2::default(), node_class(serde_json::json!({})));
+        let first = p.instance_types(&pool).await.unwrap();
+        let again = p.instance_types(&pool).await.unwrap();
+        assert!(
+            std::sync::Arc::ptr_eq(&first[0], &again[0]),
+            "the same resolution"
+        );
+        p.unavailable()
+            .mark("m5.large", "us-east-1a", "spot", std::time::Instant::now());
+        let after = p.instance_types(&pool).await.unwrap();
+        assert!(
+            !std::sync::Arc::ptr_eq(&first[0], &after[0]),
+            "resolved afresh"
+        );
+        let m5 = after.iter().find(|t| t.name == "m5.large").unwrap();
+        assert!(
+            m5.offerings
+                .iter()
+                .any(|o| o.capacity_type == "spot" && !o.available)
+        );
+    });
+}
