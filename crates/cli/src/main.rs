@@ -137,6 +137,13 @@ enum Bench {
         #[arg(long, default_value_t = 42)]
         seed: u64,
     },
+    /// The AWS provider resolving the embedded catalog (1345 EC2 types) into instance types
+    /// for a NodeClass: what a launch or provisioning pass pays when nothing is cached.
+    AwsInstanceTypes {
+        /// How many resolutions to time.
+        #[arg(long, default_value_t = 20)]
+        rounds: usize,
+    },
     /// The controller's memory and time to create NodeClaims for pending pods with nodes in
     /// state, against the fake API server in a child process.
     Controller {
@@ -221,6 +228,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for line in commands::bench::consolidation(nodes, pods, seed)? {
                 println!("{line}");
             }
+        }
+        Command::Bench {
+            bench: Bench::AwsInstanceTypes { rounds },
+        } => {
+            println!("{}", commands::bench::aws_instance_types(rounds));
         }
         Command::Bench {
             bench:

@@ -97,3 +97,41 @@ pub fn consolidation(nodes: usize, pods: usize, seed: u64) -> anyhow::Result<Vec
     ));
     Ok(lines)
 }
+
+/// Resolves the embedded AWS catalog `rounds` times (AL2023 defaults, three zones) and returns
+/// `aws-instance-types types=N rounds=R ms_per_resolution=T`.
+pub fn aws_instance_types(rounds: usize) -> String {
+    use karpenter_aws::instancetype::{self, NodeClassSettings, ZoneInfo, catalog};
+    let zones: Vec<ZoneInfo> = ["us-east-1a", "us-east-1b", "us-east-1c"]
+        .iter()
+        .map(|z| ZoneInfo {
+            zone: z.to_string(),
+            zone_id: None,
+        })
+        .collect();
+    let pricing = karpenter_aws::pricing::Pricing::embedded();
+    let settings = NodeClassSettings::default();
+    let catalog = catalog();
+    let rounds = rounds.max(1);
+    let start = Instant::now();
+    let mut types = 0;
+    for _ in 0..rounds {
+        types = catalog
+            .types
+            .iter()
+            .filter_map(|info| {
+                instancetype::resolve(
+                    info,
+                    instancetype::CATALOG_REGION,
+                    &catalog.zones[&info.name],
+                    &zones,
+                    &settings,
+                    &pricing,
+                    &|_, _, _| false,
+                )
+            })
+            .count();
+    }
+    let ms = start.elapsed().as_secs_f64() * 1000.0 / rounds as f64;
+    format!("aws-instance-types types={types} rounds={rounds} ms_per_resolution={ms:.1}")
+}
