@@ -3,6 +3,8 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::crd::GroupKind;
+
 /// The result of converting one object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conversion {
@@ -33,26 +35,18 @@ pub enum ConvertError {
     Malformed(&'static str),
 }
 
-/// Providers by the label domain their requirements use and their NodeClass group.
-const PROVIDERS: [(&str, &str); 7] = [
-    ("karpenter.k8s.aws", "EC2NodeClass"),
-    ("karpenter.azure.com", "AKSNodeClass"),
-    ("karpenter.k8s.alibabacloud", "ECSNodeClass"),
-    ("karpenter.k8s.huawei", "CCENodeClass"),
-    ("karpenter.proxmox.sinextra.dev", "ProxmoxNodeClass"),
-    ("karpenter.cluster.x-k8s.io", "ClusterAPINodeClass"),
-    ("karpenter.kwok.sh", "KWOKNodeClass"),
-];
-
 /// The annotation upstream's AWS provider keeps v1beta1 kubelet settings in during migration.
 pub const AWS_KUBELET_COMPATIBILITY_ANNOTATION: &str =
     "compatibility.karpenter.k8s.aws/v1beta1-kubelet-conversion";
 
-/// Converts a v1beta1 object. `node_class` (`(group, kind)`) is used when neither the
-/// nodeClassRef nor the requirements tell which provider the NodePool is for.
+/// Converts a v1beta1 object. `providers` are the NodeClasses the binary knows, one per
+/// provider; a provider's labels share its NodeClass's group as their domain, which is how
+/// the provider is inferred from the requirements. `node_class` (`(group, kind)`) is used
+/// when neither the nodeClassRef nor the requirements tell which provider the NodePool is for.
 pub fn convert_v1beta1(
     object: &Value,
     node_class: Option<(&str, &str)>,
+    providers: &[GroupKind],
 ) -> Result<Conversion, ConvertError> {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let kind = object["kind"].as_str().unwrap_or_default();
@@ -67,13 +61,13 @@ pub fn convert_v1beta1(
     out["apiVersion"] = json!("karpenter.sh/v1");
     changes.push("apiVersion: karpenter.sh/v1beta1 → karpenter.sh/v1".to_string());
     if kind == "NodePool" {
-        convert_node_pool(&mut out, node_class, &mut changes)?;
+        convert_node_pool(&mut out, node_class, providers, &mut changes)?;
     } else {
         let spec = out
             .get_mut("spec")
             .and_then(Value::as_object_mut)
             .ok_or(ConvertError::Malformed("spec"))?;
-        let provider = convert_node_class_ref(spec, "spec", &[], node_class, &mut changes)?;
+        let provider = convert_node_class_ref(spec, "spec", &[], node_class, providers, &mut changes)?;
         if let Some(kubelet) = spec.remove("kubelet") {
             changes.push(kubelet_note(&provider, &kubelet, "spec"));
         }
@@ -87,6 +81,7 @@ pub fn convert_v1beta1(
 fn convert_node_pool(
     out: &mut Value,
     node_class: Option<(&str, &str)>,
+    providers: &[GroupKind],
     changes: &mut Vec<String>,
 ) -> Result<(), ConvertError> {
     let spec = out
@@ -143,6 +138,7 @@ fn convert_node_pool(
         "spec.template.spec",
         &template_labels,
         node_class,
+        providers,
         changes,
     )?;
     if template_spec.remove("resources").is_some() {
@@ -184,6 +180,7 @@ fn convert_node_class_ref(
     path: &str,
     extra_label_keys: &[String],
     node_class: Option<(&str, &str)>,
+    providers: &[GroupKind],
     changes: &mut Vec<String>,
 ) -> Result<(String, String), ConvertError> {
     let requirement_keys: Vec<String> = spec
@@ -209,34 +206,34 @@ fn convert_node_class_ref(
         .get("kind")
         .and_then(Value::as_str)
         .map(str::to_string);
-    let inferred = PROVIDERS.iter().find(|(group, _)| {
+    let inferred = providers.iter().find(|p| {
         requirement_keys
             .iter()
             .chain(extra_label_keys)
-            .any(|k| crate::labels::label_domain(k) == *group)
+            .any(|k| crate::labels::label_domain(k) == p.group)
     });
     let (group, kind, how) = match (group_from_api_version, kind, inferred, node_class) {
         (Some(group), Some(kind), _, _) => (group, kind, "from its apiVersion"),
         (Some(group), None, _, _) => {
-            let kind = PROVIDERS
+            let kind = providers
                 .iter()
-                .find(|(g, _)| *g == group)
-                .map(|(_, k)| k.to_string())
+                .find(|p| p.group == group)
+                .map(|p| p.kind.to_string())
                 .ok_or(ConvertError::UnknownNodeClass)?;
             (group, kind, "from its apiVersion")
         }
         (None, _, _, Some((group, kind))) => (group.into(), kind.into(), "as given"),
         (None, Some(kind), _, None) => {
-            let group = PROVIDERS
+            let group = providers
                 .iter()
-                .find(|(_, k)| *k == kind)
-                .map(|(g, _)| g.to_string())
+                .find(|p| p.kind == kind)
+                .map(|p| p.group.to_string())
                 .ok_or(ConvertError::UnknownNodeClass)?;
             (group, kind, "from its kind")
         }
-        (None, None, Some((group, kind)), None) => (
-            group.to_string(),
-            kind.to_string(),
+        (None, None, Some(p), None) => (
+            p.group.to_string(),
+            p.kind.to_string(),
             "inferred from the provider labels in the requirements",
         ),
         (None, None, None, None) => return Err(ConvertError::UnknownNodeClass),
@@ -255,6 +252,12 @@ fn convert_node_class_ref(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two providers, as a binary's registry would list them.
+    const PROVIDERS: [GroupKind; 2] = [
+        GroupKind::new("karpenter.k8s.aws", "EC2NodeClass"),
+        GroupKind::new("karpenter.azure.com", "AKSNodeClass"),
+    ];
 
     fn seed_004() -> Value {
         // The v1beta1 AKS NodePool of seed article 004.
@@ -279,7 +282,7 @@ mod tests {
 
     #[test]
     fn converts_the_aks_seed() {
-        let c = convert_v1beta1(&seed_004(), None).unwrap();
+        let c = convert_v1beta1(&seed_004(), None, &PROVIDERS).unwrap();
         let spec = &c.object["spec"];
         assert_eq!(c.object["apiVersion"], "karpenter.sh/v1");
         assert_eq!(
@@ -309,7 +312,7 @@ mod tests {
         np["spec"]["template"]["spec"]["kubelet"] = json!({"maxPods": 110});
         np["spec"]["disruption"] =
             json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s"});
-        let c = convert_v1beta1(&np, None).unwrap();
+        let c = convert_v1beta1(&np, None, &PROVIDERS).unwrap();
         let template = &c.object["spec"]["template"]["spec"];
         assert!(template.get("kubelet").is_none());
         assert_eq!(template["nodeClassRef"]["group"], "karpenter.k8s.aws");
@@ -329,10 +332,10 @@ mod tests {
         let mut np = seed_004();
         np["spec"]["template"]["spec"]["requirements"] = json!([]);
         assert_eq!(
-            convert_v1beta1(&np, None),
+            convert_v1beta1(&np, None, &PROVIDERS),
             Err(ConvertError::UnknownNodeClass)
         );
-        let c = convert_v1beta1(&np, Some(("karpenter.kwok.sh", "KWOKNodeClass"))).unwrap();
+        let c = convert_v1beta1(&np, Some(("karpenter.kwok.sh", "KWOKNodeClass")), &PROVIDERS).unwrap();
         assert_eq!(
             c.object["spec"]["template"]["spec"]["nodeClassRef"]["kind"],
             "KWOKNodeClass"
@@ -344,7 +347,7 @@ mod tests {
         let mut np = seed_004();
         np["apiVersion"] = json!("karpenter.sh/v1");
         assert!(matches!(
-            convert_v1beta1(&np, None),
+            convert_v1beta1(&np, None, &PROVIDERS),
             Err(ConvertError::NotV1beta1 { .. })
         ));
     }

@@ -23,14 +23,24 @@ use crate::NodePool;
 pub const NODE_POOL_HASH_VERSION: &str = "rs-v1";
 
 /// 64-bit FNV-1a: stable across Rust releases and platforms, unlike `DefaultHasher`, so a
-/// hash written by one build is understood by the next.
-pub(crate) struct Fnv(pub(crate) u64);
+/// hash written by one build is understood by the next. Providers hash their NodeClasses with
+/// it too.
+#[derive(Clone, Copy, Debug)]
+pub struct Fnv(pub u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Self(Self::OFFSET)
+    }
+}
 
 impl Fnv {
-    pub(crate) const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    /// The FNV-1a offset basis: the state before any byte.
+    pub const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
 
-    pub(crate) fn bytes(&mut self, bytes: &[u8]) {
+    /// Mixes in raw bytes.
+    pub fn bytes(&mut self, bytes: &[u8]) {
         for b in bytes {
             self.0 ^= u64::from(*b);
             self.0 = self.0.wrapping_mul(Self::PRIME);
@@ -38,7 +48,7 @@ impl Fnv {
     }
 
     /// A length-prefixed string, so `("ab", "c")` and `("a", "bc")` differ.
-    pub(crate) fn str(&mut self, s: &str) {
+    pub fn str(&mut self, s: &str) {
         self.bytes(&(s.len() as u64).to_le_bytes());
         self.bytes(s.as_bytes());
     }

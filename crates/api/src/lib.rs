@@ -2,32 +2,40 @@
 //! and karpenter apply to them.
 //!
 //! - [`nodepool`] and [`nodeclaim`]: the resources, field for field as upstream, with its
-//!   defaults; [`kwok`] and [`aws`]: the KWOK and AWS providers' NodeClasses.
+//!   defaults. Providers' NodeClasses live in their provider crates, built with what this
+//!   crate exports for them: [`cluster_resource!`], the schema helpers in [`crd`], the
+//!   runtime-check plumbing in [`validation`] and [`hash::Fnv`].
 //! - [`labels`]: well-known labels, annotations, taints and the finalizer.
 //! - [`duration`] and [`cron`]: Go durations and budget schedules.
 //! - [`crd`]: the CustomResourceDefinitions; [`validation`]: checks manifests against them.
 //! - [`convert`]: turns `karpenter.sh/v1beta1` NodePools into `v1`.
 
-pub mod aws;
+// The `cluster_resource!` macro names this crate by its name, from inside and outside alike.
+extern crate self as karpenter_api;
+
 pub mod convert;
 pub mod crd;
 pub mod cron;
 pub mod duration;
 pub mod hash;
-pub mod kwok;
 pub mod labels;
 pub mod nodeclaim;
 pub mod nodepool;
 mod resource;
 pub mod validation;
 
-pub use aws::EC2NodeClass;
 pub use duration::{Duration, NillableDuration};
-pub use kwok::KWOKNodeClass;
 pub use nodeclaim::{
     NodeClaim, NodeClaimSpec, NodeClaimStatus, NodeClassReference,
     NodeSelectorRequirementWithMinValues, Operator,
 };
+/// What [`cluster_resource!`] expands to needs; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use k8s_openapi;
+    pub use serde;
+}
+
 pub use nodepool::{
     Budget, ConsolidationPolicy, Disruption, DisruptionReason, NodePool, NodePoolSpec,
 };

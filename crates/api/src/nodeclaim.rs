@@ -195,7 +195,7 @@ pub struct NodeClaim {
     pub status: Option<NodeClaimStatus>,
 }
 
-crate::resource::cluster_resource!(
+crate::cluster_resource!(
     NodeClaim, NodeClaimSpec, NodeClaimStatus,
     group: "karpenter.sh", version: "v1", plural: "nodeclaims"
 );

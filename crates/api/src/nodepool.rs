@@ -224,7 +224,7 @@ pub struct NodePool {
     pub status: Option<NodePoolStatus>,
 }
 
-crate::resource::cluster_resource!(
+crate::cluster_resource!(
     NodePool, NodePoolSpec, NodePoolStatus,
     group: "karpenter.sh", version: "v1", plural: "nodepools"
 );

@@ -1,6 +1,7 @@
 //! `karpenter-rs`: a Kubernetes node autoscaler, drop-in for Karpenter.
 
 mod commands;
+mod registry;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,7 +46,7 @@ enum Command {
         /// The snapshot file (`-` for standard input).
         #[arg(short = 'f', long = "filename")]
         file: PathBuf,
-        /// The instance-type catalog to plan launches from.
+        /// The instance-type catalog to plan launches from (a provider's name: kwok, aws, …).
         #[arg(long, default_value = "kwok")]
         catalog: String,
         /// Report format.
@@ -55,13 +56,14 @@ enum Command {
         #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = <karpenter_core::feature_gates::FeatureGates as std::str::FromStr>::from_str)]
         feature_gates: karpenter_core::feature_gates::FeatureGates,
     },
-    /// Print the CustomResourceDefinitions (NodePool, NodeClaim, KWOKNodeClass) as YAML.
+    /// Print the CustomResourceDefinitions (NodePool, NodeClaim and every provider's
+    /// NodeClasses) as YAML.
     Crds {
         /// Write one file per CRD into this directory instead of printing.
         #[arg(long)]
         output_dir: Option<PathBuf>,
     },
-    /// Check NodePool, NodeClaim and KWOKNodeClass manifests as the API server and karpenter
+    /// Check NodePool, NodeClaim and NodeClass manifests as the API server and karpenter
     /// would: one line per problem, exit 1 if any, 2 if a file cannot be read.
     Validate {
         /// Manifest files (multi-document YAML; `-` for standard input).
@@ -79,10 +81,10 @@ enum Command {
         #[command(flatten)]
         options: Box<karpenter_controller::Options>,
         /// The cloud provider.
-        #[arg(long, env = "CLOUD_PROVIDER", value_enum, default_value_t = commands::controller::Provider::Kwok)]
-        cloud_provider: commands::controller::Provider,
+        #[arg(long, env = "CLOUD_PROVIDER", default_value = "kwok", value_parser = clap::builder::PossibleValuesParser::new(registry::CONTROLLERS))]
+        cloud_provider: String,
         #[command(flatten)]
-        aws: Box<commands::controller::AwsArgs>,
+        settings: Box<registry::ProviderSettings>,
         /// Log filter: `info`, `debug`, or any tracing filter.
         #[arg(long, env = "LOG_LEVEL", default_value = "info")]
         log_level: String,
@@ -143,29 +145,6 @@ enum Bench {
         /// How many resolutions to time.
         #[arg(long, default_value_t = 20)]
         rounds: usize,
-    },
-    /// The controller's memory and time to create NodeClaims for pending pods with nodes in
-    /// state, against the fake API server in a child process.
-    Controller {
-        /// Unschedulable pods.
-        #[arg(long, default_value_t = 10_000)]
-        pending: usize,
-        /// Existing nodes (full), each with its NodeClaim.
-        #[arg(long, default_value_t = 2_000)]
-        nodes: usize,
-        /// Pods running on those nodes.
-        #[arg(long, default_value_t = 20_000)]
-        bound: usize,
-    },
-    /// The child process of `bench controller`.
-    #[command(hide = true)]
-    FakeApiserver {
-        #[arg(long)]
-        pending: usize,
-        #[arg(long)]
-        nodes: usize,
-        #[arg(long)]
-        bound: usize,
     },
 }
 
@@ -234,46 +213,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             println!("{}", commands::bench::aws_instance_types(rounds));
         }
-        Command::Bench {
-            bench:
-                Bench::Controller {
-                    pending,
-                    nodes,
-                    bound,
-                },
-        } => {
-            let workload = commands::bench_controller::Workload {
-                pending,
-                nodes,
-                bound,
-            };
-            for line in commands::bench_controller::run(workload)? {
-                println!("{line}");
-            }
-        }
-        Command::Bench {
-            bench:
-                Bench::FakeApiserver {
-                    pending,
-                    nodes,
-                    bound,
-                },
-        } => {
-            commands::bench_controller::serve_fake(commands::bench_controller::Workload {
-                pending,
-                nodes,
-                bound,
-            })?;
-        }
         Command::Controller {
             options,
             cloud_provider,
-            aws,
+            settings,
             log_level,
             log_format,
         } => {
             commands::controller::init_logging(&log_level, log_format)?;
-            commands::controller::run(*options, cloud_provider, *aws)?;
+            commands::controller::run(*options, &cloud_provider, *settings)?;
         }
         Command::Simulate {
             scenario,
@@ -345,7 +293,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 std::fs::read_to_string(&file)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?
             };
-            let catalog = karpenter_sim::catalog::load(&catalog)?;
+            let catalog = registry::catalog(&catalog)?;
             let plan = karpenter_sim::plan::plan(
                 &file,
                 &text,

@@ -30,7 +30,7 @@ use kube::Client;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use cloudprovider::{CloudProvider, CloudProviderError};
+pub use cloudprovider::{CloudProvider, CloudProviderError, Provider, ProviderLoop};
 pub use options::Options;
 
 /// Why a reconcile did not finish; it is retried on the next pass.
@@ -109,6 +109,15 @@ impl<P: CloudProvider> Context<P> {
     }
 }
 
+impl<P: Provider> Controller<P> {
+    /// Runs every loop and the provider's own controllers ([`Provider::controllers`]) until
+    /// `shutdown` is cancelled.
+    pub async fn run_with_provider_controllers(self, shutdown: CancellationToken) {
+        let provider_loops = P::controllers(&self.ctx, &shutdown);
+        self.run_with(shutdown, provider_loops).await;
+    }
+}
+
 /// The controller, ready to run.
 pub struct Controller<P> {
     ctx: Arc<Context<P>>,
@@ -143,6 +152,10 @@ impl<P: CloudProvider> Controller<P> {
 
     /// Runs every loop until `shutdown` is cancelled, then stops them and releases the lease.
     pub async fn run(self, shutdown: CancellationToken) {
+        self.run_with(shutdown, Vec::new()).await;
+    }
+
+    async fn run_with(self, shutdown: CancellationToken, provider_loops: Vec<ProviderLoop>) {
         let ctx = self.ctx;
         let watches = ctx.cluster.watch(&ctx.client);
         let mut loops = tokio::task::JoinSet::new();
@@ -168,6 +181,9 @@ impl<P: CloudProvider> Controller<P> {
         loops.spawn(garbage::run(ctx.clone(), shutdown.clone()));
         loops.spawn(drift::run(ctx.clone(), shutdown.clone()));
         loops.spawn(disruption::run(ctx.clone(), shutdown.clone()));
+        for provider_loop in provider_loops {
+            loops.spawn(provider_loop);
+        }
         while loops.join_next().await.is_some() {}
         for w in watches {
             w.abort();

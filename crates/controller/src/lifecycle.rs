@@ -216,12 +216,20 @@ async fn launch<P: CloudProvider>(
                 }
                 Err(e) => {
                     let mut status = claim.status.clone().unwrap_or_default();
-                    let message: String = e.to_string().chars().take(300).collect();
+                    // A provider that names the failure (upstream's CreateError) gets its
+                    // reason and message on the condition as it gave them.
+                    let (reason, message) = match &e {
+                        CloudProviderError::Create { reason, cause } => {
+                            (reason.as_str(), cause.message().to_string())
+                        }
+                        other => ("LaunchFailed", other.to_string()),
+                    };
+                    let message: String = message.chars().take(300).collect();
                     if conditions::set(
                         &mut status.conditions,
                         LAUNCHED,
                         "Unknown",
-                        "LaunchFailed",
+                        reason,
                         &message,
                         now,
                     ) {

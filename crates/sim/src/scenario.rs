@@ -345,7 +345,7 @@ pub fn parse_object(
             format!("{prefix}.{field}")
         }
     };
-    if let Some(report) = validate_object(&value)
+    if let Some(report) = validate_object(&karpenter_api::crd::CORE, &value)
         && let Some(problem) = report
             .problems
             .iter()

@@ -182,7 +182,7 @@ mod tests {
     fn draws_three_panels_with_every_sample() {
         let report = crate::engine::Simulation::new(
             &crate::scenario::built_in(),
-            crate::catalog::load("kwok").unwrap(),
+            karpenter_kwok::catalog::catalog(),
         )
         .run(&mut |_| {});
         let svg = report.to_svg();

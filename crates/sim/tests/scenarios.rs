@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use karpenter_sim::catalog;
 use karpenter_sim::engine::Simulation;
 use karpenter_sim::report::Report;
 use karpenter_sim::scenario::{self, ScenarioError};
@@ -15,7 +14,10 @@ fn example(name: &str) -> PathBuf {
 }
 
 fn run(s: &scenario::Scenario) -> Report {
-    let catalog = catalog::load(s.spec.catalog.as_deref().unwrap_or("kwok")).unwrap();
+    let catalog = match s.spec.catalog.as_deref().unwrap_or("kwok") {
+        "kwok" => karpenter_kwok::catalog::catalog(),
+        other => panic!("the scenario tests run on the kwok catalog, not {other:?}"),
+    };
     Simulation::new(s, catalog).run(&mut |_| {})
 }
 
@@ -231,7 +233,7 @@ fn plan_from_a_snapshot() {
     let plan = karpenter_sim::plan::plan(
         &path,
         &text,
-        &catalog::load("kwok").unwrap(),
+        &karpenter_kwok::catalog::catalog(),
         NOW,
         Default::default(),
     )
@@ -273,7 +275,7 @@ fn plan_from_a_snapshot() {
 #[test]
 fn cluster_autoscaler_comparison() {
     let s = scenario::load(&example("diurnal-wave.yaml")).unwrap();
-    let catalog = catalog::load("kwok").unwrap();
+    let catalog = karpenter_kwok::catalog::catalog();
     let ca = Simulation::cluster_autoscaler(&s, catalog.clone()).run(&mut |_| {});
     assert!(ca.failures.is_empty(), "{:?}", ca.failures);
     assert!(ca.scenario.ends_with("(cluster-autoscaler)"));
@@ -357,7 +359,7 @@ fn plan_reports_disruption_and_why_nodes_stay() {
     let plan = karpenter_sim::plan::plan(
         &path,
         &text,
-        &catalog::load("kwok").unwrap(),
+        &karpenter_kwok::catalog::catalog(),
         NOW,
         Default::default(),
     )
@@ -398,7 +400,7 @@ fn plan_reports_disruption_and_why_nodes_stay() {
     let plan = karpenter_sim::plan::plan(
         &path,
         &without_empty,
-        &catalog::load("kwok").unwrap(),
+        &karpenter_kwok::catalog::catalog(),
         NOW,
         Default::default(),
     )

@@ -38,7 +38,7 @@ use serde_json::Value;
 
 pub use faults::Fault;
 pub use request::{ApiRequest, Verb};
-pub use resources::ResourceType;
+pub use resources::{InvalidCrd, ResourceType, install_crd};
 pub use store::ApiError;
 use store::Store;
 
@@ -88,6 +88,15 @@ impl FakeApiServer {
     /// An empty server keeping the last 10,000 watch events.
     pub fn new() -> Self {
         Self::with_history(10_000)
+    }
+
+    /// Teaches the server the custom resources of these CRDs (a provider's NodeClasses), as
+    /// applying them teaches a real API server. See [`install_crd`].
+    pub fn install_crds(
+        &self,
+        definitions: impl IntoIterator<Item = serde_json::Value>,
+    ) -> Result<(), InvalidCrd> {
+        definitions.into_iter().try_for_each(|d| install_crd(&d))
     }
 
     /// An empty server keeping the last `events` watch events.

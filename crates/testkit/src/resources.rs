@@ -1,6 +1,12 @@
 //! What the fake server knows of each resource type: its kind and whether writes to the main
-//! endpoint leave `status` alone (a status subresource). Types it does not know are served too,
-//! as kind `Unknown` without a status subresource.
+//! endpoint leave `status` alone (a status subresource). Kubernetes' own types and
+//! karpenter's are built in; a provider's NodeClass is learnt from its CRD
+//! ([`install_crd`], as `kubectl apply -f crd.yaml` teaches a real API server). Types it does
+//! not know are served too, as kind `Unknown` without a status subresource.
+
+use std::sync::{PoisonError, RwLock};
+
+use serde_json::Value;
 
 /// A resource type the server was asked about.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -45,14 +51,46 @@ const KNOWN: &[(&str, &str, &str, bool)] = &[
     ),
     ("karpenter.sh", "nodepools", "NodePool", true),
     ("karpenter.sh", "nodeclaims", "NodeClaim", true),
-    (
-        "karpenter.kwok.sh",
-        "kwoknodeclasses",
-        "KWOKNodeClass",
-        true,
-    ),
-    ("karpenter.k8s.aws", "ec2nodeclasses", "EC2NodeClass", true),
 ];
+
+type Known = (&'static str, &'static str, &'static str, bool);
+
+/// Types learnt from CRDs. Process-wide: a kind means the same in every server of a test
+/// binary, and the few CRDs a test installs are kept for its life.
+static INSTALLED: RwLock<Vec<Known>> = RwLock::new(Vec::new());
+
+/// Why a CRD could not be installed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidCrd(pub String);
+
+/// Teaches the server a custom resource type from its CustomResourceDefinition: group,
+/// plural, kind, and whether it has a status subresource.
+pub fn install_crd(definition: &Value) -> Result<(), InvalidCrd> {
+    let field = |pointer: &str| {
+        definition
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .ok_or_else(|| InvalidCrd(format!("the CRD has no {pointer}")))
+    };
+    let group = field("/spec/group")?;
+    let plural = field("/spec/names/plural")?;
+    let kind = field("/spec/names/kind")?;
+    let status = definition
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .is_some_and(|vs| {
+            vs.iter()
+                .any(|v| v.pointer("/subresources/status").is_some())
+        });
+    let mut installed = INSTALLED.write().unwrap_or_else(PoisonError::into_inner);
+    if let Some(known) = installed.iter_mut().find(|k| k.0 == group && k.1 == plural) {
+        known.3 = status;
+        return Ok(());
+    }
+    let leak = |s: &str| -> &'static str { Box::leak(s.to_string().into_boxed_str()) };
+    installed.push((leak(group), leak(plural), leak(kind), status));
+    Ok(())
+}
 
 impl ResourceType {
     /// `apiVersion` of objects of this type.
@@ -64,10 +102,16 @@ impl ResourceType {
         }
     }
 
-    fn known(&self) -> Option<&'static (&'static str, &'static str, &'static str, bool)> {
-        KNOWN
-            .iter()
-            .find(|(g, p, _, _)| *g == self.group && *p == self.plural)
+    fn known(&self) -> Option<Known> {
+        let matches = |(g, p, _, _): &&Known| *g == self.group && *p == self.plural;
+        KNOWN.iter().find(matches).copied().or_else(|| {
+            INSTALLED
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .find(matches)
+                .copied()
+        })
     }
 
     /// The object kind (`Pod`, `NodeClaim`, …).

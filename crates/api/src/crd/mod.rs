@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-mod ec2nodeclass;
+use crate::validation::Problem;
 
 /// `"720h"`, `"1h30m"` or `"Never"`.
 pub const DURATION_OR_NEVER_PATTERN: &str = r"^(([0-9]+(s|m|h))+|Never)$";
@@ -24,177 +24,255 @@ pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([
 pub const QUALIFIED_NAME_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$";
 /// A label value.
 pub const LABEL_VALUE_PATTERN: &str = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$";
-const CONDITION_TYPE_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$";
-pub(crate) const CONDITION_REASON_PATTERN: &str = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$";
-const OPTIONAL_CONDITION_REASON_PATTERN: &str = r"^([A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?|)$";
+/// A condition type.
+pub const CONDITION_TYPE_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$";
+/// A condition reason (required).
+pub const CONDITION_REASON_PATTERN: &str = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$";
+/// A condition reason that may be empty.
+pub const OPTIONAL_CONDITION_REASON_PATTERN: &str = r"^([A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?|)$";
 
-/// A CustomResourceDefinition this project ships.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Crd {
-    /// `nodepools.karpenter.sh`
-    NodePool,
-    /// `nodeclaims.karpenter.sh`
-    NodeClaim,
-    /// `kwoknodeclasses.karpenter.kwok.sh`
-    KwokNodeClass,
-    /// `ec2nodeclasses.karpenter.k8s.aws`
-    EC2NodeClass,
+/// An API group and kind, as a NodeClass reference names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupKind {
+    /// The API group (`karpenter.k8s.aws`).
+    pub group: &'static str,
+    /// The kind (`EC2NodeClass`).
+    pub kind: &'static str,
+}
+
+impl GroupKind {
+    /// A group and kind.
+    pub const fn new(group: &'static str, kind: &'static str) -> Self {
+        Self { group, kind }
+    }
+}
+
+/// The checks karpenter runs on an object the API server accepted, appending what fails
+/// (see [`crate::validation::typed`] to run them on the typed object).
+pub type RuntimeChecks = fn(&Value, &mut Vec<Problem>);
+
+/// A CustomResourceDefinition this project ships: the NodePool and NodeClaim here, and each
+/// provider's NodeClasses from its crate. Built in `const` context, so a provider declares its
+/// CRDs as constants and the binary's registry lists them.
+#[derive(Clone, Copy, Debug)]
+pub struct Crd {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short_names: &'static [&'static str],
+    schema: fn() -> Value,
+    printer_columns: Option<fn() -> Value>,
+    scale: Option<(&'static str, &'static str)>,
+    runtime_checks: Option<RuntimeChecks>,
+}
+
+impl PartialEq for Crd {
+    fn eq(&self, other: &Self) -> bool {
+        (self.group, self.version, self.kind) == (other.group, other.version, other.kind)
+    }
+}
+
+impl Eq for Crd {}
+
+/// `nodepools.karpenter.sh`
+pub const NODE_POOL: Crd = Crd::new(crate::labels::GROUP, "v1", "NodePool", "nodepools", node_pool_schema)
+    .with_printer_columns(node_pool_columns)
+    .with_scale(".spec.replicas", ".status.nodes")
+    .with_runtime_checks(node_pool_checks);
+
+/// `nodeclaims.karpenter.sh`
+pub const NODE_CLAIM: Crd = Crd::new(crate::labels::GROUP, "v1", "NodeClaim", "nodeclaims", node_claim_schema)
+    .with_printer_columns(node_claim_columns)
+    .with_runtime_checks(node_claim_checks);
+
+/// karpenter's own CRDs, before any provider's.
+pub const CORE: [Crd; 2] = [NODE_POOL, NODE_CLAIM];
+
+/// The CRD in `crds` for an `apiVersion` and `kind`, if there is one.
+pub fn find<'a>(crds: &'a [Crd], api_version: &str, kind: &str) -> Option<&'a Crd> {
+    crds.iter()
+        .find(|crd| crd.kind == kind && crd.api_version() == api_version)
 }
 
 impl Crd {
-    /// Every CRD, in the order they are printed.
-    pub const ALL: [Crd; 4] = [
-        Crd::NodePool,
-        Crd::NodeClaim,
-        Crd::KwokNodeClass,
-        Crd::EC2NodeClass,
-    ];
+    /// A cluster-scoped CRD with a status subresource, served and stored at `version`.
+    pub const fn new(
+        group: &'static str,
+        version: &'static str,
+        kind: &'static str,
+        plural: &'static str,
+        schema: fn() -> Value,
+    ) -> Self {
+        Self {
+            group,
+            version,
+            kind,
+            plural,
+            short_names: &[],
+            schema,
+            printer_columns: None,
+            scale: None,
+            runtime_checks: None,
+        }
+    }
 
-    /// The CRD for an `apiVersion` and `kind`, if it is one of ours.
-    pub fn for_kind(api_version: &str, kind: &str) -> Option<Crd> {
-        Self::ALL
-            .into_iter()
-            .find(|crd| crd.api_version() == api_version && crd.kind() == kind)
+    /// With `kubectl` short names.
+    pub const fn with_short_names(mut self, names: &'static [&'static str]) -> Self {
+        self.short_names = names;
+        self
+    }
+
+    /// With `additionalPrinterColumns` (the columns `kubectl get` prints).
+    pub const fn with_printer_columns(mut self, columns: fn() -> Value) -> Self {
+        self.printer_columns = Some(columns);
+        self
+    }
+
+    /// With a scale subresource reading these paths.
+    pub const fn with_scale(mut self, spec_replicas: &'static str, status_replicas: &'static str) -> Self {
+        self.scale = Some((spec_replicas, status_replicas));
+        self
+    }
+
+    /// With karpenter's runtime checks, run after the schema and CEL rules pass.
+    pub const fn with_runtime_checks(mut self, checks: RuntimeChecks) -> Self {
+        self.runtime_checks = Some(checks);
+        self
     }
 
     /// The kind.
-    pub fn kind(self) -> &'static str {
-        match self {
-            Crd::NodePool => "NodePool",
-            Crd::NodeClaim => "NodeClaim",
-            Crd::KwokNodeClass => "KWOKNodeClass",
-            Crd::EC2NodeClass => "EC2NodeClass",
-        }
+    pub fn kind(&self) -> &'static str {
+        self.kind
     }
 
     /// The API group.
-    pub fn group(self) -> &'static str {
-        match self {
-            Crd::NodePool | Crd::NodeClaim => crate::labels::GROUP,
-            Crd::KwokNodeClass => crate::kwok::GROUP,
-            Crd::EC2NodeClass => crate::aws::GROUP,
-        }
+    pub fn group(&self) -> &'static str {
+        self.group
+    }
+
+    /// The group and kind.
+    pub fn group_kind(&self) -> GroupKind {
+        GroupKind::new(self.group, self.kind)
     }
 
     /// The served version.
-    pub fn version(self) -> &'static str {
-        match self {
-            Crd::NodePool | Crd::NodeClaim | Crd::EC2NodeClass => "v1",
-            Crd::KwokNodeClass => "v1alpha1",
-        }
+    pub fn version(&self) -> &'static str {
+        self.version
     }
 
     /// `group/version`.
-    pub fn api_version(self) -> String {
-        format!("{}/{}", self.group(), self.version())
+    pub fn api_version(&self) -> String {
+        format!("{}/{}", self.group, self.version)
     }
 
     /// The plural resource name.
-    pub fn plural(self) -> &'static str {
-        match self {
-            Crd::NodePool => "nodepools",
-            Crd::NodeClaim => "nodeclaims",
-            Crd::KwokNodeClass => "kwoknodeclasses",
-            Crd::EC2NodeClass => "ec2nodeclasses",
-        }
+    pub fn plural(&self) -> &'static str {
+        self.plural
     }
 
     /// The file name upstream gives this CRD (`karpenter.sh_nodepools.yaml`).
-    pub fn file_name(self) -> String {
-        format!("{}_{}.yaml", self.group(), self.plural())
+    pub fn file_name(&self) -> String {
+        format!("{}_{}.yaml", self.group, self.plural)
     }
 
     /// The `openAPIV3Schema` of the served version.
-    pub fn schema(self) -> Value {
-        match self {
-            Crd::NodePool => node_pool_schema(),
-            Crd::NodeClaim => node_claim_schema(),
-            Crd::KwokNodeClass => kwok_node_class_schema(),
-            Crd::EC2NodeClass => ec2nodeclass::schema(),
+    pub fn schema(&self) -> Value {
+        (self.schema)()
+    }
+
+    /// Runs karpenter's runtime checks on an object the schema accepted.
+    pub fn runtime_checks(&self, object: &Value, problems: &mut Vec<Problem>) {
+        if let Some(checks) = self.runtime_checks {
+            checks(object, problems);
         }
     }
 
     /// The whole CustomResourceDefinition object.
-    pub fn definition(self) -> Value {
-        let kind = self.kind();
+    pub fn definition(&self) -> Value {
+        let kind = self.kind;
         let singular = kind.to_lowercase();
         let mut names = json!({
             "categories": ["karpenter"],
             "kind": kind,
             "listKind": format!("{kind}List"),
-            "plural": self.plural(),
+            "plural": self.plural,
             "singular": singular,
         });
-        match self {
-            Crd::KwokNodeClass => names["shortNames"] = json!(["kwoknc", "kwokncs"]),
-            Crd::EC2NodeClass => names["shortNames"] = json!(["ec2nc", "ec2ncs"]),
-            Crd::NodePool | Crd::NodeClaim => {}
+        if !self.short_names.is_empty() {
+            names["shortNames"] = json!(self.short_names);
         }
         let mut version = json!({
-            "name": self.version(),
+            "name": self.version,
             "served": true,
             "storage": true,
         });
-        if let Some(columns) = self.printer_columns() {
-            version["additionalPrinterColumns"] = columns;
+        if let Some(columns) = self.printer_columns {
+            version["additionalPrinterColumns"] = columns();
         }
         version["schema"] = json!({ "openAPIV3Schema": self.schema() });
-        version["subresources"] = match self {
-            Crd::NodePool => json!({
-                "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.nodes"},
+        version["subresources"] = match self.scale {
+            Some((spec, status)) => json!({
+                "scale": {"specReplicasPath": spec, "statusReplicasPath": status},
                 "status": {},
             }),
-            _ => json!({ "status": {} }),
+            None => json!({ "status": {} }),
         };
         json!({
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
-            "metadata": { "name": format!("{}.{}", self.plural(), self.group()) },
+            "metadata": { "name": format!("{}.{}", self.plural, self.group) },
             "spec": {
-                "group": self.group(),
+                "group": self.group,
                 "names": names,
                 "scope": "Cluster",
                 "versions": [version],
             },
         })
     }
-
-    fn printer_columns(self) -> Option<Value> {
-        let ready = r#".status.conditions[?(@.type=="Ready")].status"#;
-        match self {
-            Crd::NodePool => Some(json!([
-                {"jsonPath": ".spec.template.spec.nodeClassRef.name", "name": "NodeClass", "type": "string"},
-                {"jsonPath": ".status.nodes", "name": "Nodes", "type": "string"},
-                {"jsonPath": ready, "name": "Ready", "type": "string"},
-                {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
-                {"jsonPath": ".spec.weight", "name": "Weight", "priority": 1, "type": "integer"},
-                {"jsonPath": ".status.resources.cpu", "name": "CPU", "priority": 1, "type": "string"},
-                {"jsonPath": ".status.resources.memory", "name": "Memory", "priority": 1, "type": "string"},
-            ])),
-            Crd::NodeClaim => Some(json!([
-                {"jsonPath": r".metadata.labels.node\.kubernetes\.io/instance-type", "name": "Type", "type": "string"},
-                {"jsonPath": r".metadata.labels.karpenter\.sh/capacity-type", "name": "Capacity", "type": "string"},
-                {"jsonPath": r".metadata.labels.topology\.kubernetes\.io/zone", "name": "Zone", "type": "string"},
-                {"jsonPath": ".status.nodeName", "name": "Node", "type": "string"},
-                {"jsonPath": ready, "name": "Ready", "type": "string"},
-                {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
-                {"jsonPath": ".status.imageID", "name": "ImageID", "priority": 1, "type": "string"},
-                {"jsonPath": ".status.providerID", "name": "ID", "priority": 1, "type": "string"},
-                {"jsonPath": r".metadata.labels.karpenter\.sh/nodepool", "name": "NodePool", "priority": 1, "type": "string"},
-                {"jsonPath": ".spec.nodeClassRef.name", "name": "NodeClass", "priority": 1, "type": "string"},
-                {"jsonPath": r#".status.conditions[?(@.type=="Drifted")].status"#, "name": "Drifted", "priority": 1, "type": "string"},
-            ])),
-            Crd::EC2NodeClass => Some(json!([
-                {"jsonPath": ready, "name": "Ready", "type": "string"},
-                {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
-                {"jsonPath": ".spec.role", "name": "Role", "priority": 1, "type": "string"},
-            ])),
-            Crd::KwokNodeClass => None,
-        }
-    }
 }
 
-pub(crate) fn object_root(
+/// The `Ready` printer column every NodeClass and NodePool shows.
+pub const READY_COLUMN_PATH: &str = r#".status.conditions[?(@.type=="Ready")].status"#;
+
+fn node_pool_columns() -> Value {
+    json!([
+        {"jsonPath": ".spec.template.spec.nodeClassRef.name", "name": "NodeClass", "type": "string"},
+        {"jsonPath": ".status.nodes", "name": "Nodes", "type": "string"},
+        {"jsonPath": READY_COLUMN_PATH, "name": "Ready", "type": "string"},
+        {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
+        {"jsonPath": ".spec.weight", "name": "Weight", "priority": 1, "type": "integer"},
+        {"jsonPath": ".status.resources.cpu", "name": "CPU", "priority": 1, "type": "string"},
+        {"jsonPath": ".status.resources.memory", "name": "Memory", "priority": 1, "type": "string"},
+    ])
+}
+
+fn node_claim_columns() -> Value {
+    json!([
+        {"jsonPath": r".metadata.labels.node\.kubernetes\.io/instance-type", "name": "Type", "type": "string"},
+        {"jsonPath": r".metadata.labels.karpenter\.sh/capacity-type", "name": "Capacity", "type": "string"},
+        {"jsonPath": r".metadata.labels.topology\.kubernetes\.io/zone", "name": "Zone", "type": "string"},
+        {"jsonPath": ".status.nodeName", "name": "Node", "type": "string"},
+        {"jsonPath": READY_COLUMN_PATH, "name": "Ready", "type": "string"},
+        {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
+        {"jsonPath": ".status.imageID", "name": "ImageID", "priority": 1, "type": "string"},
+        {"jsonPath": ".status.providerID", "name": "ID", "priority": 1, "type": "string"},
+        {"jsonPath": r".metadata.labels.karpenter\.sh/nodepool", "name": "NodePool", "priority": 1, "type": "string"},
+        {"jsonPath": ".spec.nodeClassRef.name", "name": "NodeClass", "priority": 1, "type": "string"},
+        {"jsonPath": r#".status.conditions[?(@.type=="Drifted")].status"#, "name": "Drifted", "priority": 1, "type": "string"},
+    ])
+}
+
+fn node_pool_checks(object: &Value, problems: &mut Vec<Problem>) {
+    crate::validation::typed(object, problems, crate::validation::runtime::validate_node_pool);
+}
+
+fn node_claim_checks(object: &Value, problems: &mut Vec<Problem>) {
+    crate::validation::typed(object, problems, crate::validation::runtime::validate_node_claim);
+}
+
+/// The root of a CRD schema: `apiVersion`, `kind`, `metadata`, `spec` and `status`.
+pub fn object_root(
     description: &str,
     spec: Value,
     status: Value,
@@ -217,7 +295,8 @@ pub(crate) fn object_root(
     root
 }
 
-fn resource_list(description: &str) -> Value {
+/// A `ResourceList` (quantities by resource name).
+pub fn resource_list(description: &str) -> Value {
     json!({
         "additionalProperties": {
             "anyOf": [{"type": "integer"}, {"type": "string"}],
@@ -229,7 +308,8 @@ fn resource_list(description: &str) -> Value {
     })
 }
 
-fn taints(description: &str) -> Value {
+/// A list of taints.
+pub fn taints(description: &str) -> Value {
     json!({
         "description": description,
         "items": {
@@ -387,7 +467,8 @@ fn termination_grace_period() -> Value {
     })
 }
 
-pub(crate) fn conditions(reason_pattern: &str, reason_and_message_required: bool) -> Value {
+/// The `status.conditions` list of a CRD.
+pub fn conditions(reason_pattern: &str, reason_and_message_required: bool) -> Value {
     let mut reason = json!({
         "description": "A CamelCase identifier of why the condition last changed.",
         "maxLength": 1024,
@@ -613,47 +694,6 @@ fn node_claim_schema() -> Value {
     )
 }
 
-fn kwok_node_class_schema() -> Value {
-    let spec = json!({
-        "description": "How KWOK nodes behave.",
-        "properties": {
-            "nodeRegistrationDelay": {
-                "description": "How long a launched node takes to register, to mimic a cloud.",
-                "pattern": DURATION_PATTERN,
-                "type": "string",
-            },
-        },
-        "type": "object",
-    });
-    let mut status_conditions = conditions(CONDITION_REASON_PATTERN, true);
-    status_conditions
-        .as_object_mut()
-        .expect("conditions schema is an object")
-        .remove("x-kubernetes-list-map-keys");
-    status_conditions
-        .as_object_mut()
-        .expect("conditions schema is an object")
-        .remove("x-kubernetes-list-type");
-    let status = json!({
-        "default": {"conditions": [{
-            "lastTransitionTime": "2024-01-01T01:01:01Z",
-            "message": "",
-            "reason": "Ready",
-            "status": "True",
-            "type": "Ready",
-        }]},
-        "description": "The observed state of the KWOKNodeClass; always Ready.",
-        "properties": {"conditions": status_conditions},
-        "type": "object",
-    });
-    object_root(
-        "KWOKNodeClass is the NodeClass of the KWOK provider, which makes fake nodes.",
-        spec,
-        status,
-        false,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -672,7 +712,7 @@ mod tests {
                 _ => {}
             }
         }
-        for crd in Crd::ALL {
+        for crd in CORE {
             let mut patterns = Vec::new();
             walk(&crd.schema(), &mut patterns);
             assert!(!patterns.is_empty());
@@ -684,7 +724,7 @@ mod tests {
 
     #[test]
     fn crds_name_their_resources() {
-        let np = Crd::NodePool.definition();
+        let np = NODE_POOL.definition();
         assert_eq!(np["metadata"]["name"], "nodepools.karpenter.sh");
         assert_eq!(np["spec"]["scope"], "Cluster");
         let v1 = &np["spec"]["versions"][0];
@@ -711,10 +751,10 @@ mod tests {
             ]
         );
         assert_eq!(
-            Crd::for_kind("karpenter.kwok.sh/v1alpha1", "KWOKNodeClass"),
-            Some(Crd::KwokNodeClass)
+            find(&CORE, "karpenter.sh/v1", "NodeClaim"),
+            Some(&NODE_CLAIM)
         );
-        assert_eq!(Crd::for_kind("karpenter.sh/v1beta1", "NodePool"), None);
-        assert_eq!(Crd::NodeClaim.file_name(), "karpenter.sh_nodeclaims.yaml");
+        assert_eq!(find(&CORE, "karpenter.sh/v1beta1", "NodePool"), None);
+        assert_eq!(NODE_CLAIM.file_name(), "karpenter.sh_nodeclaims.yaml");
     }
 }

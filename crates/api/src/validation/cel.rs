@@ -1,7 +1,8 @@
 //! Evaluates the CRDs' `x-kubernetes-validations` CEL rules client-side, as the API server
 //! does on create (rules that compare with `oldSelf` only apply to updates and are skipped).
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
 use kube_cel::{CompiledSchema, ErrorKind, Validator, compile_schema};
 use serde_json::Value;
@@ -9,23 +10,21 @@ use serde_json::Value;
 use super::{Problem, ProblemKind};
 use crate::crd::Crd;
 
-fn compiled(crd: Crd) -> &'static CompiledSchema {
-    static SCHEMAS: OnceLock<Vec<CompiledSchema>> = OnceLock::new();
-    let schemas = SCHEMAS.get_or_init(|| {
-        Crd::ALL
-            .iter()
-            .map(|c| compile_schema(&c.schema()))
-            .collect()
-    });
-    let index = Crd::ALL
-        .iter()
-        .position(|c| *c == crd)
-        .expect("every CRD is in Crd::ALL");
-    &schemas[index]
+fn compiled(crd: &Crd) -> &'static CompiledSchema {
+    // Compiled once per CRD for the life of the process: `validate` runs over many objects.
+    type Cache = Mutex<HashMap<(&'static str, &'static str, &'static str), &'static CompiledSchema>>;
+    static SCHEMAS: OnceLock<Cache> = OnceLock::new();
+    let mut schemas = SCHEMAS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    schemas
+        .entry((crd.group(), crd.version(), crd.kind()))
+        .or_insert_with(|| Box::leak(Box::new(compile_schema(&crd.schema()))))
 }
 
 /// Appends a problem for every CEL rule the object breaks.
-pub fn check(crd: Crd, object: &Value, problems: &mut Vec<Problem>) {
+pub fn check(crd: &Crd, object: &Value, problems: &mut Vec<Problem>) {
     let Err(errors) = Validator::new().validate_compiled(compiled(crd), object, None) else {
         return;
     };

@@ -6,13 +6,12 @@
 mod cel;
 pub mod runtime;
 pub mod structural;
+pub mod table;
 
 use serde_json::Value;
 
-use crate::crd::Crd;
+use crate::crd::{Crd, find};
 use crate::labels::{GROUP, check_dns_subdomain};
-use crate::nodeclaim::NodeClaim;
-use crate::nodepool::NodePool;
 
 /// How serious a problem is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -57,9 +56,10 @@ pub struct Report {
     pub problems: Vec<Problem>,
 }
 
-/// Validates one manifest. Returns `None` for objects that are not karpenter's (a Deployment
-/// in the same file, say), which are left to their own API.
-pub fn validate_object(object: &Value) -> Option<Report> {
+/// Validates one manifest against the CRDs in `crds` (karpenter's and the providers'). Returns
+/// `None` for objects of other kinds (a Deployment in the same file, say), which are left to
+/// their own API; a `karpenter.sh` object of a kind or version not served is a problem.
+pub fn validate_object(crds: &[Crd], object: &Value) -> Option<Report> {
     let api_version = object
         .get("apiVersion")
         .and_then(Value::as_str)
@@ -78,7 +78,7 @@ pub fn validate_object(object: &Value) -> Option<Report> {
         name,
         problems: Vec::new(),
     };
-    let Some(crd) = Crd::for_kind(api_version, kind) else {
+    let Some(crd) = find(crds, api_version, kind) else {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         if group != GROUP {
             return None;
@@ -107,7 +107,7 @@ pub fn validate_object(object: &Value) -> Option<Report> {
         cel::check(crd, object, &mut report.problems);
     }
     if report.problems.is_empty() {
-        runtime_checks(crd, object, &mut report.problems);
+        crd.runtime_checks(object, &mut report.problems);
     }
     Some(report)
 }
@@ -132,23 +132,19 @@ fn check_metadata(object: &Value, problems: &mut Vec<Problem>) {
     }
 }
 
-fn runtime_checks(crd: Crd, object: &Value, problems: &mut Vec<Problem>) {
-    let typed = match crd {
-        Crd::NodePool => serde_json::from_value::<NodePool>(object.clone())
-            .map(|np| runtime::validate_node_pool(&np, problems)),
-        Crd::NodeClaim => serde_json::from_value::<NodeClaim>(object.clone())
-            .map(|nc| runtime::validate_node_claim(&nc, problems)),
-        Crd::EC2NodeClass => {
-            serde_json::from_value::<crate::aws::EC2NodeClass>(object.clone()).map(|_| ())
-        }
-        Crd::KwokNodeClass => Ok(()),
-    };
-    if let Err(e) = typed {
-        // The schema admitted something the types cannot hold: a bug in one of them.
-        problems.push(Problem {
+/// Runs `check` on `object` as a `T`. The schema already admitted the object, so a failure to
+/// read it as a `T` is a bug in one of them, reported as such.
+pub fn typed<T: serde::de::DeserializeOwned>(
+    object: &Value,
+    problems: &mut Vec<Problem>,
+    check: fn(&T, &mut Vec<Problem>),
+) {
+    match serde_json::from_value::<T>(object.clone()) {
+        Ok(typed) => check(&typed, problems),
+        Err(e) => problems.push(Problem {
             path: String::new(),
             message: format!("internal error: schema and types disagree: {e}"),
             kind: ProblemKind::Rejected,
-        });
+        }),
     }
 }

@@ -16,7 +16,8 @@ pub struct Converted {
     pub notes: Vec<String>,
 }
 
-/// Converts every v1beta1 NodePool and NodeClaim in `files`; other objects pass through.
+/// Converts every v1beta1 NodePool and NodeClaim in `files`, and provider NodeClasses of an
+/// older version a provider registered a conversion for; other objects pass through.
 pub fn run(files: &[PathBuf], node_class: Option<&str>) -> anyhow::Result<Converted> {
     let node_class = node_class
         .map(|s| {
@@ -25,13 +26,19 @@ pub fn run(files: &[PathBuf], node_class: Option<&str>) -> anyhow::Result<Conver
             })
         })
         .transpose()?;
+    let crds = crate::registry::crds();
+    let providers = crate::registry::node_classes();
     let mut objects = Vec::new();
     let mut notes = Vec::new();
     for path in files {
         for document in read_documents(path)? {
             let object = &document.object;
+            let node_class_conversion = crate::registry::PROVIDERS
+                .iter()
+                .flat_map(|p| p.conversions)
+                .find(|c| object["apiVersion"] == c.from_api_version && object["kind"] == c.kind);
             let is_v1beta1 = object["apiVersion"] == "karpenter.sh/v1beta1";
-            if !is_v1beta1 {
+            if !is_v1beta1 && node_class_conversion.is_none() {
                 objects.push(document.object);
                 continue;
             }
@@ -41,9 +48,13 @@ pub fn run(files: &[PathBuf], node_class: Option<&str>) -> anyhow::Result<Conver
                 object["kind"].as_str().unwrap_or("?"),
                 object["metadata"]["name"].as_str().unwrap_or("<unnamed>")
             );
-            let conversion = convert_v1beta1(object, node_class).with_context(|| label.clone())?;
+            let conversion = match node_class_conversion {
+                Some(c) => (c.convert)(object),
+                None => convert_v1beta1(object, node_class, &providers),
+            }
+            .with_context(|| label.clone())?;
             notes.extend(conversion.changes.iter().map(|c| format!("{label}: {c}")));
-            if let Some(report) = validate_object(&conversion.object) {
+            if let Some(report) = validate_object(&crds, &conversion.object) {
                 notes.extend(
                     report
                         .problems

@@ -1,7 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
-pub mod bench_controller;
+
 pub mod controller;
 pub mod convert;
 pub mod crds;

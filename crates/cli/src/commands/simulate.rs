@@ -8,6 +8,8 @@ use karpenter_sim::engine::Simulation;
 use karpenter_sim::report::Report;
 use karpenter_sim::{catalog, scenario};
 
+use crate::registry;
+
 /// Report formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Output {
@@ -38,7 +40,7 @@ fn load(
     let name = catalog_name
         .or(scenario.spec.catalog.as_deref())
         .unwrap_or("kwok");
-    let catalog = catalog::load(name).context("choosing the catalog")?;
+    let catalog = registry::catalog(name).context("choosing the catalog")?;
     Ok((scenario, catalog))
 }
 

@@ -1,5 +1,5 @@
-//! `karpenter-rs validate`: checks NodePool, NodeClaim and KWOKNodeClass manifests against the
-//! same rules as the CRDs and karpenter's runtime validation.
+//! `karpenter-rs validate`: checks NodePool, NodeClaim and every registered provider's
+//! NodeClass manifests against the same rules as the CRDs and karpenter's runtime validation.
 
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -50,6 +50,7 @@ impl Outcome {
 
 /// Validates every object in `files`.
 pub fn run(files: &[PathBuf]) -> Outcome {
+    let crds = crate::registry::crds();
     let mut outcome = Outcome::default();
     for path in files {
         let documents = match read_documents(path) {
@@ -60,7 +61,7 @@ pub fn run(files: &[PathBuf]) -> Outcome {
             }
         };
         for document in documents {
-            let Some(mut report) = validate_object(&document.object) else {
+            let Some(mut report) = validate_object(&crds, &document.object) else {
                 outcome.skipped += 1;
                 continue;
             };

@@ -95,6 +95,7 @@ impl FakeInstanceType {
                 capacity_type: ct.to_string(),
                 price: *price,
                 available: true,
+                reservation: None,
             })
             .collect();
         self
@@ -127,6 +128,7 @@ impl FakeInstanceType {
                 capacity_type: ct.into(),
                 price,
                 available: true,
+                reservation: None,
             })
             .collect()
         } else {

@@ -2,7 +2,7 @@
 //! capacity type, with a price and availability) and the resources a node of each type offers.
 
 pub mod fake;
-pub mod kwok;
+
 
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
 
@@ -20,6 +20,18 @@ pub struct Offering {
     pub price: f64,
     /// Whether it can be launched now (capacity errors mark offerings unavailable for a while).
     pub available: bool,
+    /// The capacity reservation a `reserved` offering launches into; `None` for the others.
+    pub reservation: Option<Reservation>,
+}
+
+/// A capacity reservation behind a `reserved` offering, as upstream's offering carries it
+/// (`karpenter.sh/reservation-id`-style requirement and `ReservationCapacity`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    /// The provider's reservation id (`cr-…` on AWS).
+    pub id: String,
+    /// How many more instances the reservation can launch.
+    pub capacity: u32,
 }
 
 impl Offering {

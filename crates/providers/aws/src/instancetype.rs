@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use karpenter_api::Operator;
-use karpenter_api::aws::{AmiFamily, BlockDeviceMapping, EC2NodeClassSpec};
+use crate::ec2nodeclass::{AmiFamily, BlockDeviceMapping, EC2NodeClassSpec};
 use karpenter_api::labels::{
     ARCH_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, REGION_LABEL,
     WINDOWS_BUILD_LABEL, ZONE_LABEL,
@@ -684,7 +684,13 @@ pub fn offerings(
     for zone in zones {
         // Capacity already paid for is all but free to use, so it is chosen first (upstream
         // prices it at a ten-millionth of on-demand).
-        if reserved.iter().any(|r| r.zone == *zone && r.available > 0)
+        // One reserved offering per zone, carrying the reservation a launch there would use
+        // (the roomiest), so the launch plan sees one override per zone as before.
+        let roomiest = reserved
+            .iter()
+            .filter(|r| r.zone == *zone && r.available > 0)
+            .max_by_key(|r| r.available);
+        if let Some(reservation) = roomiest
             && let Some(price) = pricing.on_demand(&info.name)
         {
             offerings.push(Offering {
@@ -692,6 +698,10 @@ pub fn offerings(
                 capacity_type: "reserved".into(),
                 price: price / 10_000_000.0,
                 available: !unavailable(&info.name, zone, "reserved"),
+                reservation: Some(karpenter_core::cloudprovider::Reservation {
+                    id: reservation.id.clone(),
+                    capacity: u32::try_from(reservation.available).unwrap_or(u32::MAX),
+                }),
             });
         }
         if let Some(price) = pricing.on_demand(&info.name) {
@@ -700,6 +710,7 @@ pub fn offerings(
                 capacity_type: "on-demand".into(),
                 price,
                 available: !unavailable(&info.name, zone, "on-demand"),
+                reservation: None,
             });
         }
         if info.spot_supported
@@ -710,6 +721,7 @@ pub fn offerings(
                 capacity_type: "spot".into(),
                 price,
                 available: !unavailable(&info.name, zone, "spot"),
+                reservation: None,
             });
         }
     }

@@ -11,13 +11,18 @@
 //! Talking to AWS (`cloud`, on by default):
 //! - [`auth`] (SigV4, credentials) and [`http`]; [`ec2`], [`ssm`], [`iam`], [`pricing_api`],
 //!   [`sqs`]: the calls, each behind a trait a test can fake.
+//! - [`operator`]: the settings (upstream's names) and how the controller builds and runs the
+//!   provider.
 //! - [`nodeclass`]: resolving an EC2NodeClass's selectors; [`provider`]: the controller's
 //!   `CloudProvider`; [`nodeclass_status`] and [`interruption_controller`]: the provider's own
 //!   loops beside the controller's.
 //!
-//! The EC2NodeClass API types live in `karpenter-api` (so `karpenter-rs validate` and the CRD
-//! generator share one schema machinery) and are re-exported here.
+//! The API, pure too: [`ec2nodeclass`] (`EC2NodeClass`, `karpenter.k8s.aws/v1`: the types,
+//! the CRD with upstream's CEL rules, the hash), [`catalog`] (the simulator's `aws` catalog) and
+//! [`REGISTRATION`], what the binary's registry knows of this provider.
 
+pub mod catalog;
+pub mod ec2nodeclass;
 pub mod instancetype;
 pub mod interruption;
 pub mod launch;
@@ -25,7 +30,22 @@ pub mod pricing;
 pub mod unavailable;
 pub mod userdata;
 
-pub use karpenter_api::aws::{EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus};
+pub use ec2nodeclass::{EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus};
+
+use karpenter_api::crd::{Crd, GroupKind};
+use karpenter_cloudprovider::Registration;
+
+/// The NodeClass CRDs of this provider.
+pub const CRDS: &[Crd] = &[ec2nodeclass::CRD];
+
+/// The AWS provider, as the binary's registry lists it.
+pub const REGISTRATION: Registration = Registration {
+    name: "aws",
+    node_class: GroupKind::new(ec2nodeclass::GROUP, "EC2NodeClass"),
+    crds: CRDS,
+    conversions: &[],
+    catalog: Some(catalog::catalog),
+};
 
 #[cfg(feature = "cloud")]
 pub mod auth;
@@ -43,6 +63,8 @@ pub mod nodeclass;
 pub mod nodeclass_status;
 #[cfg(feature = "cloud")]
 pub mod pricing_api;
+#[cfg(feature = "cloud")]
+pub mod operator;
 #[cfg(feature = "cloud")]
 pub mod provider;
 #[cfg(feature = "cloud")]

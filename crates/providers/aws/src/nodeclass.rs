@@ -3,7 +3,7 @@
 //! term ANDed, a tag value of `*` matches any value — upstream's semantics.
 
 use karpenter_api::Operator;
-use karpenter_api::aws::EC2NodeClassSpec;
+use crate::ec2nodeclass::EC2NodeClassSpec;
 use karpenter_api::labels::ARCH_LABEL;
 
 use crate::ec2::{CapacityReservationInfo, Ec2Api, Filter, Image, SecurityGroupInfo, SubnetInfo};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 use k8s_openapi::jiff::Timestamp;
-use karpenter_api::aws::{
+use crate::ec2nodeclass::{
     Ami, CapacityReservation, EC2NodeClass, EC2NodeClassStatus, SecurityGroup, Subnet,
 };
 use karpenter_controller::{Context, conditions};

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use karpenter_api::aws::{
+use crate::ec2nodeclass::{
     AmiFamily, EC2_NODE_CLASS_HASH_ANNOTATION, EC2_NODE_CLASS_HASH_VERSION,
     EC2_NODE_CLASS_HASH_VERSION_ANNOTATION, EC2NodeClass,
 };
@@ -24,7 +24,11 @@ use karpenter_api::labels::{
     UNREGISTERED_TAINT_KEY, ZONE_LABEL,
 };
 use karpenter_api::{NodeClaim, NodeClaimStatus, NodePool, Operator};
-use karpenter_controller::cloudprovider::{CloudProvider, CloudProviderError, Result};
+use karpenter_api::NodeClassReference;
+use karpenter_api::crd::Crd;
+use karpenter_cloudprovider::{
+    CloudProvider, CloudProviderError, NodeClassReadiness, RepairPolicy, Result,
+};
 use karpenter_core::cloudprovider::InstanceType;
 use karpenter_core::scheduling::Requirement;
 use tokio::sync::Mutex;
@@ -146,15 +150,16 @@ pub struct AwsCloudProvider<A, S> {
     templates: Mutex<std::collections::BTreeSet<String>>,
     types: Mutex<BTreeMap<String, ResolvedTypes>>,
     unavailable: UnavailableOfferings,
+    interruption_queue: Option<crate::sqs::SqsQueue>,
 }
 
-fn other(e: impl std::fmt::Display) -> CloudProviderError {
-    CloudProviderError::Other(e.to_string())
+fn other(e: impl std::error::Error + Send + Sync + 'static) -> CloudProviderError {
+    CloudProviderError::other(e)
 }
 
 fn not_ready(e: NodeClassError) -> CloudProviderError {
     match e {
-        NodeClassError::NotReady(m) => CloudProviderError::NodeClassNotReady(m),
+        NodeClassError::NotReady(m) => CloudProviderError::node_class_not_ready(m),
         NodeClassError::Aws(e) => other(e),
     }
 }
@@ -188,7 +193,19 @@ where
             templates: Mutex::default(),
             types: Mutex::default(),
             unavailable: UnavailableOfferings::default(),
+            interruption_queue: None,
         }
+    }
+
+    /// With the SQS queue of interruption events the interruption controller reads.
+    pub fn with_interruption_queue(mut self, queue: Option<crate::sqs::SqsQueue>) -> Self {
+        self.interruption_queue = queue;
+        self
+    }
+
+    /// The interruption queue, if one is set.
+    pub fn interruption_queue(&self) -> Option<&crate::sqs::SqsQueue> {
+        self.interruption_queue.as_ref()
     }
 
     /// The unavailable-offerings cache (interruption handling marks spot offerings in it).
@@ -268,10 +285,10 @@ where
     async fn node_class(&self, name: &str) -> Result<EC2NodeClass> {
         match self.node_classes.get(name).await {
             Ok(Some(c)) => Ok(c),
-            Ok(None) => Err(CloudProviderError::NodeClassNotReady(format!(
+            Ok(None) => Err(CloudProviderError::node_class_not_ready(format!(
                 "EC2NodeClass {name:?} not found"
             ))),
-            Err(e) => Err(CloudProviderError::Other(e)),
+            Err(e) => Err(CloudProviderError::Other(e.into())),
         }
     }
 
@@ -638,7 +655,7 @@ where
 
     async fn describe(&self, provider_id: &str) -> Result<Instance> {
         let id = instance_id(provider_id).ok_or_else(|| {
-            CloudProviderError::NotFound(format!("not an EC2 providerID: {provider_id:?}"))
+            CloudProviderError::not_found(format!("not an EC2 providerID: {provider_id:?}"))
         })?;
         let found = match self
             .api
@@ -652,7 +669,7 @@ where
         found
             .into_iter()
             .find(|i| i.id == id && i.state != "terminated")
-            .ok_or_else(|| CloudProviderError::NotFound(format!("instance {id} not found")))
+            .ok_or_else(|| CloudProviderError::not_found(format!("instance {id} not found")))
     }
 }
 
@@ -663,6 +680,42 @@ where
 {
     fn name(&self) -> &'static str {
         "aws"
+    }
+
+    fn node_classes(&self) -> &'static [Crd] {
+        crate::CRDS
+    }
+
+    /// The status loop ([`crate::nodeclass_status`]) writes the `Ready` condition; this reads it.
+    async fn node_class_readiness(
+        &self,
+        reference: &NodeClassReference,
+    ) -> Result<NodeClassReadiness> {
+        if !self.supports(reference) {
+            return Ok(NodeClassReadiness::NotFound);
+        }
+        match self.node_classes.get(&reference.name).await {
+            Ok(Some(class)) => Ok(NodeClassReadiness::from_object(
+                &serde_json::to_value(&class).map_err(CloudProviderError::other)?,
+            )),
+            Ok(None) => Ok(NodeClassReadiness::NotFound),
+            Err(e) => Err(CloudProviderError::Other(e.into())),
+        }
+    }
+
+    /// Upstream's AWS policies: not Ready for 30 minutes, or an accelerator, storage,
+    /// network, kernel or container runtime problem reported by the node monitoring agent.
+    fn repair_policies(&self) -> Vec<RepairPolicy> {
+        let minutes = |m: u64| Duration::from_secs(m * 60);
+        vec![
+            RepairPolicy::new("Ready", "False", minutes(30)),
+            RepairPolicy::new("Ready", "Unknown", minutes(30)),
+            RepairPolicy::new("AcceleratedHardwareReady", "False", minutes(10)),
+            RepairPolicy::new("StorageReady", "False", minutes(30)),
+            RepairPolicy::new("NetworkingReady", "False", minutes(30)),
+            RepairPolicy::new("KernelReady", "False", minutes(30)),
+            RepairPolicy::new("ContainerRuntimeReady", "False", minutes(30)),
+        ]
     }
 
     async fn create(&self, claim: &NodeClaim) -> Result<NodeClaim> {
@@ -716,9 +769,9 @@ where
             .collect();
         let plan = launch::plan(claim, &types, &subnets, &images, &reservations(&resolved))
             .map_err(|e| match e {
-                PlanError::NothingFits => CloudProviderError::InsufficientCapacity(e.to_string()),
+                PlanError::NothingFits => CloudProviderError::insufficient_capacity(e.to_string()),
                 PlanError::NoImage(_) => {
-                    CloudProviderError::NodeClassNotReady(format!("spec.amiSelectorTerms: {e}"))
+                    CloudProviderError::node_class_not_ready(format!("spec.amiSelectorTerms: {e}"))
                 }
             })?;
         let tags = self.tags(claim, &class);
@@ -732,7 +785,7 @@ where
                     .insert(LABEL_CAPACITY_RESERVATION_ID.into(), reservation.clone());
             }
             let user_data = userdata::render(class.spec.ami_family(), &bootstrap)
-                .map_err(|e| CloudProviderError::NodeClassNotReady(e.to_string()))?;
+                .map_err(|e| CloudProviderError::node_class_not_ready(e.to_string()))?;
             let data = LaunchTemplateData {
                 image_id: key.image.clone(),
                 capacity_reservation_id: key.reservation.clone(),
@@ -781,7 +834,7 @@ where
             .await
             .map_err(|e| match e.code() {
                 Some(code) if is_insufficient_capacity(code) => {
-                    CloudProviderError::InsufficientCapacity(e.to_string())
+                    CloudProviderError::insufficient_capacity(e.to_string())
                 }
                 _ => other(e),
             })?;
@@ -807,9 +860,9 @@ where
                     .iter()
                     .all(|e| is_insufficient_capacity(&e.code))
                 {
-                    CloudProviderError::InsufficientCapacity(message)
+                    CloudProviderError::insufficient_capacity(message)
                 } else {
-                    CloudProviderError::Other(message)
+                    CloudProviderError::Other(message.into())
                 },
             );
         };
@@ -859,7 +912,7 @@ where
         {
             Ok(()) => Ok(()),
             Err(e) if e.code() == Some("InvalidInstanceID.NotFound") => {
-                Err(CloudProviderError::NotFound(instance.id))
+                Err(CloudProviderError::not_found(instance.id))
             }
             Err(e) => Err(other(e)),
         }

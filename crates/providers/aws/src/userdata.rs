@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Taint;
-use karpenter_api::aws::AmiFamily;
+use crate::ec2nodeclass::AmiFamily;
 use serde_json::{Map, Value, json};
 
 /// The MIME boundary, as upstream's.

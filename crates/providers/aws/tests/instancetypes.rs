@@ -2,7 +2,7 @@
 //! for every type, the allocatable CPU and memory and the max pods that upstream Karpenter's
 //! documentation lists (AL2023, no kubelet overrides). Every type must agree.
 
-use karpenter_api::aws::{AmiFamily, BlockDevice, BlockDeviceMapping};
+use karpenter_aws::ec2nodeclass::{AmiFamily, BlockDevice, BlockDeviceMapping};
 use karpenter_aws::instancetype::{
     self, NodeClassSettings, ZoneInfo, catalog, eni_limited_pods, kube_reserved_cpu, name_parts,
 };

@@ -62,6 +62,9 @@ fn event(detail_type: &str, detail: serde_json::Value) -> String {
 
 fn setup() -> FakeApiServer {
     let server = FakeApiServer::new();
+    server
+        .install_crds(karpenter_aws::CRDS.iter().map(|c| c.definition()))
+        .unwrap();
     for (pool, annotations) in [
         ("default", json!({})),
         (
@@ -253,8 +256,11 @@ async fn interrupted_instances_are_replaced_and_rebalances_follow_the_node_pool(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_class_status_is_written() {
-    use karpenter_api::aws::EC2NodeClass;
+    use karpenter_aws::ec2nodeclass::EC2NodeClass;
     let server = FakeApiServer::new();
+    server
+        .install_crds(karpenter_aws::CRDS.iter().map(|c| c.definition()))
+        .unwrap();
     let good = node_class(json!({}));
     // Neither role nor instance profile: resolvable selectors, no instance profile.
     let mut bad = node_class(json!({}));

@@ -9,7 +9,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use karpenter_api::{KWOKNodeClass, NodeClaim, NodePool};
+use karpenter_api::{NodeClaim, NodePool};
+use karpenter_kwok::KWOKNodeClass;
 use karpenter_controller::cloudprovider::{CloudProvider, Result as CloudResult};
 use karpenter_controller::{Context, Controller, Options};
 use karpenter_kwok::KwokProvider;
@@ -67,6 +68,9 @@ fn start_with<P: CloudProvider>(
 
 fn setup(node_pool: serde_json::Value) -> FakeApiServer {
     let server = FakeApiServer::new();
+    server
+        .install_crds(karpenter_kwok::CRDS.iter().map(|c| c.definition()))
+        .unwrap();
     let class: KWOKNodeClass = serde_json::from_value(json!({
         "apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass", "metadata": {"name": "default"}, "spec": {},
     }))
@@ -1101,6 +1105,15 @@ impl CloudProvider for ImageDrift {
     fn name(&self) -> &'static str {
         "kwok"
     }
+    fn node_classes(&self) -> &'static [karpenter_api::crd::Crd] {
+        self.kwok.node_classes()
+    }
+    async fn node_class_readiness(
+        &self,
+        reference: &karpenter_api::NodeClassReference,
+    ) -> CloudResult<karpenter_controller::cloudprovider::NodeClassReadiness> {
+        self.kwok.node_class_readiness(reference).await
+    }
     async fn create(&self, claim: &NodeClaim) -> CloudResult<NodeClaim> {
         self.kwok.create(claim).await
     }
@@ -1160,4 +1173,54 @@ async fn provider_drift_marks_and_replaces_the_node() {
         "{metrics}"
     );
     running.stop().await;
+}
+
+#[tokio::test]
+async fn node_class_readiness_reads_the_kwok_node_class() {
+    use karpenter_api::NodeClassReference;
+    use karpenter_controller::cloudprovider::NodeClassReadiness;
+    let server = setup(json!({}));
+    let provider = KwokProvider::new(server.client());
+    let reference = |kind: &str, name: &str| NodeClassReference {
+        group: "karpenter.kwok.sh".into(),
+        kind: kind.into(),
+        name: name.into(),
+    };
+    let cases = [
+        (reference("KWOKNodeClass", "default"), NodeClassReadiness::Ready),
+        (reference("KWOKNodeClass", "missing"), NodeClassReadiness::NotFound),
+        (reference("EC2NodeClass", "default"), NodeClassReadiness::NotFound),
+    ];
+    for (r, expected) in cases {
+        assert_eq!(
+            provider.node_class_readiness(&r).await.unwrap(),
+            expected,
+            "{r:?}"
+        );
+    }
+    // A status a controller wrote wins over the default.
+    let not_ready: KWOKNodeClass = serde_json::from_value(json!({
+        "apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass", "metadata": {"name": "paused"}, "spec": {},
+        "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Paused", "message": "paused by a test", "lastTransitionTime": "2024-01-01T00:00:00Z"}]},
+    }))
+    .unwrap();
+    server.create(&not_ready).unwrap();
+    assert_eq!(
+        provider
+            .node_class_readiness(&reference("KWOKNodeClass", "paused"))
+            .await
+            .unwrap(),
+        NodeClassReadiness::NotReady {
+            reason: "Paused".into(),
+            message: "paused by a test".into()
+        }
+    );
+    assert_eq!(
+        provider
+            .repair_policies()
+            .iter()
+            .map(|p| (p.condition_type, p.condition_status, p.toleration.as_secs()))
+            .collect::<Vec<_>>(),
+        [("Ready", "False", 600), ("Ready", "Unknown", 600)]
+    );
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use karpenter_api::{KWOKNodeClass, NodeClaim, NodePool};
+use karpenter_api::{NodeClaim, NodePool};
+use karpenter_kwok::KWOKNodeClass;
 use karpenter_controller::{Controller, Options};
 use karpenter_kwok::KwokProvider;
 use karpenter_testkit::{FakeApiServer, Verb, eventually};
@@ -71,6 +72,9 @@ fn rbac_verb(v: Verb) -> &'static str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_grants_exactly_what_the_controller_uses() {
     let server = FakeApiServer::new();
+    server
+        .install_crds(karpenter_kwok::CRDS.iter().map(|c| c.definition()))
+        .unwrap();
     let class: KWOKNodeClass =
         serde_json::from_value(json!({"metadata": {"name": "default"}, "spec": {}})).unwrap();
     server.create(&class).unwrap();

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use karpenter_api::aws::EC2NodeClass;
+use karpenter_aws::ec2nodeclass::EC2NodeClass;
 use karpenter_aws::ec2::{
     CapacityReservationInfo, Ec2Api, Filter, FleetError, FleetInstance, FleetRequest, FleetResult,
     Image, Instance, LaunchTemplateData, SecurityGroupInfo, SubnetInfo,

@@ -1,6 +1,12 @@
-//! `karpenter-rs bench controller`: the controller's memory and time to decide NodeClaims for
-//! many pending pods with many nodes already in state, against the fake API server running in
-//! a child process (so its memory is not counted) over HTTP on 127.0.0.1.
+//! The controller benchmark: the controller's memory and time to decide NodeClaims for many
+//! pending pods with many nodes already in state, against the test kit's fake API server
+//! running in a child process (so its memory is not counted) over HTTP on 127.0.0.1.
+//!
+//! ```sh
+//! cargo run --release -p karpenter-cli --example bench-controller -- --pending 10000 --nodes 2000 --bound 20000
+//! ```
+//!
+//! An example, not a subcommand, so the production binary does not link the fake API server.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -9,19 +15,42 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use karpenter_controller::{Controller, Options, provisioning};
-use karpenter_kwok::KwokProvider;
+use karpenter_kwok::{KWOKNodeClass, KwokProvider};
 use karpenter_testkit::FakeApiServer;
 use serde_json::json;
 
 /// The workload.
-#[derive(Clone, Copy, Debug)]
-pub struct Workload {
+#[derive(Clone, Copy, Debug, clap::Args)]
+struct Workload {
     /// Unschedulable pods waiting for capacity.
-    pub pending: usize,
+    #[arg(long, default_value_t = 10_000)]
+    pending: usize,
     /// Existing (full) nodes, each with a NodeClaim.
-    pub nodes: usize,
+    #[arg(long, default_value_t = 2_000)]
+    nodes: usize,
     /// Pods running on those nodes.
-    pub bound: usize,
+    #[arg(long, default_value_t = 20_000)]
+    bound: usize,
+}
+
+#[derive(clap::Parser)]
+struct Args {
+    /// Serve the seeded fake API server (the benchmark's child process).
+    #[arg(long, hide = true)]
+    fake_apiserver: bool,
+    #[command(flatten)]
+    workload: Workload,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = <Args as clap::Parser>::parse();
+    if args.fake_apiserver {
+        return serve_fake(args.workload);
+    }
+    for line in run(args.workload)? {
+        println!("{line}");
+    }
+    Ok(())
 }
 
 fn rss_kib(field: &str) -> u64 {
@@ -41,13 +70,13 @@ fn must<T>(v: Result<T, karpenter_testkit::ApiError>) -> anyhow::Result<T> {
 
 /// Fills a fake API server with the workload: a KWOK NodePool, `nodes` full 8-CPU nodes with
 /// their NodeClaims and `bound` pods, and `pending` pods marked Unschedulable.
-pub fn seed(server: &FakeApiServer, w: Workload) -> anyhow::Result<()> {
+fn seed(server: &FakeApiServer, w: Workload) -> anyhow::Result<()> {
     let create =
         |v: serde_json::Value| -> anyhow::Result<()> {
             let kind = v["kind"].as_str().unwrap_or_default().to_string();
             match kind.as_str() {
                 "KWOKNodeClass" => must(
-                    server.create(&serde_json::from_value::<karpenter_api::KWOKNodeClass>(v)?),
+                    server.create(&serde_json::from_value::<KWOKNodeClass>(v)?),
                 )?,
                 "NodePool" => {
                     must(server.create(&serde_json::from_value::<karpenter_api::NodePool>(v)?))?
@@ -116,10 +145,13 @@ pub fn seed(server: &FakeApiServer, w: Workload) -> anyhow::Result<()> {
 
 /// The child process: seeds, serves on 127.0.0.1, prints `listening ADDR`, and exits when its
 /// standard input closes.
-pub fn serve_fake(w: Workload) -> anyhow::Result<()> {
+fn serve_fake(w: Workload) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let server = FakeApiServer::with_history(1_000);
+        server
+            .install_crds(karpenter_kwok::CRDS.iter().map(|c| c.definition()))
+            .map_err(|e| anyhow::anyhow!("installing the KWOK CRDs: {e:?}"))?;
         seed(&server, w)?;
         let (addr, _task) = server.serve(([127, 0, 0, 1], 0).into()).await?;
         println!("listening {addr}");
@@ -131,12 +163,11 @@ pub fn serve_fake(w: Workload) -> anyhow::Result<()> {
 
 /// Runs the benchmark; the last line is
 /// `controller pending=P nodes=N bound=B sync_seconds=S provision_seconds=T nodeclaims=C peak_rss_mb=M`.
-pub fn run(w: Workload) -> anyhow::Result<Vec<String>> {
+fn run(w: Workload) -> anyhow::Result<Vec<String>> {
     let exe = std::env::current_exe()?;
     let mut child = Command::new(exe)
         .args([
-            "bench",
-            "fake-apiserver",
+            "--fake-apiserver",
             "--pending",
             &w.pending.to_string(),
             "--nodes",

@@ -12,16 +12,39 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::hash::Fnv;
+use karpenter_api::crd::{Crd, READY_COLUMN_PATH};
+use karpenter_api::hash::Fnv;
+
+mod schema;
 
 /// The API group of EC2NodeClass.
 pub const GROUP: &str = "karpenter.k8s.aws";
+
+/// `ec2nodeclasses.karpenter.k8s.aws`.
+pub const CRD: Crd = Crd::new(GROUP, "v1", "EC2NodeClass", "ec2nodeclasses", schema::schema)
+    .with_short_names(&["ec2nc", "ec2ncs"])
+    .with_printer_columns(printer_columns)
+    .with_runtime_checks(runtime_checks);
+
+fn printer_columns() -> Value {
+    serde_json::json!([
+        {"jsonPath": READY_COLUMN_PATH, "name": "Ready", "type": "string"},
+        {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
+        {"jsonPath": ".spec.role", "name": "Role", "priority": 1, "type": "string"},
+    ])
+}
+
+/// Upstream runs no checks beyond the CRD's; reading the object as the type catches a schema
+/// and type that disagree.
+fn runtime_checks(object: &Value, problems: &mut Vec<karpenter_api::validation::Problem>) {
+    karpenter_api::validation::typed::<EC2NodeClass>(object, problems, |_, _| {});
+}
 /// The annotation carrying the hash of the EC2NodeClass a NodeClaim was launched from.
 pub const EC2_NODE_CLASS_HASH_ANNOTATION: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
 /// The hash algorithm's version, beside the hash.
 pub const EC2_NODE_CLASS_HASH_VERSION_ANNOTATION: &str =
     "karpenter.k8s.aws/ec2nodeclass-hash-version";
-/// This implementation's hash version (upstream's is `v6`; see [`crate::hash`] for why a
+/// This implementation's hash version (upstream's is `v6`; see `karpenter_api::hash` for why a
 /// different version re-stamps instead of drifting).
 pub const EC2_NODE_CLASS_HASH_VERSION: &str = "rs-v1";
 
@@ -411,7 +434,7 @@ pub struct EC2NodeClass {
     pub status: Option<EC2NodeClassStatus>,
 }
 
-crate::resource::cluster_resource!(
+karpenter_api::cluster_resource!(
     EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus,
     group: "karpenter.k8s.aws", version: "v1", plural: "ec2nodeclasses"
 );

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{CONDITION_REASON_PATTERN, conditions, object_root};
+use karpenter_api::crd::{CONDITION_REASON_PATTERN, conditions, object_root};
 
 const VOLUME_SIZE_PATTERN: &str = r"^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G|([1-9]||[1-5][0-7]|58)Ti|([1-9]||[1-5][0-9]|6[0-3]|64)T)$";
 const AMI_FAMILIES: [&str; 6] = [

@@ -1,14 +1,14 @@
-//! The KWOK provider's instance types, by upstream's generator (`kwok/tools`): shared by the
-//! KWOK provider and the simulator's `kwok` catalog.
+//! The KWOK provider's instance types, by upstream's generator (`kwok/tools`): what the
+//! provider launches and what the simulator's `kwok` catalog offers.
 
 use karpenter_api::Operator;
 use karpenter_api::labels::{
     ARCH_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, ZONE_LABEL,
 };
 
-use super::{InstanceType, Offering, Overhead};
-use crate::resources::Resources;
-use crate::scheduling::{Requirement, Requirements};
+use karpenter_cloudprovider::{Catalog, InstanceType, Offering, Overhead};
+use karpenter_core::resources::Resources;
+use karpenter_core::scheduling::{Requirement, Requirements};
 
 /// Labels the KWOK provider defines on its instance types.
 pub const KWOK_LABELS: [&str; 4] = [
@@ -17,6 +17,11 @@ pub const KWOK_LABELS: [&str; 4] = [
     "karpenter.kwok.sh/instance-cpu",
     "karpenter.kwok.sh/instance-memory",
 ];
+
+/// The `kwok` catalog: the 144 instance types and the provider's labels.
+pub fn catalog() -> Catalog {
+    Catalog::new("kwok", instance_types(), &KWOK_LABELS)
+}
 
 /// The KWOK provider's 144 instance types, by upstream's generator: 1–256 vCPU, families `c`,
 /// `s` and `m` (2, 4 and 8 GiB per vCPU), Linux and Windows, amd64 and arm64, in four zones on
@@ -44,12 +49,14 @@ pub fn instance_types() -> Vec<InstanceType> {
                             capacity_type: "spot".into(),
                             price: on_demand * 0.7,
                             available: true,
+                            reservation: None,
                         });
                         offerings.push(Offering {
                             zone: zone.into(),
                             capacity_type: "on-demand".into(),
                             price: on_demand,
                             available: true,
+                            reservation: None,
                         });
                     }
                     let requirements: Requirements = [

@@ -1,0 +1,22 @@
+//! The boundary between karpenter-rs and a cloud provider, as upstream's
+//! `pkg/cloudprovider`: what the controller asks of a cloud ([`CloudProvider`]), how a call
+//! fails ([`CloudProviderError`]), and what a provider crate declares about itself
+//! ([`Registration`]: its NodeClass kinds and its simulator catalog).
+//!
+//! This crate is small on purpose: a provider depends on it (and on `karpenter-api` and
+//! `karpenter-core` for the types), never on the controller, so its pure part builds without
+//! a Kubernetes client or a runtime. The instance-type model ([`InstanceType`], [`Offering`])
+//! is `karpenter-core`'s, re-exported here, because the scheduling simulation works on it.
+
+mod catalog;
+mod error;
+mod provider;
+mod registration;
+mod repair;
+
+pub use catalog::Catalog;
+pub use error::{BoxError, Cause, CloudProviderError, Result};
+pub use karpenter_core::cloudprovider::{InstanceType, Offering, Overhead, Reservation};
+pub use provider::{CloudProvider, NodeClassReadiness};
+pub use registration::{NodeClassConversion, Registration};
+pub use repair::RepairPolicy;
