@@ -67,7 +67,8 @@ pub fn convert_v1beta1(
             .get_mut("spec")
             .and_then(Value::as_object_mut)
             .ok_or(ConvertError::Malformed("spec"))?;
-        let provider = convert_node_class_ref(spec, "spec", &[], node_class, providers, &mut changes)?;
+        let provider =
+            convert_node_class_ref(spec, "spec", &[], node_class, providers, &mut changes)?;
         if let Some(kubelet) = spec.remove("kubelet") {
             changes.push(kubelet_note(&provider, &kubelet, "spec"));
         }
@@ -335,7 +336,12 @@ mod tests {
             convert_v1beta1(&np, None, &PROVIDERS),
             Err(ConvertError::UnknownNodeClass)
         );
-        let c = convert_v1beta1(&np, Some(("karpenter.kwok.sh", "KWOKNodeClass")), &PROVIDERS).unwrap();
+        let c = convert_v1beta1(
+            &np,
+            Some(("karpenter.kwok.sh", "KWOKNodeClass")),
+            &PROVIDERS,
+        )
+        .unwrap();
         assert_eq!(
             c.object["spec"]["template"]["spec"]["nodeClassRef"]["kind"],
             "KWOKNodeClass"

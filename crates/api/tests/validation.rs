@@ -484,7 +484,12 @@ fn type_defaults_match_crd_defaults() {
     );
     // A fully written object survives the types unchanged in meaning.
     let written = serde_json::to_value(&typed).unwrap();
-    assert!(validate_object(&CORE, &written).unwrap().problems.is_empty());
+    assert!(
+        validate_object(&CORE, &written)
+            .unwrap()
+            .problems
+            .is_empty()
+    );
     assert_eq!(serde_json::from_value::<NodePool>(written).unwrap(), typed);
 
     let schema = NODE_CLAIM.schema();

@@ -71,28 +71,27 @@ fn must<T>(v: Result<T, karpenter_testkit::ApiError>) -> anyhow::Result<T> {
 /// Fills a fake API server with the workload: a KWOK NodePool, `nodes` full 8-CPU nodes with
 /// their NodeClaims and `bound` pods, and `pending` pods marked Unschedulable.
 fn seed(server: &FakeApiServer, w: Workload) -> anyhow::Result<()> {
-    let create =
-        |v: serde_json::Value| -> anyhow::Result<()> {
-            let kind = v["kind"].as_str().unwrap_or_default().to_string();
-            match kind.as_str() {
-                "KWOKNodeClass" => must(
-                    server.create(&serde_json::from_value::<KWOKNodeClass>(v)?),
-                )?,
-                "NodePool" => {
-                    must(server.create(&serde_json::from_value::<karpenter_api::NodePool>(v)?))?
-                }
-                "NodeClaim" => {
-                    must(server.create(&serde_json::from_value::<karpenter_api::NodeClaim>(v)?))?
-                }
-                "Node" => must(server.create(&serde_json::from_value::<
-                    k8s_openapi::api::core::v1::Node,
-                >(v)?))?,
-                _ => must(server.create(&serde_json::from_value::<
-                    k8s_openapi::api::core::v1::Pod,
-                >(v)?))?,
-            };
-            Ok(())
+    let create = |v: serde_json::Value| -> anyhow::Result<()> {
+        let kind = v["kind"].as_str().unwrap_or_default().to_string();
+        match kind.as_str() {
+            "KWOKNodeClass" => must(server.create(&serde_json::from_value::<KWOKNodeClass>(v)?))?,
+            "NodePool" => {
+                must(server.create(&serde_json::from_value::<karpenter_api::NodePool>(v)?))?
+            }
+            "NodeClaim" => {
+                must(server.create(&serde_json::from_value::<karpenter_api::NodeClaim>(v)?))?
+            }
+            "Node" => must(server.create(&serde_json::from_value::<
+                k8s_openapi::api::core::v1::Node,
+            >(v)?))?,
+            _ => must(
+                server.create(&serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(
+                    v,
+                )?),
+            )?,
         };
+        Ok(())
+    };
     create(
         json!({"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass", "metadata": {"name": "default"}, "spec": {}}),
     )?;

@@ -52,7 +52,6 @@ macro_rules! controllers {
     };
 }
 
-
 /// Every provider, as its crate declares it.
 pub const PROVIDERS: &[Registration] = &[
     karpenter_kwok::REGISTRATION,

@@ -165,9 +165,7 @@ impl fmt::Display for CloudProviderError {
 
 impl Error for CloudProviderError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
-        self.cause()
-            .source()
-            .map(|e| e as &(dyn Error + 'static))
+        self.cause().source().map(|e| e as &(dyn Error + 'static))
     }
 }
 
@@ -211,10 +209,7 @@ mod tests {
     #[test]
     fn metric_labels_are_upstreams() {
         let cases = [
-            (
-                CloudProviderError::not_found("x"),
-                "NodeClaimNotFoundError",
-            ),
+            (CloudProviderError::not_found("x"), "NodeClaimNotFoundError"),
             (
                 CloudProviderError::insufficient_capacity("x"),
                 "InsufficientCapacityError",

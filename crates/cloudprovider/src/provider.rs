@@ -146,7 +146,11 @@ mod tests {
             ),
         ];
         for (object, expected) in cases {
-            assert_eq!(NodeClassReadiness::from_object(&object), expected, "{object}");
+            assert_eq!(
+                NodeClassReadiness::from_object(&object),
+                expected,
+                "{object}"
+            );
         }
     }
 }

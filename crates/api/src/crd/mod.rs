@@ -76,15 +76,27 @@ impl PartialEq for Crd {
 impl Eq for Crd {}
 
 /// `nodepools.karpenter.sh`
-pub const NODE_POOL: Crd = Crd::new(crate::labels::GROUP, "v1", "NodePool", "nodepools", node_pool_schema)
-    .with_printer_columns(node_pool_columns)
-    .with_scale(".spec.replicas", ".status.nodes")
-    .with_runtime_checks(node_pool_checks);
+pub const NODE_POOL: Crd = Crd::new(
+    crate::labels::GROUP,
+    "v1",
+    "NodePool",
+    "nodepools",
+    node_pool_schema,
+)
+.with_printer_columns(node_pool_columns)
+.with_scale(".spec.replicas", ".status.nodes")
+.with_runtime_checks(node_pool_checks);
 
 /// `nodeclaims.karpenter.sh`
-pub const NODE_CLAIM: Crd = Crd::new(crate::labels::GROUP, "v1", "NodeClaim", "nodeclaims", node_claim_schema)
-    .with_printer_columns(node_claim_columns)
-    .with_runtime_checks(node_claim_checks);
+pub const NODE_CLAIM: Crd = Crd::new(
+    crate::labels::GROUP,
+    "v1",
+    "NodeClaim",
+    "nodeclaims",
+    node_claim_schema,
+)
+.with_printer_columns(node_claim_columns)
+.with_runtime_checks(node_claim_checks);
 
 /// karpenter's own CRDs, before any provider's.
 pub const CORE: [Crd; 2] = [NODE_POOL, NODE_CLAIM];
@@ -130,7 +142,11 @@ impl Crd {
     }
 
     /// With a scale subresource reading these paths.
-    pub const fn with_scale(mut self, spec_replicas: &'static str, status_replicas: &'static str) -> Self {
+    pub const fn with_scale(
+        mut self,
+        spec_replicas: &'static str,
+        status_replicas: &'static str,
+    ) -> Self {
         self.scale = Some((spec_replicas, status_replicas));
         self
     }
@@ -264,20 +280,23 @@ fn node_claim_columns() -> Value {
 }
 
 fn node_pool_checks(object: &Value, problems: &mut Vec<Problem>) {
-    crate::validation::typed(object, problems, crate::validation::runtime::validate_node_pool);
+    crate::validation::typed(
+        object,
+        problems,
+        crate::validation::runtime::validate_node_pool,
+    );
 }
 
 fn node_claim_checks(object: &Value, problems: &mut Vec<Problem>) {
-    crate::validation::typed(object, problems, crate::validation::runtime::validate_node_claim);
+    crate::validation::typed(
+        object,
+        problems,
+        crate::validation::runtime::validate_node_claim,
+    );
 }
 
 /// The root of a CRD schema: `apiVersion`, `kind`, `metadata`, `spec` and `status`.
-pub fn object_root(
-    description: &str,
-    spec: Value,
-    status: Value,
-    spec_required: bool,
-) -> Value {
+pub fn object_root(description: &str, spec: Value, status: Value, spec_required: bool) -> Value {
     let mut root = json!({
         "description": description,
         "properties": {

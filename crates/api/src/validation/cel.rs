@@ -12,7 +12,8 @@ use crate::crd::Crd;
 
 fn compiled(crd: &Crd) -> &'static CompiledSchema {
     // Compiled once per CRD for the life of the process: `validate` runs over many objects.
-    type Cache = Mutex<HashMap<(&'static str, &'static str, &'static str), &'static CompiledSchema>>;
+    type Cache =
+        Mutex<HashMap<(&'static str, &'static str, &'static str), &'static CompiledSchema>>;
     static SCHEMAS: OnceLock<Cache> = OnceLock::new();
     let mut schemas = SCHEMAS
         .get_or_init(Default::default)

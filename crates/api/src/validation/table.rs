@@ -45,7 +45,10 @@ pub fn set(mut object: Value, pointer: &str, value: Value) -> Value {
             other.as_object_mut().expect("an object").remove(&last);
         }
         other => {
-            other.as_object_mut().expect("an object").insert(last, value);
+            other
+                .as_object_mut()
+                .expect("an object")
+                .insert(last, value);
         }
     }
     object

@@ -3,7 +3,6 @@
 
 pub mod fake;
 
-
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
 
 use crate::resources::Resources;

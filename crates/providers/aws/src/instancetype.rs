@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use karpenter_api::Operator;
 use crate::ec2nodeclass::{AmiFamily, BlockDeviceMapping, EC2NodeClassSpec};
+use karpenter_api::Operator;
 use karpenter_api::labels::{
     ARCH_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, REGION_LABEL,
     WINDOWS_BUILD_LABEL, ZONE_LABEL,

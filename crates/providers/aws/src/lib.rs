@@ -62,9 +62,9 @@ pub mod nodeclass;
 #[cfg(feature = "cloud")]
 pub mod nodeclass_status;
 #[cfg(feature = "cloud")]
-pub mod pricing_api;
-#[cfg(feature = "cloud")]
 pub mod operator;
+#[cfg(feature = "cloud")]
+pub mod pricing_api;
 #[cfg(feature = "cloud")]
 pub mod provider;
 #[cfg(feature = "cloud")]

@@ -2,8 +2,8 @@
 //! and AMIs its terms match now, and its instance profile. Terms are ORed, the fields of one
 //! term ANDed, a tag value of `*` matches any value — upstream's semantics.
 
-use karpenter_api::Operator;
 use crate::ec2nodeclass::EC2NodeClassSpec;
+use karpenter_api::Operator;
 use karpenter_api::labels::ARCH_LABEL;
 
 use crate::ec2::{CapacityReservationInfo, Ec2Api, Filter, Image, SecurityGroupInfo, SubnetInfo};

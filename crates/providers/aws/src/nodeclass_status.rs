@@ -6,11 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::NodeSelectorRequirement;
-use k8s_openapi::jiff::Timestamp;
 use crate::ec2nodeclass::{
     Ami, CapacityReservation, EC2NodeClass, EC2NodeClassStatus, SecurityGroup, Subnet,
 };
+use k8s_openapi::api::core::v1::NodeSelectorRequirement;
+use k8s_openapi::jiff::Timestamp;
 use karpenter_controller::{Context, conditions};
 use kube::Api;
 use kube::api::{Patch, PatchParams};

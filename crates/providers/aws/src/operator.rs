@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use base64::Engine;
 use karpenter_cloudprovider::BoxError;
-use karpenter_controller::cloudprovider::{Provider, ProviderLoop};
 use karpenter_controller::Context;
+use karpenter_controller::cloudprovider::{Provider, ProviderLoop};
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 

@@ -12,20 +12,20 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use base64::Engine;
-use k8s_openapi::api::core::v1::Taint;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use crate::ec2nodeclass::{
     AmiFamily, EC2_NODE_CLASS_HASH_ANNOTATION, EC2_NODE_CLASS_HASH_VERSION,
     EC2_NODE_CLASS_HASH_VERSION_ANNOTATION, EC2NodeClass,
 };
+use base64::Engine;
+use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use karpenter_api::NodeClassReference;
+use karpenter_api::crd::Crd;
 use karpenter_api::labels::{
     CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODE_DO_NOT_SYNC_TAINTS_LABEL, NODE_POOL_LABEL,
     UNREGISTERED_TAINT_KEY, ZONE_LABEL,
 };
 use karpenter_api::{NodeClaim, NodeClaimStatus, NodePool, Operator};
-use karpenter_api::NodeClassReference;
-use karpenter_api::crd::Crd;
 use karpenter_cloudprovider::{
     CloudProvider, CloudProviderError, NodeClassReadiness, RepairPolicy, Result,
 };

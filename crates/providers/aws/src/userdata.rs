@@ -10,8 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Taint;
 use crate::ec2nodeclass::AmiFamily;
+use k8s_openapi::api::core::v1::Taint;
 use serde_json::{Map, Value, json};
 
 /// The MIME boundary, as upstream's.

@@ -7,11 +7,11 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use karpenter_aws::ec2nodeclass::EC2NodeClass;
 use karpenter_api::{NodeClaim, NodePool, NodeSelectorRequirementWithMinValues, Operator};
 use karpenter_aws::auth::credentials::Source;
 use karpenter_aws::auth::{Credentials, CredentialsProvider};
 use karpenter_aws::ec2::{Ec2Api, Ec2Client, Filter};
+use karpenter_aws::ec2nodeclass::EC2NodeClass;
 use karpenter_aws::http::{AwsHttp, Endpoints};
 use karpenter_aws::provider::{AwsCloudProvider, AwsOptions};
 use karpenter_controller::cloudprovider::{CloudProvider, CloudProviderError};

@@ -14,8 +14,14 @@ use serde_json::{Value, json};
 pub const GROUP: &str = "karpenter.kwok.sh";
 
 /// `kwoknodeclasses.karpenter.kwok.sh`: no printer columns, always Ready.
-pub const CRD: Crd = Crd::new(GROUP, "v1alpha1", "KWOKNodeClass", "kwoknodeclasses", schema)
-    .with_short_names(&["kwoknc", "kwokncs"]);
+pub const CRD: Crd = Crd::new(
+    GROUP,
+    "v1alpha1",
+    "KWOKNodeClass",
+    "kwoknodeclasses",
+    schema,
+)
+.with_short_names(&["kwoknc", "kwokncs"]);
 
 /// How KWOK nodes behave.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,4 +96,3 @@ fn schema() -> Value {
         false,
     )
 }
-

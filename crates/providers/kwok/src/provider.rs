@@ -10,10 +10,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
+use karpenter_api::crd::Crd;
 use karpenter_api::labels::{
     CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, UNREGISTERED_TAINT_KEY, ZONE_LABEL,
 };
-use karpenter_api::crd::Crd;
 use karpenter_api::{NodeClaim, NodeClaimStatus, NodeClassReference, NodePool, Operator};
 use karpenter_cloudprovider::{
     BoxError, CloudProvider, CloudProviderError, InstanceType, NodeClassReadiness, Offering,

@@ -10,9 +10,9 @@ use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use karpenter_api::{NodeClaim, NodePool};
-use karpenter_kwok::KWOKNodeClass;
 use karpenter_controller::cloudprovider::{CloudProvider, Result as CloudResult};
 use karpenter_controller::{Context, Controller, Options};
+use karpenter_kwok::KWOKNodeClass;
 use karpenter_kwok::KwokProvider;
 use karpenter_testkit::{FakeApiServer, Fault, Verb, eventually};
 use serde_json::json;
@@ -1187,9 +1187,18 @@ async fn node_class_readiness_reads_the_kwok_node_class() {
         name: name.into(),
     };
     let cases = [
-        (reference("KWOKNodeClass", "default"), NodeClassReadiness::Ready),
-        (reference("KWOKNodeClass", "missing"), NodeClassReadiness::NotFound),
-        (reference("EC2NodeClass", "default"), NodeClassReadiness::NotFound),
+        (
+            reference("KWOKNodeClass", "default"),
+            NodeClassReadiness::Ready,
+        ),
+        (
+            reference("KWOKNodeClass", "missing"),
+            NodeClassReadiness::NotFound,
+        ),
+        (
+            reference("EC2NodeClass", "default"),
+            NodeClassReadiness::NotFound,
+        ),
     ];
     for (r, expected) in cases {
         assert_eq!(

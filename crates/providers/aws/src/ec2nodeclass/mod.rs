@@ -21,10 +21,16 @@ mod schema;
 pub const GROUP: &str = "karpenter.k8s.aws";
 
 /// `ec2nodeclasses.karpenter.k8s.aws`.
-pub const CRD: Crd = Crd::new(GROUP, "v1", "EC2NodeClass", "ec2nodeclasses", schema::schema)
-    .with_short_names(&["ec2nc", "ec2ncs"])
-    .with_printer_columns(printer_columns)
-    .with_runtime_checks(runtime_checks);
+pub const CRD: Crd = Crd::new(
+    GROUP,
+    "v1",
+    "EC2NodeClass",
+    "ec2nodeclasses",
+    schema::schema,
+)
+.with_short_names(&["ec2nc", "ec2ncs"])
+.with_printer_columns(printer_columns)
+.with_runtime_checks(runtime_checks);
 
 fn printer_columns() -> Value {
     serde_json::json!([

@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use karpenter_aws::ec2nodeclass::EC2NodeClass;
 use karpenter_aws::ec2::{
     CapacityReservationInfo, Ec2Api, Filter, FleetError, FleetInstance, FleetRequest, FleetResult,
     Image, Instance, LaunchTemplateData, SecurityGroupInfo, SubnetInfo,
 };
+use karpenter_aws::ec2nodeclass::EC2NodeClass;
 use karpenter_aws::http::{AwsError, Result};
 use karpenter_aws::iam::InstanceProfiles;
 use karpenter_aws::instancetype::{InstanceTypeInfo, catalog};
