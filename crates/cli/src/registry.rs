@@ -150,7 +150,7 @@ mod tests {
                 return;
             };
             let int_or_string = map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
-            // A free-form subtree (EC2NodeClass kubelet values) may leave its type open.
+            // A free-form subtree (a NodeClass's kubelet values) may leave its type open.
             let free_form =
                 map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
             if !map.contains_key("type") && !int_or_string && !free_form {

@@ -8,6 +8,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_api::NodePool;
+use karpenter_api::crd::Crd;
 use karpenter_api::duration::parse_go_duration;
 use karpenter_api::validation::{ProblemKind, validate_object};
 use serde::Deserialize;
@@ -321,12 +322,14 @@ fn typed<T: serde::de::DeserializeOwned>(
     Ok(parsed)
 }
 
-/// Parses one manifest into an object, checking karpenter's kinds as the API server would.
+/// Parses one manifest into an object, checking the kinds of `crds` (karpenter's and the
+/// providers' NodeClasses) as the API server would.
 pub fn parse_object(
     file: &Path,
     document: usize,
     prefix: &str,
     value: Value,
+    crds: &[Crd],
 ) -> Result<Object, ScenarioError> {
     let api_version = value
         .get("apiVersion")
@@ -345,7 +348,7 @@ pub fn parse_object(
             format!("{prefix}.{field}")
         }
     };
-    if let Some(report) = validate_object(&karpenter_api::crd::CORE, &value)
+    if let Some(report) = validate_object(crds, &value)
         && let Some(problem) = report
             .problems
             .iter()
@@ -396,8 +399,8 @@ pub fn parse_object(
     })
 }
 
-/// Parses scenario text.
-pub fn parse(file: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+/// Parses scenario text; objects of the kinds of `crds` are validated as the API server would.
+pub fn parse(file: &Path, text: &str, crds: &[Crd]) -> Result<Scenario, ScenarioError> {
     let documents = parse_documents(file, text)?;
     let mut scenario: Option<(String, ScenarioSpec, usize)> = None;
     let mut objects = Vec::new();
@@ -426,7 +429,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             let parsed: ScenarioDocument = typed(file, doc.index, "", doc.object)?;
             scenario = Some((parsed.metadata.name, parsed.spec, doc.index));
         } else {
-            objects.push(parse_object(file, doc.index, "", doc.object)?);
+            objects.push(parse_object(file, doc.index, "", doc.object, crds)?);
         }
     }
     let Some((name, spec, document)) = scenario else {
@@ -478,7 +481,13 @@ pub fn parse(file: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 .iter()
                 .enumerate()
                 .map(|(j, v)| {
-                    parse_object(file, document, &format!("{path}.apply[{j}]"), v.clone())
+                    parse_object(
+                        file,
+                        document,
+                        &format!("{path}.apply[{j}]"),
+                        v.clone(),
+                        crds,
+                    )
                 })
                 .collect::<Result<_, _>>()?;
             Action::Apply(parsed)
@@ -506,19 +515,24 @@ pub fn parse(file: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     })
 }
 
-/// Reads and parses a scenario file.
-pub fn load(file: &Path) -> Result<Scenario, ScenarioError> {
+/// Reads and parses a scenario file (see [`parse`]).
+pub fn load(file: &Path, crds: &[Crd]) -> Result<Scenario, ScenarioError> {
     let text = std::fs::read_to_string(file).map_err(|source| ManifestError::Read {
         path: file.to_path_buf(),
         source,
     })?;
-    parse(file, &text)
+    parse(file, &text, crds)
 }
 
 /// The scenario `karpenter-rs simulate` runs when given none.
 pub const BUILT_IN: &str = include_str!("../scenarios/cpu-burst.yaml");
 
-/// Parses the built-in scenario.
+/// Parses the built-in scenario (its NodeClass is not checked: no provider's CRDs are here).
 pub fn built_in() -> Scenario {
-    parse(Path::new("built-in:cpu-burst.yaml"), BUILT_IN).expect("the built-in scenario is valid")
+    parse(
+        Path::new("built-in:cpu-burst.yaml"),
+        BUILT_IN,
+        &karpenter_api::crd::CORE,
+    )
+    .expect("the built-in scenario is valid")
 }

@@ -7,6 +7,14 @@ use karpenter_sim::engine::Simulation;
 use karpenter_sim::report::Report;
 use karpenter_sim::scenario::{self, ScenarioError};
 
+/// karpenter's CRDs and the KWOK provider's, as the binary's registry gives the simulator.
+fn crds() -> Vec<karpenter_api::crd::Crd> {
+    karpenter_api::crd::CORE
+        .into_iter()
+        .chain(karpenter_kwok::CRDS.iter().copied())
+        .collect()
+}
+
 fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples/scenarios")
@@ -22,7 +30,7 @@ fn run(s: &scenario::Scenario) -> Report {
 }
 
 fn run_file(name: &str) -> Report {
-    let report = run(&scenario::load(&example(name)).unwrap_or_else(|e| panic!("{e}")));
+    let report = run(&scenario::load(&example(name), &crds()).unwrap_or_else(|e| panic!("{e}")));
     assert!(report.failures.is_empty(), "{name}: {:?}", report.failures);
     report
 }
@@ -154,7 +162,7 @@ fn daemonsets_are_reserved_on_new_nodes() {
 }
 
 fn parse_error(text: &str) -> String {
-    match scenario::parse(Path::new("s.yaml"), text) {
+    match scenario::parse(Path::new("s.yaml"), text, &crds()) {
         Ok(_) => panic!("expected an error"),
         Err(e) => e.to_string(),
     }
@@ -180,6 +188,14 @@ fn scenario_errors_name_the_document_and_field() {
     ));
     assert!(
         e.starts_with("s.yaml: document 1: kind: v1 ConfigMap is not supported"),
+        "{e}"
+    );
+    // A provider's NodeClass is judged by its CRD, which the registry hands the simulator.
+    let e = parse_error(&format!(
+        "apiVersion: karpenter.kwok.sh/v1alpha1\nkind: KWOKNodeClass\nmetadata: {{name: d}}\nspec: {{nodeRegistrationDelay: soon}}\n---\n{HEADER}spec: {{duration: 1m}}\n"
+    ));
+    assert!(
+        e.starts_with("s.yaml: document 1: spec.nodeRegistrationDelay:"),
         "{e}"
     );
     let e = parse_error(&format!(
@@ -216,7 +232,8 @@ fn scenario_errors_name_the_document_and_field() {
     assert!(matches!(
         scenario::parse(
             Path::new("s.yaml"),
-            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
+            &crds()
         ),
         Err(ScenarioError::Structure { .. })
     ));
@@ -274,7 +291,7 @@ fn plan_from_a_snapshot() {
 
 #[test]
 fn cluster_autoscaler_comparison() {
-    let s = scenario::load(&example("diurnal-wave.yaml")).unwrap();
+    let s = scenario::load(&example("diurnal-wave.yaml"), &crds()).unwrap();
     let catalog = karpenter_kwok::catalog::catalog();
     let ca = Simulation::cluster_autoscaler(&s, catalog.clone()).run(&mut |_| {});
     assert!(ca.failures.is_empty(), "{:?}", ca.failures);
@@ -447,7 +464,7 @@ metadata: {name: expiry}
 spec:
   duration: 25m
 "#;
-    let report = run(&scenario::parse(Path::new("expiry.yaml"), text).unwrap());
+    let report = run(&scenario::parse(Path::new("expiry.yaml"), text, &crds()).unwrap());
     let expired: Vec<_> = report
         .disruptions
         .iter()
@@ -517,7 +534,7 @@ spec:
             nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
             requirements:
               - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand, spot]}";
-    let report = run(&scenario::parse(Path::new("drift.yaml"), &text(widened)).unwrap());
+    let report = run(&scenario::parse(Path::new("drift.yaml"), &text(widened), &crds()).unwrap());
     assert!(
         report.disruptions.iter().all(|d| d.kind != "Drifted"),
         "{:?}",
@@ -528,7 +545,7 @@ spec:
             nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
             requirements:
               - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}";
-    let report = run(&scenario::parse(Path::new("drift.yaml"), &text(labelled)).unwrap());
+    let report = run(&scenario::parse(Path::new("drift.yaml"), &text(labelled), &crds()).unwrap());
     let drifted: Vec<_> = report
         .disruptions
         .iter()

@@ -36,7 +36,7 @@ pub const OPTIONAL_CONDITION_REASON_PATTERN: &str = r"^([A-Za-z]([A-Za-z0-9_,:]*
 pub struct GroupKind {
     /// The API group (`karpenter.k8s.aws`).
     pub group: &'static str,
-    /// The kind (`EC2NodeClass`).
+    /// The kind (`NodePool`, a provider's NodeClass).
     pub kind: &'static str,
 }
 

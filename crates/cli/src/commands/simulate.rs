@@ -34,7 +34,7 @@ fn load(
     catalog_name: Option<&str>,
 ) -> anyhow::Result<(scenario::Scenario, catalog::Catalog)> {
     let scenario = match file {
-        Some(path) => scenario::load(path)?,
+        Some(path) => scenario::load(path, &registry::crds())?,
         None => scenario::built_in(),
     };
     let name = catalog_name

@@ -274,6 +274,30 @@ fn reserved_capacity_comes_first_in_the_roomiest_reservation() {
         reservation("cr-empty", "c5.xlarge", "us-east-1b", 0),
     ];
     let t = resolved_types(true, &reservations, &|_, _, _| false);
+    // The reserved offering carries the reservation a launch there uses, and its room.
+    let m5 = t.iter().find(|t| t.name == "m5.xlarge").unwrap();
+    let reserved: Vec<_> = m5
+        .offerings
+        .iter()
+        .filter(|o| o.capacity_type == "reserved")
+        .map(|o| (o.zone.as_str(), o.reservation.clone()))
+        .collect();
+    assert_eq!(
+        reserved,
+        [(
+            "us-east-1a",
+            Some(karpenter_core::cloudprovider::Reservation {
+                id: "cr-big".into(),
+                capacity: 5
+            })
+        )]
+    );
+    assert!(
+        m5.offerings
+            .iter()
+            .filter(|o| o.capacity_type != "reserved")
+            .all(|o| o.reservation.is_none())
+    );
     let p = plan(&claim(&[], "1"), &t, &subnets(), &images(), &reservations).unwrap();
     assert_eq!(p.capacity_type, "reserved");
     let keys: Vec<_> = p.by_image.keys().collect();

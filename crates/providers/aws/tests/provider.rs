@@ -356,3 +356,85 @@ fn resolved_types_are_reused_until_an_offering_runs_out() {
         );
     });
 }
+
+#[test]
+fn node_class_readiness_is_the_status_loops_ready_condition() {
+    use karpenter_api::NodeClassReference;
+    use karpenter_controller::cloudprovider::NodeClassReadiness;
+    block_on(async {
+        let store = Store::default();
+        let p = provider_with(FakeEc2::default(), store.clone());
+        let reference = |kind: &str, name: &str| NodeClassReference {
+            group: "karpenter.k8s.aws".into(),
+            kind: kind.into(),
+            name: name.into(),
+        };
+        let readiness = |r: NodeClassReference| {
+            let p = &p;
+            async move { p.node_class_readiness(&r).await.unwrap() }
+        };
+        assert_eq!(
+            readiness(reference("EC2NodeClass", "default")).await,
+            NodeClassReadiness::NotFound
+        );
+        assert_eq!(
+            readiness(reference("KWOKNodeClass", "default")).await,
+            NodeClassReadiness::NotFound,
+            "not a kind this provider serves"
+        );
+        store
+            .0
+            .lock()
+            .unwrap()
+            .insert("default".into(), node_class(serde_json::json!({})));
+        assert!(
+            matches!(
+                readiness(reference("EC2NodeClass", "default")).await,
+                NodeClassReadiness::NotReady { ref reason, .. } if reason == "AwaitingReconciliation"
+            ),
+            "no status written yet"
+        );
+        let mut class = node_class(serde_json::json!({}));
+        class.status = serde_json::from_value(serde_json::json!({"conditions": [
+            {"type": "SubnetsReady", "status": "False", "reason": "SubnetsNotFound", "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"},
+            {"type": "Ready", "status": "False", "reason": "SubnetsNotFound", "message": "spec.subnetSelectorTerms: no subnet matches", "lastTransitionTime": "2024-01-01T00:00:00Z"},
+        ]}))
+        .unwrap();
+        store.0.lock().unwrap().insert("default".into(), class);
+        assert_eq!(
+            readiness(reference("EC2NodeClass", "default")).await,
+            NodeClassReadiness::NotReady {
+                reason: "SubnetsNotFound".into(),
+                message: "spec.subnetSelectorTerms: no subnet matches".into()
+            }
+        );
+    });
+}
+
+#[test]
+fn repair_policies_are_upstreams() {
+    let p = provider_with(FakeEc2::default(), Store::default());
+    let policies: Vec<(&str, &str, u64)> = p
+        .repair_policies()
+        .iter()
+        .map(|r| {
+            (
+                r.condition_type,
+                r.condition_status,
+                r.toleration.as_secs() / 60,
+            )
+        })
+        .collect();
+    assert_eq!(
+        policies,
+        [
+            ("Ready", "False", 30),
+            ("Ready", "Unknown", 30),
+            ("AcceleratedHardwareReady", "False", 10),
+            ("StorageReady", "False", 30),
+            ("NetworkingReady", "False", 30),
+            ("KernelReady", "False", 30),
+            ("ContainerRuntimeReady", "False", 30),
+        ]
+    );
+}

@@ -10,7 +10,9 @@ use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use karpenter_api::{NodeClaim, NodePool};
-use karpenter_controller::cloudprovider::{CloudProvider, Result as CloudResult};
+use karpenter_controller::cloudprovider::{
+    CloudProvider, CloudProviderError, Provider, ProviderLoop, Result as CloudResult,
+};
 use karpenter_controller::{Context, Controller, Options};
 use karpenter_kwok::KWOKNodeClass;
 use karpenter_kwok::KwokProvider;
@@ -1094,14 +1096,56 @@ async fn nodes_stamped_by_another_hash_version_are_adopted_not_replaced() {
     running.stop().await;
 }
 
-/// KWOK whose chosen instances' image moves on, as a cloud's NodeClass drift.
-struct ImageDrift {
+/// KWOK scripted as a cloud: instances whose image moves on (NodeClass drift), launches that
+/// fail with a named reason, and a loop of its own beside the controller's.
+struct Scripted {
     kwok: KwokProvider,
     /// The NodeClaims whose image is outdated.
     outdated: std::sync::Mutex<Vec<String>>,
+    /// Launches fail with this while it is set.
+    create_error: std::sync::Mutex<Option<CloudProviderError>>,
+    /// The provider's own loop: started, then stopped on shutdown.
+    loop_started: Arc<std::sync::atomic::AtomicBool>,
+    loop_stopped: Arc<std::sync::atomic::AtomicBool>,
 }
 
-impl CloudProvider for ImageDrift {
+impl Scripted {
+    fn new(server: &FakeApiServer) -> Self {
+        Self {
+            kwok: KwokProvider::new(server.client()),
+            outdated: Default::default(),
+            create_error: Default::default(),
+            loop_started: Default::default(),
+            loop_stopped: Default::default(),
+        }
+    }
+}
+
+impl Provider for Scripted {
+    type Settings = karpenter_kwok::provider::KwokSettings;
+
+    async fn build(
+        _client: kube::Client,
+        _settings: Self::Settings,
+    ) -> Result<Self, karpenter_controller::cloudprovider::BoxError> {
+        Err("built by the test".into())
+    }
+
+    fn controllers(ctx: &Arc<Context<Self>>, shutdown: &CancellationToken) -> Vec<ProviderLoop> {
+        let (started, stopped) = (
+            ctx.provider.loop_started.clone(),
+            ctx.provider.loop_stopped.clone(),
+        );
+        let shutdown = shutdown.clone();
+        vec![Box::pin(async move {
+            started.store(true, std::sync::atomic::Ordering::SeqCst);
+            shutdown.cancelled().await;
+            stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+        })]
+    }
+}
+
+impl CloudProvider for Scripted {
     fn name(&self) -> &'static str {
         "kwok"
     }
@@ -1115,6 +1159,9 @@ impl CloudProvider for ImageDrift {
         self.kwok.node_class_readiness(reference).await
     }
     async fn create(&self, claim: &NodeClaim) -> CloudResult<NodeClaim> {
+        if let Some(e) = self.create_error.lock().unwrap().clone() {
+            return Err(e);
+        }
         self.kwok.create(claim).await
     }
     async fn delete(&self, claim: &NodeClaim) -> CloudResult<()> {
@@ -1149,10 +1196,7 @@ impl CloudProvider for ImageDrift {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_drift_marks_and_replaces_the_node() {
     let server = setup(json!({"spec": {"disruption": {"consolidateAfter": "Never"}}}));
-    let provider = Arc::new(ImageDrift {
-        kwok: KwokProvider::new(server.client()),
-        outdated: Default::default(),
-    });
+    let provider = Arc::new(Scripted::new(&server));
     let options = Options {
         provider_drift_check: Duration::from_millis(200),
         ..drifting()
@@ -1231,5 +1275,56 @@ async fn node_class_readiness_reads_the_kwok_node_class() {
             .map(|p| (p.condition_type, p.condition_status, p.toleration.as_secs()))
             .collect::<Vec<_>>(),
         [("Ready", "False", 600), ("Ready", "Unknown", 600)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_controllers_run_and_named_launch_failures_reach_the_condition() {
+    let server = setup(json!({}));
+    let provider = Arc::new(Scripted::new(&server));
+    *provider.create_error.lock().unwrap() = Some(CloudProviderError::create(
+        "LaunchTemplateNotFound",
+        "launch template lt-1 was deleted",
+    ));
+    let controller = Controller::new(server.client(), provider.clone(), Options::default());
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(controller.run_with_provider_controllers(stop.clone()));
+    let started = eventually(WAIT, || {
+        provider
+            .loop_started
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then_some(())
+    })
+    .await;
+    assert!(started.is_some(), "the provider's own loop runs");
+
+    server
+        .create(&pod("p0", "1", json!({"app": "web"})))
+        .unwrap();
+    let launched = eventually(WAIT, || {
+        server.list::<NodeClaim>().into_iter().find_map(|c| {
+            let launched = condition(&c, "Launched")?;
+            (launched.reason == "LaunchTemplateNotFound").then(|| launched.clone())
+        })
+    })
+    .await
+    .expect("the Launched condition carries the provider's reason");
+    assert_eq!(launched.status, "Unknown");
+    assert_eq!(launched.message, "launch template lt-1 was deleted");
+
+    // Retried until the provider can launch.
+    *provider.create_error.lock().unwrap() = None;
+    assert_eq!(
+        eventually(WAIT, || (bound(&server) == 1).then_some(())).await,
+        Some(())
+    );
+
+    stop.cancel();
+    task.await.unwrap();
+    assert!(
+        provider
+            .loop_stopped
+            .load(std::sync::atomic::Ordering::SeqCst),
+        "the provider's loop ends with the controller"
     );
 }
