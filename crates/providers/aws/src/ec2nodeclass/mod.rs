@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use karpenter_api::crd::{Crd, READY_COLUMN_PATH};
 use karpenter_api::hash::Fnv;
 
+pub mod conversion;
 mod schema;
 
 /// The API group of EC2NodeClass.

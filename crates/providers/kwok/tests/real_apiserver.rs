@@ -1,0 +1,216 @@
+//! The controller with the KWOK provider against a real Kubernetes API server, scheduler and
+//! controller manager (no kubelets): what the test kit's fake cannot show — CRDs installed
+//! from the registry's definitions and judged by the real apiserver, real watches, the real
+//! scheduler binding the pod, the real garbage collector and Eviction API on the way out.
+//!
+//! Skipped unless `KARPENTER_RS_REAL_KUBECONFIG` names the kubeconfig of such a cluster (a
+//! local control plane built from source; CI has none). Run with:
+//!
+//! ```sh
+//! KARPENTER_RS_REAL_KUBECONFIG=path/to/kubeconfig cargo test -p karpenter-kwok --test real_apiserver
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use karpenter_api::labels::NODE_POOL_LABEL;
+use karpenter_api::{NodeClaim, NodePool};
+use karpenter_controller::{Controller, Options};
+use karpenter_kwok::{KWOKNodeClass, KwokProvider};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const NAME: &str = "real-e2e";
+const WAIT: Duration = Duration::from_secs(60);
+
+async fn client() -> Option<Client> {
+    let path = std::env::var("KARPENTER_RS_REAL_KUBECONFIG").ok()?;
+    let kubeconfig = Kubeconfig::read_from(&path).expect("the kubeconfig reads");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("the kubeconfig is usable");
+    Some(Client::try_from(config).expect("a client"))
+}
+
+/// Polls `check` every 250 ms until it answers or `WAIT` passes.
+async fn eventually<T, F: Future<Output = Option<T>>>(mut check: impl FnMut() -> F) -> Option<T> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while tokio::time::Instant::now() < deadline {
+        if let Some(v) = check().await {
+            return Some(v);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
+}
+
+/// Applies karpenter's CRDs and the KWOK provider's, as the chart does, and waits until the
+/// API server serves them.
+async fn install_crds(client: &Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crds: Vec<_> = karpenter_api::crd::CORE
+        .iter()
+        .chain(karpenter_kwok::CRDS)
+        .collect();
+    for crd in &crds {
+        let definition = crd.definition();
+        let name = definition["metadata"]["name"].as_str().unwrap().to_string();
+        api.patch(
+            &name,
+            &PatchParams::apply("karpenter-rs-tests").force(),
+            &Patch::Apply(definition),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the API server accepts {name}: {e}"));
+        let established = eventually(|| {
+            let api = api.clone();
+            let name = name.clone();
+            async move {
+                let crd = api.get(&name).await.ok()?;
+                crd.status?
+                    .conditions?
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+                    .then_some(())
+            }
+        })
+        .await;
+        assert!(established.is_some(), "{name} established");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_pod_gets_a_kwok_node_and_the_node_goes_with_its_pool() {
+    let Some(client) = client().await else {
+        eprintln!("skipped: KARPENTER_RS_REAL_KUBECONFIG is not set");
+        return;
+    };
+    install_crds(&client).await;
+    let apply = PatchParams::apply("karpenter-rs-tests").force();
+    let classes: Api<KWOKNodeClass> = Api::all(client.clone());
+    let class: KWOKNodeClass = serde_json::from_value(json!({
+        "apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
+        "metadata": {"name": NAME}, "spec": {},
+    }))
+    .unwrap();
+    classes
+        .patch(NAME, &apply, &Patch::Apply(&class))
+        .await
+        .expect("the KWOKNodeClass applies");
+    let pools: Api<NodePool> = Api::all(client.clone());
+    let pool: NodePool = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": NAME},
+        "spec": {"template": {"spec": {
+            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": NAME},
+            "requirements": [
+                {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            ],
+        }}},
+    }))
+    .unwrap();
+    pools
+        .patch(NAME, &apply, &Patch::Apply(&pool))
+        .await
+        .expect("the NodePool applies");
+
+    let controller = Controller::new(
+        client.clone(),
+        Arc::new(KwokProvider::new(client.clone())),
+        Options {
+            disable_leader_election: true,
+            ..Options::default()
+        },
+    );
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(controller.run_with_provider_controllers(stop.clone()));
+
+    // Only a node of this pool can take the pod, so the real scheduler marks it Unschedulable
+    // until karpenter launches one.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let _ = pods.delete(NAME, &DeleteParams::background()).await;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": NAME},
+        "spec": {
+            "nodeSelector": {NODE_POOL_LABEL: NAME},
+            "containers": [{"name": "c", "image": "app", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+        },
+    }))
+    .unwrap();
+    eventually(|| {
+        let pods = pods.clone();
+        let pod = pod.clone();
+        async move { pods.create(&PostParams::default(), &pod).await.ok() }
+    })
+    .await
+    .expect("the pod is created once the old one is gone");
+
+    let node_name = eventually(|| {
+        let pods = pods.clone();
+        async move { pods.get(NAME).await.ok()?.spec?.node_name }
+    })
+    .await
+    .expect("the scheduler binds the pod to a launched node");
+    let claims: Api<NodeClaim> = Api::all(client.clone());
+    let claim = claims
+        .list(&ListParams::default().labels(&format!("{NODE_POOL_LABEL}={NAME}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|c| c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&node_name))
+        .expect("the node's NodeClaim");
+    assert_eq!(
+        claim.spec.node_class_ref.kind, "KWOKNodeClass",
+        "the claim names the pool's NodeClass"
+    );
+
+    // Deleting the pool: the garbage collector deletes its claims, termination drains the pod
+    // through the Eviction API and the instance (the Node) goes.
+    pods.delete(NAME, &DeleteParams::default()).await.unwrap();
+    pools
+        .delete(NAME, &DeleteParams::background())
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let gone = eventually(|| {
+        let nodes = nodes.clone();
+        let node_name = node_name.clone();
+        async move {
+            nodes
+                .get_opt(&node_name)
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    assert!(gone.is_some(), "the node {node_name} is deleted");
+    let claims_gone = eventually(|| {
+        let claims = claims.clone();
+        async move {
+            claims
+                .list(&ListParams::default().labels(&format!("{NODE_POOL_LABEL}={NAME}")))
+                .await
+                .ok()?
+                .items
+                .is_empty()
+                .then_some(())
+        }
+    })
+    .await;
+    assert!(claims_gone.is_some(), "the NodeClaims are gone");
+
+    stop.cancel();
+    running.await.unwrap();
+    classes
+        .delete(NAME, &DeleteParams::default())
+        .await
+        .unwrap();
+}
