@@ -61,7 +61,7 @@ pub struct AwsSettings {
 
 /// A setting the provider cannot run without.
 #[derive(Debug, thiserror::Error)]
-#[error("{0} must be set for the aws provider")]
+#[error("{0} must be set")]
 struct Missing(&'static str);
 
 impl Provider for AwsProvider {

@@ -133,7 +133,12 @@ async fn a_pending_pod_gets_a_kwok_node_and_the_node_goes_with_its_pool() {
     // Only a node of this pool can take the pod, so the real scheduler marks it Unschedulable
     // until karpenter launches one.
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let _ = pods.delete(NAME, &DeleteParams::background()).await;
+    // No kubelet confirms a pod's end here, so pods go at once (grace period 0).
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    let _ = pods.delete(NAME, &now).await;
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": NAME},
         "spec": {
@@ -172,7 +177,7 @@ async fn a_pending_pod_gets_a_kwok_node_and_the_node_goes_with_its_pool() {
 
     // Deleting the pool: the garbage collector deletes its claims, termination drains the pod
     // through the Eviction API and the instance (the Node) goes.
-    pods.delete(NAME, &DeleteParams::default()).await.unwrap();
+    pods.delete(NAME, &now).await.unwrap();
     pools
         .delete(NAME, &DeleteParams::background())
         .await
@@ -209,8 +214,7 @@ async fn a_pending_pod_gets_a_kwok_node_and_the_node_goes_with_its_pool() {
 
     stop.cancel();
     running.await.unwrap();
-    classes
-        .delete(NAME, &DeleteParams::default())
-        .await
-        .unwrap();
+    if let Err(e) = classes.delete(NAME, &DeleteParams::default()).await {
+        panic!("deleting the KWOKNodeClass: {e}");
+    }
 }
