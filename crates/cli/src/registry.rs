@@ -56,8 +56,8 @@ macro_rules! controllers {
 pub const PROVIDERS: &[Registration] = &[
     karpenter_kwok::REGISTRATION,
     karpenter_aws::REGISTRATION,
-    // karpenter_azure::REGISTRATION,
-    // karpenter_alibaba::REGISTRATION,
+    karpenter_azure::REGISTRATION,
+    karpenter_alibaba::REGISTRATION,
 ];
 
 // The providers the controller can run, by `--cloud-provider` name.

@@ -1,8 +1,14 @@
-//! A provider's instance types as the simulator and the dry-run planner launch from them.
+//! A provider's instance types as the simulator and the dry-run planner launch from them, and
+//! the helpers providers build embedded catalogs with.
 
 use std::sync::Arc;
 
-use karpenter_core::cloudprovider::InstanceType;
+use karpenter_api::Operator;
+use karpenter_api::labels::{
+    ARCH_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, ZONE_LABEL,
+};
+use karpenter_core::cloudprovider::{InstanceType, Offering};
+use karpenter_core::scheduling::{Requirement, Requirements};
 
 /// A catalog: a provider's instance types, prices and allocatable as its own formula computes
 /// them, and the labels it defines.
@@ -29,4 +35,46 @@ impl Catalog {
             provider_labels: provider_labels.iter().map(|s| s.to_string()).collect(),
         }
     }
+}
+
+/// The requirements of an embedded catalog's instance type: name, architecture, Linux, the
+/// zones and capacity types it is offered in, and the provider's labels (`None`: the label
+/// does not exist on this type, as upstream marks labels a type lacks).
+pub fn requirements(
+    name: &str,
+    arch: &str,
+    zones: &[String],
+    capacity_types: &[&str],
+    labels: &[(&str, Option<String>)],
+) -> Requirements {
+    let mut r: Requirements = [
+        Requirement::new(INSTANCE_TYPE_LABEL, Operator::In, &[name]),
+        Requirement::new(ARCH_LABEL, Operator::In, &[arch]),
+        Requirement::new(OS_LABEL, Operator::In, &["linux"]),
+        Requirement::new(ZONE_LABEL, Operator::In, zones),
+        Requirement::new(CAPACITY_TYPE_LABEL, Operator::In, capacity_types),
+    ]
+    .into_iter()
+    .collect();
+    for (key, value) in labels {
+        r.add(match value {
+            Some(v) => Requirement::new(key, Operator::In, &[v.as_str()]),
+            None => Requirement::new(key, Operator::DoesNotExist, &[] as &[&str]),
+        });
+    }
+    r
+}
+
+/// One on-demand offering per zone at `price`: what a catalog without spot prices offers.
+pub fn on_demand(zones: &[String], price: f64) -> Vec<Offering> {
+    zones
+        .iter()
+        .map(|z| Offering {
+            zone: z.clone(),
+            capacity_type: "on-demand".into(),
+            price,
+            available: true,
+            reservation: None,
+        })
+        .collect()
 }

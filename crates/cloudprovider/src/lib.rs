@@ -8,7 +8,7 @@
 //! a Kubernetes client or a runtime. The instance-type model ([`InstanceType`], [`Offering`])
 //! is `karpenter-core`'s, re-exported here, because the scheduling simulation works on it.
 
-mod catalog;
+pub mod catalog;
 mod error;
 mod provider;
 mod registration;
