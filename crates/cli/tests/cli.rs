@@ -103,6 +103,29 @@ fn unparseable_and_missing_files_exit_2_with_a_location() {
 }
 
 #[test]
+fn v1beta1_aws_nodepool_and_ec2nodeclass_convert_to_valid_v1() {
+    let out = karpenter_rs(&["convert", "-f", "examples/v1beta1/aws.yaml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let notes = stderr(&out);
+    assert!(notes.contains("alias: al2023@latest"), "{notes}");
+    assert!(!notes.contains("still invalid"), "{notes}");
+    let converted = temp_file("aws-v1.yaml", &stdout(&out));
+    let out = karpenter_rs(&["validate", "-f", converted.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("2 objects checked, 0 invalid"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn v1beta1_is_pointed_at_convert_and_converts_to_valid_v1() {
     let input = "examples/v1beta1/aks-nodepools.yaml";
     let out = karpenter_rs(&["validate", "-f", input]);

@@ -18,7 +18,7 @@
 //!   loops beside the controller's.
 //!
 //! The API, pure too: [`ec2nodeclass`] (`EC2NodeClass`, `karpenter.k8s.aws/v1`: the types,
-//! the CRD with upstream's CEL rules, the hash), [`catalog`] (the simulator's `aws` catalog) and
+//! the CRD with upstream's CEL rules, the hash, the v1beta1 conversion), [`catalog`] (the simulator's `aws` catalog) and
 //! [`REGISTRATION`], what the binary's registry knows of this provider.
 
 pub mod catalog;
@@ -33,7 +33,7 @@ pub mod userdata;
 pub use ec2nodeclass::{EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus};
 
 use karpenter_api::crd::{Crd, GroupKind};
-use karpenter_cloudprovider::Registration;
+use karpenter_cloudprovider::{NodeClassConversion, Registration};
 
 /// The NodeClass CRDs of this provider.
 pub const CRDS: &[Crd] = &[ec2nodeclass::CRD];
@@ -43,7 +43,11 @@ pub const REGISTRATION: Registration = Registration {
     name: "aws",
     node_class: GroupKind::new(ec2nodeclass::GROUP, "EC2NodeClass"),
     crds: CRDS,
-    conversions: &[],
+    conversions: &[NodeClassConversion {
+        from_api_version: "karpenter.k8s.aws/v1beta1",
+        kind: "EC2NodeClass",
+        convert: ec2nodeclass::conversion::convert_v1beta1,
+    }],
     catalog: Some(catalog::catalog),
 };
 
