@@ -25,10 +25,20 @@ fn json_patch_merge(base: &mut Value, patch: Value) {
     }
 }
 
+/// Name, v1beta1 spec, annotations; the v1 amiFamily, amiSelectorTerms and Ubuntu
+/// compatibility annotation expected.
+type Case = (
+    &'static str,
+    Value,
+    Value,
+    Option<&'static str>,
+    Value,
+    Option<&'static str>,
+);
+
 #[test]
 fn upstream_conversion_cases() {
-    // (name, v1beta1 spec, annotations, expected v1 amiFamily, amiSelectorTerms, compatibility annotation)
-    let cases: Vec<(&str, Value, Value, Option<&str>, Value, Option<&str>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "AL2 without terms",
             json!({"amiFamily": "AL2"}),
