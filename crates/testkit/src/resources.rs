@@ -124,3 +124,30 @@ impl ResourceType {
         self.known().is_some_and(|k| k.3)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_crd_teaches_kind_and_status_subresource() {
+        let rt = ResourceType {
+            group: "example.karpenter.test".into(),
+            version: "v1".into(),
+            plural: "widgetclasses".into(),
+        };
+        assert_eq!(rt.kind(), "Unknown");
+        assert!(!rt.has_status_subresource());
+        let crd = json!({"spec": {
+            "group": "example.karpenter.test",
+            "names": {"plural": "widgetclasses", "kind": "WidgetClass"},
+            "versions": [{"name": "v1", "subresources": {"status": {}}}],
+        }});
+        install_crd(&crd).unwrap();
+        assert_eq!(rt.kind(), "WidgetClass");
+        assert!(rt.has_status_subresource());
+        assert!(install_crd(&json!({"spec": {}})).is_err());
+    }
+}
