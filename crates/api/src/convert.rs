@@ -37,7 +37,7 @@ pub enum ConvertError {
 
 /// The annotation upstream's AWS provider keeps v1beta1 kubelet settings in during migration.
 pub const AWS_KUBELET_COMPATIBILITY_ANNOTATION: &str =
-    "compatibility.karpenter.k8s.aws/v1beta1-kubelet-conversion";
+    "compatibility.karpenter.sh/v1beta1-kubelet-conversion";
 
 /// Converts a v1beta1 object. `providers` are the NodeClasses the binary knows, one per
 /// provider; a provider's labels share its NodeClass's group as their domain, which is how
