@@ -4,7 +4,7 @@
 
 pub mod pod;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -28,6 +28,10 @@ pub trait Stored {
     fn key(&self) -> String;
     /// The resourceVersion it was read at.
     fn resource_version(&self) -> Option<&str>;
+    /// Whether the object no longer exists although it was read: deleted, with no finalizer
+    /// left to hold it. The API server answers the write that removes the last finalizer with
+    /// the object as it was deleted, and that answer must not bring it back into state.
+    fn is_gone(&self) -> bool;
 }
 
 macro_rules! stored_resource {
@@ -38,6 +42,11 @@ macro_rules! stored_resource {
             }
             fn resource_version(&self) -> Option<&str> {
                 self.meta().resource_version.as_deref()
+            }
+            fn is_gone(&self) -> bool {
+                let meta = self.meta();
+                meta.deletion_timestamp.is_some()
+                    && meta.finalizers.as_ref().is_none_or(|f| f.is_empty())
             }
         }
     )*};
@@ -52,18 +61,40 @@ impl Stored for StoredPod {
     fn resource_version(&self) -> Option<&str> {
         self.metadata.resource_version.as_deref()
     }
+    fn is_gone(&self) -> bool {
+        // A deleted pod stays until its kubelet confirms it stopped (graceful deletion), with
+        // or without finalizers; only the watch's delete event says it is gone.
+        false
+    }
 }
+
+/// How many deletions an index remembers. A write's answer arrives within a request's time of
+/// the deletion it raced with; this many deletions later it is long settled.
+const TOMBSTONES: usize = 16_384;
 
 /// Objects of one kind by `namespace/name` (or `name`).
 pub struct Index<K> {
-    objects: RwLock<HashMap<String, Arc<K>>>,
+    state: RwLock<IndexState<K>>,
     synced: AtomicBool,
+}
+
+struct IndexState<K> {
+    objects: HashMap<String, Arc<K>>,
+    /// Keys deleted, with the resourceVersion of their deletion: an older version of the
+    /// object arriving later (the answer to a write that raced the delete event) is stale.
+    tombstones: HashMap<String, Option<String>>,
+    /// Tombstones oldest first, to forget them past [`TOMBSTONES`].
+    tombstone_order: VecDeque<String>,
 }
 
 impl<K> Default for Index<K> {
     fn default() -> Self {
         Self {
-            objects: RwLock::new(HashMap::new()),
+            state: RwLock::new(IndexState {
+                objects: HashMap::new(),
+                tombstones: HashMap::new(),
+                tombstone_order: VecDeque::new(),
+            }),
             synced: AtomicBool::new(false),
         }
     }
@@ -88,25 +119,54 @@ fn is_newer(old: Option<&str>, new: Option<&str>) -> bool {
     }
 }
 
+/// Whether `new` was written after the deletion recorded at `deleted` (a re-created object).
+fn is_after(deleted: Option<&str>, new: Option<&str>) -> bool {
+    match (
+        deleted.and_then(|o| o.parse::<u64>().ok()),
+        new.and_then(|n| n.parse::<u64>().ok()),
+    ) {
+        (Some(o), Some(n)) => n > o,
+        _ => true,
+    }
+}
+
+impl<K> IndexState<K> {
+    fn bury(&mut self, key: String, resource_version: Option<String>) {
+        self.objects.remove(&key);
+        if self
+            .tombstones
+            .insert(key.clone(), resource_version)
+            .is_none()
+        {
+            self.tombstone_order.push_back(key);
+        }
+        while self.tombstone_order.len() > TOMBSTONES {
+            if let Some(oldest) = self.tombstone_order.pop_front() {
+                self.tombstones.remove(&oldest);
+            }
+        }
+    }
+}
+
 impl<K: Stored> Index<K> {
     /// One object.
     pub fn get(&self, key: &str) -> Option<Arc<K>> {
-        self.read().get(key).cloned()
+        self.read().objects.get(key).cloned()
     }
 
     /// Every object.
     pub fn all(&self) -> Vec<Arc<K>> {
-        self.read().values().cloned().collect()
+        self.read().objects.values().cloned().collect()
     }
 
     /// How many objects there are.
     pub fn len(&self) -> usize {
-        self.read().len()
+        self.read().objects.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.read().is_empty()
+        self.read().objects.is_empty()
     }
 
     /// Whether the initial list has arrived.
@@ -115,35 +175,63 @@ impl<K: Stored> Index<K> {
     }
 
     /// Records an object (from a watch, or as a write of ours returned it) unless a newer
-    /// version is already known.
+    /// version is already known or the object was deleted since this version.
     pub fn apply(&self, obj: K) {
         let key = obj.key();
-        let mut objects = self.write();
-        let newer = objects
+        let mut state = self.write();
+        // A re-created object is newer than its tombstone, which may stay: every later
+        // version of it is newer still.
+        if let Some(deleted) = state.tombstones.get(&key)
+            && !is_after(deleted.as_deref(), obj.resource_version())
+        {
+            return;
+        }
+        if obj.is_gone() {
+            let rv = obj.resource_version().map(str::to_string);
+            state.bury(key, rv);
+            return;
+        }
+        let newer = state
+            .objects
             .get(&key)
             .is_none_or(|old| is_newer(old.resource_version(), obj.resource_version()));
         if newer {
-            objects.insert(key, Arc::new(obj));
+            state.objects.insert(key, Arc::new(obj));
         }
     }
 
-    /// Forgets a deleted object.
+    /// Forgets a deleted object (`obj` as the delete event carries it, at the deletion's
+    /// resourceVersion) and ignores older versions of it from then on.
     pub fn remove(&self, obj: &K) {
-        self.write().remove(&obj.key());
+        let rv = obj.resource_version().map(str::to_string);
+        self.write().bury(obj.key(), rv);
     }
 
-    /// Replaces everything after a (re)list.
+    /// Replaces everything after a (re)list: objects deleted while the watch was away go.
     pub fn reset(&self, objects: Vec<Arc<K>>) {
-        *self.write() = objects.into_iter().map(|o| (o.key(), o)).collect();
+        let mut state = self.write();
+        state.objects = objects
+            .into_iter()
+            .filter(|o| !o.is_gone())
+            .map(|o| (o.key(), o))
+            .collect();
+        let IndexState {
+            objects,
+            tombstones,
+            tombstone_order,
+        } = &mut *state;
+        tombstones.retain(|key, _| !objects.contains_key(key));
+        tombstone_order.retain(|key| tombstones.contains_key(key));
+        drop(state);
         self.synced.store(true, Ordering::Release);
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<K>>> {
-        self.objects.read().unwrap_or_else(|e| e.into_inner())
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, IndexState<K>> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<K>>> {
-        self.objects.write().unwrap_or_else(|e| e.into_inner())
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, IndexState<K>> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -377,6 +465,90 @@ mod tests {
         index.reset(vec![Arc::new(node("b", "1"))]);
         assert!(index.synced());
         assert_eq!(index.len(), 1);
+    }
+
+    fn deleting(mut n: Node, finalizers: &[&str]) -> Node {
+        n.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        n.metadata.finalizers = Some(finalizers.iter().map(|f| f.to_string()).collect());
+        n
+    }
+
+    fn rv(index: &Index<Node>, key: &str) -> Option<String> {
+        index
+            .get(key)
+            .map(|n| n.metadata.resource_version.clone().unwrap_or_default())
+    }
+
+    #[test]
+    fn an_answer_to_a_write_does_not_bring_back_a_deleted_object() {
+        // The finalizer's removal is answered with the object at its deletion; whichever of
+        // the answer and the delete event comes first, the node ends up gone.
+        let index = Index::<Node>::default();
+        index.apply(deleting(node("a", "5"), &["karpenter.sh/termination"]));
+        index.remove(&deleting(node("a", "9"), &[]));
+        index.apply(deleting(node("a", "9"), &[]));
+        assert_eq!(rv(&index, "a"), None, "answer after the delete event");
+
+        let index = Index::<Node>::default();
+        index.apply(deleting(node("a", "5"), &["karpenter.sh/termination"]));
+        index.apply(deleting(node("a", "9"), &[]));
+        assert_eq!(rv(&index, "a"), None, "answer before the delete event");
+        index.remove(&deleting(node("a", "9"), &[]));
+        assert_eq!(rv(&index, "a"), None);
+
+        // An older write (a taint, say) answered after the delete event is stale too.
+        let index = Index::<Node>::default();
+        index.apply(node("a", "5"));
+        index.remove(&node("a", "9"));
+        index.apply(node("a", "7"));
+        assert_eq!(rv(&index, "a"), None, "stale answer");
+    }
+
+    #[test]
+    fn a_recreated_object_is_kept_after_its_tombstone() {
+        let index = Index::<Node>::default();
+        index.apply(node("a", "5"));
+        index.remove(&node("a", "9"));
+        index.apply(node("a", "12"));
+        assert_eq!(rv(&index, "a").as_deref(), Some("12"));
+        index.apply(node("a", "8"));
+        assert_eq!(rv(&index, "a").as_deref(), Some("12"), "older than what is known");
+        index.remove(&node("a", "14"));
+        index.apply(node("a", "13"));
+        assert_eq!(rv(&index, "a"), None, "deleted again");
+    }
+
+    #[test]
+    fn a_relist_drops_what_was_deleted_while_away_and_keeps_tombstones_of_the_rest() {
+        let index = Index::<Node>::default();
+        index.apply(node("a", "1"));
+        index.apply(node("b", "2"));
+        index.remove(&node("c", "3"));
+        index.reset(vec![
+            Arc::new(node("b", "4")),
+            Arc::new(deleting(node("d", "5"), &[])),
+        ]);
+        assert_eq!(rv(&index, "a"), None, "deleted while the watch was away");
+        assert_eq!(rv(&index, "b").as_deref(), Some("4"));
+        assert_eq!(rv(&index, "d"), None, "listed as it was deleted");
+        index.apply(node("c", "3"));
+        assert_eq!(rv(&index, "c"), None, "a tombstone outlives the relist");
+    }
+
+    #[test]
+    fn tombstones_are_bounded() {
+        let index = Index::<Node>::default();
+        for i in 0..(TOMBSTONES + 10) {
+            index.remove(&node(&format!("n{i}"), "2"));
+        }
+        assert_eq!(index.read().tombstones.len(), TOMBSTONES);
+        assert_eq!(index.read().tombstone_order.len(), TOMBSTONES);
+        index.apply(node("n0", "1"));
+        assert!(index.get("n0").is_some(), "the oldest tombstone was forgotten");
+        index.apply(node(&format!("n{}", TOMBSTONES + 9), "1"));
+        assert!(index.get(&format!("n{}", TOMBSTONES + 9)).is_none());
     }
 
     #[test]
