@@ -51,7 +51,8 @@ pub const DO_NOT_DISRUPT_ANNOTATION: &str = "karpenter.sh/do-not-disrupt";
 pub const PROVIDER_COMPATIBILITY_ANNOTATION: &str = "compatibility.karpenter.sh/provider";
 /// Annotation holding the hash of the NodePool template a NodeClaim was made from.
 pub const NODE_POOL_HASH_ANNOTATION: &str = "karpenter.sh/nodepool-hash";
-/// Annotation holding the version of the hash algorithm.
+/// Annotation holding the version of the hash algorithm (ours is
+/// [`crate::hash::NODE_POOL_HASH_VERSION`]).
 pub const NODE_POOL_HASH_VERSION_ANNOTATION: &str = "karpenter.sh/nodepool-hash-version";
 /// Annotation holding the deadline (RFC 3339) by which a terminating NodeClaim is forced out.
 pub const NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION: &str =
@@ -61,8 +62,6 @@ pub const NODE_CLAIM_MIN_VALUES_RELAXED_ANNOTATION: &str =
     "karpenter.sh/nodeclaim-min-values-relaxed";
 /// Pod annotation that feeds the disruption cost.
 pub const POD_DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
-/// The version of the NodePool hash this implementation computes.
-pub const NODE_POOL_HASH_VERSION: &str = "v3";
 
 /// Finalizer on NodeClaims and Nodes that karpenter owns.
 pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";

@@ -18,7 +18,7 @@ use karpenter_api::labels::{
 };
 use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED};
 use karpenter_api::{DisruptionReason, NodeClaim};
-use karpenter_core::disruption::{Blocked, Command, Input, NodeState, decide};
+use karpenter_core::disruption::{Command, Input, NodeState, decide};
 use karpenter_core::provisioning::scheduling::{NodePoolInput, SchedulerOptions};
 use karpenter_core::resources::Resources;
 use kube::api::{DeleteParams, PostParams};
@@ -176,14 +176,6 @@ fn same_command(a: &Command, b: &Command) -> bool {
     a.reason == b.reason && set(a) == set(b) && a.replacements.len() == b.replacements.len()
 }
 
-fn consolidation_type(command: &Command) -> &'static str {
-    match command.method {
-        m if m.starts_with("multi") => "multi",
-        m if m.starts_with("single") => "single",
-        _ => "",
-    }
-}
-
 fn reason_label(reason: DisruptionReason) -> String {
     reason.as_str().to_lowercase()
 }
@@ -254,7 +246,7 @@ impl<P: CloudProvider> Context<P> {
                 ),
             )
             .await;
-            tracing::info!(node = %node, reason, method = command.method, "disrupting node");
+            tracing::info!(node = %node, reason, method = %command.method, "disrupting node");
         }
         Ok(())
     }
@@ -278,7 +270,7 @@ impl<P: CloudProvider> Context<P> {
                     },
                 ),
                 ("reason", &reason_label(command.reason)),
-                ("consolidation_type", consolidation_type(&command)),
+                ("consolidation_type", command.method.consolidation_type()),
             ]))
             .inc();
         for node in &command.candidates {
@@ -436,27 +428,17 @@ pub async fn pass<P: CloudProvider>(
         spot_to_spot: ctx.options.feature_gates.spot_to_spot_consolidation,
     };
     let decision = decide(&input);
-    let eligible = decision
-        .blocked_kind
-        .values()
-        .filter(|k| matches!(k, Blocked::Unconsolidatable | Blocked::Waiting))
-        .count()
-        + decision
-            .commands
-            .iter()
-            .map(|c| c.candidates.len())
-            .sum::<usize>();
-    ctx.metrics.disruption_eligible_nodes.set(eligible as i64);
-    for (node, kind) in &decision.blocked_kind {
-        let why = decision.blocked.get(node).cloned().unwrap_or_default();
-        let note = match kind {
-            Blocked::NotCandidate | Blocked::Budget => normal("DisruptionBlocked", why),
-            Blocked::Unconsolidatable => Note {
-                dedupe: Duration::from_secs(15 * 60),
-                ..normal("Unconsolidatable", why)
-            },
-            Blocked::Waiting => continue,
+    ctx.metrics
+        .disruption_eligible_nodes
+        .set(decision.eligible_nodes() as i64);
+    for (node, block) in &decision.blocked {
+        let Some(reason) = block.kind.event_reason() else {
+            continue;
         };
+        let mut note = normal(reason, block.reason.clone());
+        if reason == "Unconsolidatable" {
+            note.dedupe = Duration::from_secs(15 * 60);
+        }
         ctx.publish_on_node(node, note).await;
     }
     let Some(command) = decision.commands.into_iter().next() else {
@@ -480,7 +462,7 @@ pub async fn pass<P: CloudProvider>(
         }
     };
     if !validated {
-        tracing::debug!(candidates = ?command.candidates, method = command.method, "consolidation decided; validating");
+        tracing::debug!(candidates = ?command.candidates, method = %command.method, "consolidation decided; validating");
         orchestrator.pending = Some((Instant::now(), command));
         return Ok(());
     }

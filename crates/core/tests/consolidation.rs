@@ -301,9 +301,9 @@ fn do_not_disrupt_pods_block_consolidation_even_with_a_termination_grace_period(
     })];
     let d = c.decide();
     assert_eq!(outcome(&d), None, "{:?}", d.commands);
-    assert_eq!(d.blocked_kind["node"], Blocked::NotCandidate);
+    assert_eq!(d.blocked["node"].kind, Blocked::NotCandidate);
     assert!(
-        d.blocked["node"].contains("do-not-disrupt"),
+        d.blocked["node"].reason.contains("do-not-disrupt"),
         "{:?}",
         d.blocked
     );
@@ -365,7 +365,7 @@ fn wont_delete_a_node_whose_pods_would_land_on_an_uninitialized_node() {
     let d = c.decide();
     assert_eq!(outcome(&d), None);
     assert!(
-        d.blocked["node-1"].contains("uninitialized"),
+        d.blocked["node-1"].reason.contains("uninitialized"),
         "{:?}",
         d.blocked
     );
@@ -487,7 +487,7 @@ fn replacement_respects_pdbs_and_their_namespace() {
     let d = guarded("default").decide();
     assert_eq!(outcome(&d), None);
     assert_eq!(
-        d.blocked["node"],
+        d.blocked["node"].reason,
         "pdb prevents pod evictions (PodDisruptionBudget=[default/guard])"
     );
     // A PDB in another namespace does not cover the pod.
@@ -515,7 +515,7 @@ fn replacement_respects_do_not_disrupt() {
     )]);
     let d = on_pod.decide();
     assert_eq!(outcome(&d), None);
-    assert_eq!(d.blocked_kind["node"], Blocked::NotCandidate);
+    assert_eq!(d.blocked["node"].kind, Blocked::NotCandidate);
 }
 
 #[test]
@@ -529,7 +529,7 @@ fn wont_replace_a_node_when_no_replacement_is_cheaper() {
         )]);
         let d = c.decide();
         assert_eq!(outcome(&d), None, "{ct}");
-        assert_eq!(d.blocked_kind["node"], Blocked::Unconsolidatable, "{ct}");
+        assert_eq!(d.blocked["node"].kind, Blocked::Unconsolidatable, "{ct}");
     }
 }
 
@@ -539,7 +539,11 @@ fn spot_to_spot_needs_the_gate() {
     c.spot_to_spot = false;
     let d = c.decide();
     assert_eq!(outcome(&d), None);
-    assert!(d.blocked["node"].contains("SpotToSpotConsolidation is disabled"));
+    assert!(
+        d.blocked["node"]
+            .reason
+            .contains("SpotToSpotConsolidation is disabled")
+    );
 }
 
 #[test]
@@ -579,7 +583,7 @@ fn can_merge_three_nodes_into_one() {
         let cmd = &d.commands[0];
         assert_eq!(cmd.candidates.len(), 3, "{ct}: {:?}", d.commands);
         assert_eq!(cmd.replacements.len(), 1, "{ct}");
-        assert_eq!(cmd.method, "multi-node consolidation");
+        assert_eq!(cmd.method.as_str(), "multi-node consolidation");
     }
 }
 
@@ -646,7 +650,15 @@ fn disabled_consolidation_says_why() {
     };
     let d = when_empty.decide();
     assert_eq!(outcome(&d), None);
-    assert!(d.blocked["node"].contains("WhenEmpty"), "{:?}", d.blocked);
+    assert!(
+        d.blocked["node"].reason.contains("WhenEmpty"),
+        "{:?}",
+        d.blocked
+    );
+    // Upstream stays silent here: the policy's name says it all.
+    assert_eq!(d.blocked["node"].kind, Blocked::Ineligible);
+    assert_eq!(d.blocked["node"].kind.event_reason(), None);
+    assert_eq!(d.eligible_nodes(), 0);
     let never = Cluster {
         pools: vec![pool_with("default", |np| {
             np.spec.disruption.consolidate_after = NillableDuration::NEVER
@@ -655,7 +667,15 @@ fn disabled_consolidation_says_why() {
     };
     let d = never.decide();
     assert_eq!(outcome(&d), None);
-    assert!(d.blocked["node"].contains("Never"), "{:?}", d.blocked);
+    assert_eq!(
+        d.blocked["node"].reason,
+        "NodePool \"default\" has consolidation disabled"
+    );
+    assert_eq!(
+        d.blocked["node"].kind.event_reason(),
+        Some("Unconsolidatable")
+    );
+    assert_eq!(d.eligible_nodes(), 0);
     // WhenEmptyOrUnderutilized says nothing of the kind.
     let d = Cluster::new(vec![pricey("node", "on-demand", pods(1))]).decide();
     assert!(!d.blocked.contains_key("node"), "{:?}", d.blocked);
@@ -679,8 +699,8 @@ fn a_candidate_without_well_known_labels_is_unconsolidatable() {
         c.nodes[0].labels.remove(label);
         let d = c.decide();
         assert_eq!(outcome(&d), None, "without {label}");
-        assert_eq!(d.blocked["node"], why);
-        assert_eq!(d.blocked_kind["node"], Blocked::Unconsolidatable);
+        assert_eq!(d.blocked["node"].reason, why);
+        assert_eq!(d.blocked["node"].kind, Blocked::Unconsolidatable);
     }
     // A type the NodePool does not offer (any more).
     let mut c = Cluster::new(vec![pricey("node", "on-demand", pods(1))]);
@@ -688,7 +708,7 @@ fn a_candidate_without_well_known_labels_is_unconsolidatable() {
         .labels
         .insert(INSTANCE_TYPE_LABEL.into(), "retired".into());
     assert_eq!(
-        c.decide().blocked["node"],
+        c.decide().blocked["node"].reason,
         "Instance Type \"retired\" not found"
     );
 }

@@ -252,7 +252,7 @@ fn budgets_limit_disruption() {
     assert!(
         d.blocked
             .values()
-            .any(|why| why.contains("no allowed disruptions")),
+            .any(|b| b.reason.contains("no allowed disruptions")),
         "{:?}",
         d.blocked
     );
@@ -354,7 +354,7 @@ fn candidates_respect_blockers() {
         assert!(d.commands.is_empty(), "{name}: {:?}", d.commands);
         if !why.is_empty() {
             assert!(
-                d.blocked.get("big").is_some_and(|b| b.contains(why)),
+                d.blocked.get("big").is_some_and(|b| b.reason.contains(why)),
                 "{name}: {:?}",
                 d.blocked
             );
@@ -412,7 +412,7 @@ fn single_node_consolidation_replaces_with_a_cheaper_node() {
     );
     let cmd = &d.commands[0];
     assert_eq!(cmd.reason, DisruptionReason::Underutilized);
-    assert_eq!(cmd.method, "single-node consolidation");
+    assert_eq!(cmd.method.as_str(), "single-node consolidation");
     assert_eq!(cmd.replacements.len(), 1);
     let replacement = &cmd.replacements[0];
     assert!(
@@ -430,8 +430,12 @@ fn single_node_consolidation_replaces_with_a_cheaper_node() {
         &[],
     );
     assert!(d.commands.is_empty());
-    assert!(d.blocked["small"].contains("cheaper"), "{:?}", d.blocked);
-    assert_eq!(d.blocked_kind["small"], Blocked::Unconsolidatable);
+    assert!(
+        d.blocked["small"].reason.contains("cheaper"),
+        "{:?}",
+        d.blocked
+    );
+    assert_eq!(d.blocked["small"].kind, Blocked::Unconsolidatable);
     // Spot-to-spot consolidation is off (upstream's default).
     let d = run(
         &[node("spot", "default", 8, "spot", vec![app("500m")])],
@@ -440,7 +444,7 @@ fn single_node_consolidation_replaces_with_a_cheaper_node() {
     );
     assert!(d.commands.is_empty());
     assert!(
-        d.blocked["spot"].contains("SpotToSpotConsolidation"),
+        d.blocked["spot"].reason.contains("SpotToSpotConsolidation"),
         "{:?}",
         d.blocked
     );
@@ -454,7 +458,7 @@ fn single_node_consolidation_replaces_with_a_cheaper_node() {
         &[],
     );
     assert!(d.commands.is_empty());
-    assert!(d.blocked["big"].contains("WhenEmpty"));
+    assert!(d.blocked["big"].reason.contains("WhenEmpty"));
 }
 
 #[test]
@@ -476,8 +480,8 @@ fn pods_move_to_existing_nodes_when_they_fit() {
     let cmd = &d.commands[0];
     assert_eq!(cmd.candidates, ["b"], "{cmd:?}");
     assert!(cmd.replacements.is_empty(), "{cmd:?}");
-    assert!(d.blocked["keeper"].contains("do-not-disrupt"));
-    assert_eq!(d.blocked_kind["keeper"], Blocked::NotCandidate);
+    assert!(d.blocked["keeper"].reason.contains("do-not-disrupt"));
+    assert_eq!(d.blocked["keeper"].kind, Blocked::NotCandidate);
 
     // Two half-used 4-CPU nodes merge onto one cheaper node: replacing both beats deleting one.
     let nodes = [
@@ -518,7 +522,11 @@ fn pods_move_to_existing_nodes_when_they_fit() {
     let d = run(&nodes, &only_own, &[]);
     let cmd = &d.commands[0];
     assert_eq!(
-        (cmd.method, cmd.candidates.len(), cmd.replacements.len()),
+        (
+            cmd.method.as_str(),
+            cmd.candidates.len(),
+            cmd.replacements.len()
+        ),
         ("single-node consolidation", 1, 0),
         "{cmd:?}"
     );
@@ -546,7 +554,7 @@ fn multi_node_consolidation_merges_nodes() {
         .collect();
     let d = run(&nodes, &pools, &[]);
     let cmd = &d.commands[0];
-    assert_eq!(cmd.method, "multi-node consolidation");
+    assert_eq!(cmd.method.as_str(), "multi-node consolidation");
     assert_eq!(cmd.candidates.len(), 4);
     assert_eq!(cmd.replacements.len(), 1);
     let before: f64 = nodes.iter().map(|n| n.price).sum();
@@ -612,7 +620,7 @@ fn drift_is_eventual_when_a_termination_grace_period_bounds_the_drain() {
         // Without a grace period the blocker holds the node, as for any graceful method.
         let d = run(std::slice::from_ref(&n), &without, pdbs);
         assert!(d.commands.is_empty(), "{blocker}: {:?}", d.commands);
-        assert_eq!(d.blocked_kind["old"], Blocked::NotCandidate, "{blocker}");
+        assert_eq!(d.blocked["old"].kind, Blocked::NotCandidate, "{blocker}");
         // With one, drift replaces it: the grace period bounds the drain.
         let d = run(std::slice::from_ref(&n), &with_tgp, pdbs);
         assert_eq!(
@@ -626,7 +634,7 @@ fn drift_is_eventual_when_a_termination_grace_period_bounds_the_drain() {
         calm.drifted = false;
         let d = run(&[calm], &with_tgp, pdbs);
         assert!(d.commands.is_empty(), "{blocker}: {:?}", d.commands);
-        assert_eq!(d.blocked_kind["old"], Blocked::NotCandidate, "{blocker}");
+        assert_eq!(d.blocked["old"].kind, Blocked::NotCandidate, "{blocker}");
     }
 }
 
@@ -704,12 +712,14 @@ fn spot_to_spot_consolidation_needs_fifteen_cheaper_types() {
     );
     assert!(d.commands.is_empty());
     assert!(
-        d.blocked["spot"].contains("requires 15 cheaper instance type options")
-            && d.blocked["spot"].contains("got 7"),
+        d.blocked["spot"]
+            .reason
+            .contains("requires 15 cheaper instance type options")
+            && d.blocked["spot"].reason.contains("got 7"),
         "{:?}",
         d.blocked
     );
-    assert_eq!(d.blocked_kind["spot"], Blocked::Unconsolidatable);
+    assert_eq!(d.blocked["spot"].kind, Blocked::Unconsolidatable);
     // The 16-CPU spot node has 15 cheaper types: replaced by spot, offered exactly 15 types,
     // the cheapest first.
     let d = run_with(

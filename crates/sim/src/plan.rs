@@ -354,7 +354,7 @@ pub fn plan(
             .iter()
             .map(|c| DisruptionAction {
                 reason: c.reason.as_str().into(),
-                method: c.method.into(),
+                method: c.method.as_str().into(),
                 nodes: c.candidates.clone(),
                 replacements: c
                     .replacements
@@ -373,7 +373,10 @@ pub fn plan(
         blocked: decision
             .blocked
             .into_iter()
-            .map(|(node, reason)| Kept { node, reason })
+            .map(|(node, block)| Kept {
+                node,
+                reason: block.reason,
+            })
             .collect(),
     };
     Ok(Plan {

@@ -514,7 +514,11 @@ mod tests {
         index.apply(node("a", "12"));
         assert_eq!(rv(&index, "a").as_deref(), Some("12"));
         index.apply(node("a", "8"));
-        assert_eq!(rv(&index, "a").as_deref(), Some("12"), "older than what is known");
+        assert_eq!(
+            rv(&index, "a").as_deref(),
+            Some("12"),
+            "older than what is known"
+        );
         index.remove(&node("a", "14"));
         index.apply(node("a", "13"));
         assert_eq!(rv(&index, "a"), None, "deleted again");
@@ -546,7 +550,10 @@ mod tests {
         assert_eq!(index.read().tombstones.len(), TOMBSTONES);
         assert_eq!(index.read().tombstone_order.len(), TOMBSTONES);
         index.apply(node("n0", "1"));
-        assert!(index.get("n0").is_some(), "the oldest tombstone was forgotten");
+        assert!(
+            index.get("n0").is_some(),
+            "the oldest tombstone was forgotten"
+        );
         index.apply(node(&format!("n{}", TOMBSTONES + 9), "1"));
         assert!(index.get(&format!("n{}", TOMBSTONES + 9)).is_none());
     }

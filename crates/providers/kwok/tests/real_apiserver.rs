@@ -38,8 +38,16 @@ async fn client() -> Option<Client> {
 }
 
 /// Polls `check` every 250 ms until it answers or `WAIT` passes.
-async fn eventually<T, F: Future<Output = Option<T>>>(mut check: impl FnMut() -> F) -> Option<T> {
-    let deadline = tokio::time::Instant::now() + WAIT;
+async fn eventually<T, F: Future<Output = Option<T>>>(check: impl FnMut() -> F) -> Option<T> {
+    eventually_within(WAIT, check).await
+}
+
+/// Polls `check` every 250 ms until it answers or `wait` passes.
+async fn eventually_within<T, F: Future<Output = Option<T>>>(
+    wait: Duration,
+    mut check: impl FnMut() -> F,
+) -> Option<T> {
+    let deadline = tokio::time::Instant::now() + wait;
     while tokio::time::Instant::now() < deadline {
         if let Some(v) = check().await {
             return Some(v);
@@ -217,4 +225,217 @@ async fn a_pending_pod_gets_a_kwok_node_and_the_node_goes_with_its_pool() {
     if let Err(e) = classes.delete(NAME, &DeleteParams::default()).await {
         panic!("deleting the KWOKNodeClass: {e}");
     }
+}
+
+/// Node names the API server has for `pool`.
+async fn pool_nodes(nodes: &Api<Node>, pool: &str) -> Option<std::collections::BTreeSet<String>> {
+    Some(
+        nodes
+            .list(&ListParams::default().labels(&format!("{NODE_POOL_LABEL}={pool}")))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect(),
+    )
+}
+
+/// Upstream's scale-down on a real control plane: pods that each need their own node, most of
+/// them deleted. The nodes they leave empty go, budget by budget, and the controller's state
+/// ends equal to the API server's — a node deleted while a write of ours was in flight must
+/// not linger in state, or it counts against the budget as "being deleted" for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaled_down_pods_leave_nodes_that_go_and_state_follows_the_api_server() {
+    const POOL: &str = "real-scale";
+    const PODS: usize = 12;
+    const KEEP: usize = 3;
+    let Some(client) = client().await else {
+        eprintln!("skipped: KARPENTER_RS_REAL_KUBECONFIG is not set");
+        return;
+    };
+    install_crds(&client).await;
+    let apply = PatchParams::apply("karpenter-rs-tests").force();
+    let classes: Api<KWOKNodeClass> = Api::all(client.clone());
+    let class: KWOKNodeClass = serde_json::from_value(json!({
+        "apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
+        "metadata": {"name": POOL}, "spec": {},
+    }))
+    .unwrap();
+    classes
+        .patch(POOL, &apply, &Patch::Apply(&class))
+        .await
+        .expect("the KWOKNodeClass applies");
+    let pools: Api<NodePool> = Api::all(client.clone());
+    let pool: NodePool = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": POOL},
+        "spec": {
+            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"},
+            "template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": POOL},
+                "requirements": [
+                    {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                ],
+            }},
+        },
+    }))
+    .unwrap();
+    pools
+        .patch(POOL, &apply, &Patch::Apply(&pool))
+        .await
+        .expect("the NodePool applies");
+
+    let controller = Controller::new(
+        client.clone(),
+        Arc::new(KwokProvider::new(client.clone())),
+        Options {
+            disable_leader_election: true,
+            disruption_poll: Duration::from_secs(1),
+            consolidation_validation: Duration::from_secs(1),
+            min_drain_time: Duration::ZERO,
+            ..Options::default()
+        },
+    );
+    let state = controller.context().cluster.clone();
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(controller.run_with_provider_controllers(stop.clone()));
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    let name = |i: usize| format!("{POOL}-{i}");
+    for i in 0..PODS {
+        let _ = pods.delete(&name(i), &now).await;
+    }
+    for i in 0..PODS {
+        // One pod per node: required anti-affinity to each other on the hostname.
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name(i), "labels": {"app": POOL}},
+            "spec": {
+                "nodeSelector": {NODE_POOL_LABEL: POOL},
+                "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": POOL}}, "topologyKey": "kubernetes.io/hostname"},
+                ]}},
+                "containers": [{"name": "c", "image": "app", "resources": {"requests": {"cpu": "100m"}}}],
+            },
+        }))
+        .unwrap();
+        eventually(|| {
+            let pods = pods.clone();
+            let pod = pod.clone();
+            async move { pods.create(&PostParams::default(), &pod).await.ok() }
+        })
+        .await
+        .expect("the pod is created once an old one is gone");
+    }
+    let bound = eventually(|| {
+        let pods = pods.clone();
+        async move {
+            let list = pods
+                .list(&ListParams::default().labels(&format!("app={POOL}")))
+                .await
+                .ok()?;
+            let nodes: std::collections::BTreeSet<_> = list
+                .items
+                .iter()
+                .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+                .collect();
+            (nodes.len() == PODS).then_some(())
+        }
+    })
+    .await;
+    assert!(bound.is_some(), "each pod is bound to a node of its own");
+
+    for i in KEEP..PODS {
+        pods.delete(&name(i), &now).await.unwrap();
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    let shrunk = eventually_within(Duration::from_secs(240), || {
+        let nodes = nodes.clone();
+        async move { (pool_nodes(&nodes, POOL).await?.len() == KEEP).then_some(()) }
+    })
+    .await;
+    let in_state =
+        |state: &karpenter_controller::state::Cluster| -> std::collections::BTreeSet<String> {
+            state
+                .nodes
+                .all()
+                .iter()
+                .filter(|n| {
+                    n.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(NODE_POOL_LABEL))
+                        .map(String::as_str)
+                        == Some(POOL)
+                })
+                .filter_map(|n| n.metadata.name.clone())
+                .collect()
+        };
+    assert!(
+        shrunk.is_some(),
+        "the empty nodes go: {:?} left, {:?} in state",
+        pool_nodes(&nodes, POOL).await,
+        in_state(&state),
+    );
+    let agrees = eventually(|| {
+        let nodes = nodes.clone();
+        let state = state.clone();
+        async move { (pool_nodes(&nodes, POOL).await? == in_state(&state)).then_some(()) }
+    })
+    .await;
+    assert!(
+        agrees.is_some(),
+        "state holds the API server's nodes: {:?} there, {:?} in state",
+        pool_nodes(&nodes, POOL).await,
+        in_state(&state),
+    );
+    let claims: Api<NodeClaim> = Api::all(client.clone());
+    let claims_in_api = claims
+        .list(&ListParams::default().labels(&format!("{NODE_POOL_LABEL}={POOL}")))
+        .await
+        .unwrap()
+        .items
+        .len();
+    let claims_in_state = state
+        .node_claims
+        .all()
+        .iter()
+        .filter(|c| {
+            c.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(NODE_POOL_LABEL))
+                .map(String::as_str)
+                == Some(POOL)
+        })
+        .count();
+    assert_eq!(
+        claims_in_state, claims_in_api,
+        "state holds the API server's NodeClaims"
+    );
+
+    // Clean up: the pool's deletion takes its nodes.
+    for i in 0..KEEP {
+        pods.delete(&name(i), &now).await.unwrap();
+    }
+    pools
+        .delete(POOL, &DeleteParams::background())
+        .await
+        .unwrap();
+    let gone = eventually(|| {
+        let nodes = nodes.clone();
+        async move { pool_nodes(&nodes, POOL).await?.is_empty().then_some(()) }
+    })
+    .await;
+    assert!(gone.is_some(), "the pool's nodes go with it");
+    stop.cancel();
+    running.await.unwrap();
+    classes
+        .delete(POOL, &DeleteParams::default())
+        .await
+        .unwrap();
 }
