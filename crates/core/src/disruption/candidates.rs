@@ -324,9 +324,6 @@ pub(super) fn round_robin_by_pool<'c, 'a>(
     out
 }
 
-/// Every candidate neither acted on nor blocked waits for a later pass; say so, so that no node
-/// goes unexplained.
-
 #[cfg(test)]
 mod tests {
     use super::*;
