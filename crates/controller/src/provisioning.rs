@@ -2,7 +2,7 @@
 //! most), the scheduling simulation decides which fit on nodes that exist or are launching and
 //! which need new NodeClaims, and those NodeClaims are created.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,11 +13,12 @@ use karpenter_api::labels::{
     NODE_POOL_HASH_VERSION_ANNOTATION, NODE_POOL_LABEL,
 };
 use karpenter_api::nodeclaim::ResourceRequirements;
-use karpenter_api::{NodeClaim, NodeClaimSpec, NodePool, Operator};
+use karpenter_api::{NodeClaim, NodeClaimSpec, NodePool};
 use karpenter_core::provisioning::scheduling::{
     ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
 };
 use karpenter_core::resources::Resources;
+use karpenter_core::scheduling::requirements::node_claim_labels;
 use kube::api::PostParams;
 use kube::{Api, Resource};
 
@@ -188,15 +189,7 @@ fn existing_nodes(
         let Some(status) = claim.status.as_ref().filter(|s| s.provider_id.is_some()) else {
             continue;
         };
-        let mut labels: BTreeMap<String, String> =
-            claim.metadata.labels.clone().unwrap_or_default();
-        for r in &claim.spec.requirements {
-            if r.operator == Operator::In && r.values.len() == 1 {
-                labels
-                    .entry(r.key.clone())
-                    .or_insert_with(|| r.values[0].clone());
-            }
-        }
+        let mut labels = node_claim_labels(&claim);
         labels
             .entry(HOSTNAME_LABEL.into())
             .or_insert_with(|| name.clone());

@@ -65,6 +65,14 @@ pub fn agree(a: &Requirement, b: &Requirement) -> bool {
     a.intersects(b) || (is_negative(a) && is_negative(b))
 }
 
+/// The labels a NodeClaim's node is known to carry before its instance is: the claim's own
+/// labels, and the value of every requirement pinned to one value that they do not set.
+pub fn node_claim_labels(claim: &karpenter_api::NodeClaim) -> BTreeMap<String, String> {
+    let mut labels = Requirements::from_node_claim(&claim.spec.requirements).single_valued_labels();
+    labels.extend(claim.metadata.labels.clone().unwrap_or_default());
+    labels
+}
+
 impl Requirements {
     /// No requirements.
     pub fn new() -> Self {

@@ -31,6 +31,7 @@ use karpenter_cloudprovider::{
 };
 use karpenter_core::cloudprovider::InstanceType;
 use karpenter_core::scheduling::Requirement;
+use karpenter_core::scheduling::requirements::node_claim_labels;
 use tokio::sync::Mutex;
 
 use crate::ec2::{
@@ -448,18 +449,7 @@ where
         capacity_type: &str,
         pods: i64,
     ) -> Bootstrap {
-        let mut labels: BTreeMap<String, String> =
-            claim.metadata.labels.clone().unwrap_or_default();
-        for r in claim
-            .spec
-            .requirements
-            .iter()
-            .filter(|r| r.operator == Operator::In && r.values.len() == 1)
-        {
-            labels
-                .entry(r.key.clone())
-                .or_insert_with(|| r.values[0].clone());
-        }
+        let mut labels = node_claim_labels(claim);
         labels.insert(CAPACITY_TYPE_LABEL.into(), capacity_type.into());
         labels.insert(
             LABEL_NODE_CLASS.into(),

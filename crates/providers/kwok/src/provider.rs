@@ -3,7 +3,6 @@
 //! names the Node after the NodeClaim, so launching the same claim twice finds the first Node
 //! instead of making a second.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use karpenter_api::crd::Crd;
 use karpenter_api::labels::{
     CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, UNREGISTERED_TAINT_KEY, ZONE_LABEL,
 };
-use karpenter_api::{NodeClaim, NodeClaimStatus, NodeClassReference, NodePool, Operator};
+use karpenter_api::{NodeClaim, NodeClaimStatus, NodeClassReference, NodePool};
 use karpenter_cloudprovider::{
     BoxError, CloudProvider, CloudProviderError, InstanceType, NodeClassReadiness, Offering,
     RepairPolicy, Result,
@@ -25,6 +24,7 @@ use crate::KWOKNodeClass;
 use crate::catalog::{KWOK_LABELS, instance_types};
 use karpenter_core::resources::Resources;
 use karpenter_core::scheduling::Requirements;
+use karpenter_core::scheduling::requirements::node_claim_labels;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
@@ -78,23 +78,8 @@ pub fn choose<'a>(
 /// The Node KWOK would run for a claim launched as `it` in `offering`.
 pub fn node_for(claim: &NodeClaim, it: &InstanceType, offering: &Offering) -> Node {
     let name = claim.name_any();
-    let mut labels: BTreeMap<String, String> = BTreeMap::new();
-    for r in it
-        .requirements
-        .iter()
-        .filter(|r| r.operator() == Operator::In && r.values().len() == 1)
-    {
-        labels.insert(r.key().into(), r.values().next().unwrap_or_default().into());
-    }
-    for r in claim
-        .spec
-        .requirements
-        .iter()
-        .filter(|r| r.operator == Operator::In && r.values.len() == 1)
-    {
-        labels.insert(r.key.clone(), r.values[0].clone());
-    }
-    labels.extend(claim.labels().clone());
+    let mut labels = it.requirements.single_valued_labels();
+    labels.extend(node_claim_labels(claim));
     labels.insert(ZONE_LABEL.into(), offering.zone.clone());
     labels.insert(CAPACITY_TYPE_LABEL.into(), offering.capacity_type.clone());
     labels.insert(HOSTNAME_LABEL.into(), name.clone());
@@ -342,7 +327,7 @@ impl Provider for KwokProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use karpenter_api::NodeSelectorRequirementWithMinValues;
+    use karpenter_api::{NodeSelectorRequirementWithMinValues, Operator};
 
     fn claim(requirements: &[(&str, &[&str])], cpu: &str) -> NodeClaim {
         let mut c = NodeClaim::default();
