@@ -227,6 +227,61 @@ async fn a_pending_pod_gets_a_kwok_node_and_the_node_goes_with_its_pool() {
     }
 }
 
+/// Stands in for the kubelets this control plane lacks (the kwok controller's job in a real
+/// KWOK cluster): renews each KWOK node's Lease and Ready condition, so the node lifecycle
+/// controller does not mark the nodes unreachable after 40 s — a NotReady node counts as
+/// disrupting against its NodePool's budget, and the scale-down would stall for that reason.
+fn fake_kubelets(client: Client, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(client.clone(), "kube-node-lease");
+        let apply = PatchParams::apply("fake-kubelet").force();
+        loop {
+            // Whole seconds: a Lease's renewTime wants exactly six fractional digits.
+            let seconds = k8s_openapi::jiff::Timestamp::now().as_second();
+            let now = k8s_openapi::jiff::Timestamp::from_second(seconds)
+                .unwrap()
+                .to_string();
+            for node in nodes
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+            {
+                let Some(name) = node.metadata.name.clone() else {
+                    continue;
+                };
+                let kwok = node
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key(karpenter_kwok::provider::KWOK_NODE_KEY));
+                if !kwok || node.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                let lease = json!({
+                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": name, "namespace": "kube-node-lease"},
+                    "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now.replace('Z', ".000000Z")},
+                });
+                let _ = leases.patch(&name, &apply, &Patch::Apply(lease)).await;
+                let ready = json!({"status": {"conditions": [{
+                    "type": "Ready", "status": "True", "reason": "KubeletReady",
+                    "lastHeartbeatTime": now, "lastTransitionTime": now,
+                }]}});
+                let _ = nodes
+                    .patch_status(&name, &PatchParams::default(), &Patch::Strategic(ready))
+                    .await;
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+            }
+        }
+    })
+}
+
 /// Node names the API server has for `pool`.
 async fn pool_nodes(nodes: &Api<Node>, pool: &str) -> Option<std::collections::BTreeSet<String>> {
     Some(
@@ -300,6 +355,7 @@ async fn scaled_down_pods_leave_nodes_that_go_and_state_follows_the_api_server()
     let state = controller.context().cluster.clone();
     let stop = CancellationToken::new();
     let running = tokio::spawn(controller.run_with_provider_controllers(stop.clone()));
+    let kubelets = fake_kubelets(client.clone(), stop.clone());
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let now = DeleteParams {
