@@ -126,6 +126,19 @@ enum Bench {
         #[arg(long)]
         preferences: bool,
     },
+    /// The scheduling benchmark at 1k, 2k, 5k, 10k, 20k, 50k and 100k pods (up to `--pods`),
+    /// with how the time grows between sizes.
+    SchedulingGrowth {
+        /// The largest size to run.
+        #[arg(long, default_value_t = 100_000)]
+        pods: usize,
+        /// How many fake instance types.
+        #[arg(long, default_value_t = 400)]
+        instance_types: usize,
+        /// Seed of the pod generator.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
     /// One full disruption pass (emptiness, drift, multi- and single-node consolidation) over a
     /// generated cluster of 8-, 16- and 32-CPU nodes with generic pods packed round-robin.
     Consolidation {
@@ -198,6 +211,25 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 preferences,
             };
             for line in commands::bench::scheduling(&options)? {
+                println!("{line}");
+            }
+        }
+        Command::Bench {
+            bench:
+                Bench::SchedulingGrowth {
+                    pods,
+                    instance_types,
+                    seed,
+                },
+        } => {
+            let options = commands::bench::SchedulingBench {
+                pods,
+                instance_types,
+                seed,
+                pods_csv: None,
+                preferences: false,
+            };
+            for line in commands::bench::scheduling_growth(&options)? {
                 println!("{line}");
             }
         }

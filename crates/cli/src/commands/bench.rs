@@ -24,6 +24,37 @@ pub struct SchedulingBench {
 /// Runs upstream's scheduling benchmark shape once and returns the report lines; the last is
 /// `scheduling pods=N scheduled=S nodes=M seconds=T pods_per_sec=R`.
 pub fn scheduling(options: &SchedulingBench) -> anyhow::Result<Vec<String>> {
+    Ok(solve_once(options)?.0)
+}
+
+/// The sizes `bench scheduling-growth` runs, up to its maximum.
+const GROWTH_SIZES: [usize; 7] = [1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000];
+
+/// Runs the scheduling benchmark at growing sizes up to `options.pods` and reports how the
+/// time grows: each line gives the exponent `k` of time ∝ pods^k since the previous size
+/// (1 is linear, 2 quadratic).
+pub fn scheduling_growth(options: &SchedulingBench) -> anyhow::Result<Vec<String>> {
+    let mut lines = Vec::new();
+    let mut previous: Option<(usize, f64)> = None;
+    for pods in GROWTH_SIZES.into_iter().filter(|&n| n <= options.pods) {
+        let (mut report, seconds) = solve_once(&SchedulingBench {
+            pods,
+            pods_csv: None,
+            ..*options
+        })?;
+        let last = report.pop().unwrap_or_default();
+        lines.extend(report);
+        let growth = previous.map_or(String::from("-"), |(n, t)| {
+            format!("{:.2}", (seconds / t).ln() / (pods as f64 / n as f64).ln())
+        });
+        lines.push(format!("{last} growth_exponent={growth}"));
+        previous = Some((pods, seconds));
+    }
+    Ok(lines)
+}
+
+/// One solve: the report lines and the seconds it took.
+fn solve_once(options: &SchedulingBench) -> anyhow::Result<(Vec<String>, f64)> {
     let pods = if options.preferences {
         benchmark::preference_pods(options.pods, options.seed)
     } else {
@@ -65,7 +96,7 @@ pub fn scheduling(options: &SchedulingBench) -> anyhow::Result<Vec<String>> {
         results.new_node_claims.len(),
         pods.len() as f64 / seconds
     ));
-    Ok(lines)
+    Ok((lines, seconds))
 }
 
 /// Runs one full disruption pass (emptiness, drift, multi- and single-node consolidation) over a

@@ -8,6 +8,7 @@
 //! preferences relaxed one at a time and is tried again; one that still fits nowhere is
 //! reported with the reason.
 
+mod domains;
 mod existing;
 pub mod nodeclaim;
 pub mod preferences;
@@ -20,9 +21,10 @@ use k8s_openapi::api::core::v1::{Pod, Taint, Toleration};
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL};
 use karpenter_api::{NodePool, Operator};
 
+use domains::DomainMasks;
 use existing::ExistingNode;
 pub use existing::{BoundPod, ExistingNodeInput};
-use nodeclaim::{InflightClaim, NodeClaimTemplate, unmet_min_values};
+use nodeclaim::{Headroom, InflightClaim, NodeClaimTemplate, unmet_min_values};
 use topology::{CountedNode, Matching, PodRef, Topology};
 
 use crate::cloudprovider::InstanceType;
@@ -196,6 +198,10 @@ pub struct Scheduler {
     claim_order: Vec<usize>,
     /// Each claim's index in `claim_order`.
     claim_position: Vec<usize>,
+    /// What each claim could still take, to pass over full ones cheaply.
+    claim_headroom: Vec<Headroom>,
+    /// Each claim's allowed domains as bit masks, to judge topology domains without strings.
+    domain_masks: DomainMasks,
     /// Claims by placeholder hostname.
     claim_by_host: rustc_hash::FxHashMap<String, usize>,
     options: SchedulerOptions,
@@ -270,6 +276,7 @@ impl Scheduler {
             remaining.push(limits);
         }
         let universe = domain_universe(&templates);
+        let domain_masks = DomainMasks::new(&universe);
         let counted: Vec<CountedNode<'_>> = existing_nodes
             .iter()
             .map(|n| CountedNode {
@@ -306,6 +313,8 @@ impl Scheduler {
             claims: Vec::new(),
             claim_order: Vec::new(),
             claim_position: Vec::new(),
+            claim_headroom: Vec::new(),
+            domain_masks,
             claim_by_host: Default::default(),
             options,
             prefer_no_schedule_taints,
@@ -478,14 +487,24 @@ impl Scheduler {
         let required_domains = self
             .topology
             .node_independent_domains(&matching, &data.strict_requirements);
+        let wanted = self.domain_masks.wanted(&required_domains);
         for pos in positions {
             let c = self.claim_order[pos];
-            let claim_requirements = &self.claims[c].requirements;
-            if !required_domains.iter().all(|(key, domains)| {
-                claim_requirements
-                    .get(key)
-                    .is_none_or(|r| domains.iter().any(|d| r.has(d)))
-            }) {
+            if !self.claim_headroom[c].admits(&data.requests) {
+                continue;
+            }
+            let allowed = match &wanted {
+                Some(wanted) => self.domain_masks.admits(c, wanted),
+                None => {
+                    let claim_requirements = &self.claims[c].requirements;
+                    required_domains.iter().all(|(key, domains)| {
+                        claim_requirements
+                            .get(key)
+                            .is_none_or(|r| domains.iter().any(|d| r.has(d)))
+                    })
+                }
+            };
+            if !allowed {
                 continue;
             }
             let claim = &self.claims[c];
@@ -514,6 +533,8 @@ impl Scheduler {
             if let Ok(addition) = addition {
                 self.claims[c].add(id, data, addition);
                 let claim = &self.claims[c];
+                self.claim_headroom[c] = claim.headroom(&self.templates[claim.template]);
+                self.domain_masks.update(c, &claim.requirements);
                 self.topology.record(
                     &pod_ref,
                     &self.templates[claim.template].taints,
@@ -633,6 +654,10 @@ impl Scheduler {
         );
         self.claim_by_host
             .insert(claim.hostname.clone(), self.claims.len());
+        self.claim_headroom
+            .push(claim.headroom(&self.templates[claim.template]));
+        self.domain_masks
+            .update(self.claims.len(), &claim.requirements);
         self.claims.push(claim);
         let c = self.claims.len() - 1;
         // A new claim has one pod: it goes after the other one-pod claims.

@@ -266,6 +266,24 @@ pub struct InflightClaim {
     pub host_ports: Vec<HostPort>,
 }
 
+/// The most a claim could still take, per resource, on its roomiest instance type option (each
+/// resource judged on its own, so an over-estimate): a pod asking more of any of them fits no
+/// option, and [`InflightClaim::can_add`] would refuse it. Checking this first lets the
+/// scheduler pass over full claims without comparing requirements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Headroom {
+    cpu: i64,
+    memory: i64,
+    pods: i64,
+}
+
+impl Headroom {
+    /// Whether a pod asking `requests` might fit.
+    pub fn admits(&self, requests: &Resources) -> bool {
+        requests.cpu <= self.cpu && requests.memory <= self.memory && requests.pods <= self.pods
+    }
+}
+
 /// The outcome of a successful check: the claim's state with the pod added.
 pub struct Addition {
     /// The narrowed requirements.
@@ -298,6 +316,30 @@ pub fn instance_type_error(
 }
 
 impl InflightClaim {
+    /// What the claim could still take (see [`Headroom`]).
+    pub fn headroom(&self, template: &NodeClaimTemplate) -> Headroom {
+        let mut room = Headroom {
+            cpu: i64::MIN,
+            memory: i64::MIN,
+            pods: i64::MIN,
+        };
+        for &i in &self.options {
+            let i = i as usize;
+            let allocatable = template.instance_types[i].allocatable();
+            let overhead = &template.daemon_overhead[i];
+            room.cpu = room
+                .cpu
+                .max(allocatable.cpu - overhead.cpu - self.requests.cpu);
+            room.memory = room
+                .memory
+                .max(allocatable.memory - overhead.memory - self.requests.memory);
+            room.pods = room
+                .pods
+                .max(allocatable.pods - overhead.pods - self.requests.pods);
+        }
+        room
+    }
+
     /// Checks whether `pod` can join, returning the narrowed state (not yet applied). Reasons
     /// are only written out when `explain` is set: most checks fail for most claims, and
     /// nobody reads those.
