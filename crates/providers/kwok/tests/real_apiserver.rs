@@ -490,6 +490,7 @@ async fn scaled_down_pods_leave_nodes_that_go_and_state_follows_the_api_server()
     assert!(gone.is_some(), "the pool's nodes go with it");
     stop.cancel();
     running.await.unwrap();
+    kubelets.await.unwrap();
     classes
         .delete(POOL, &DeleteParams::default())
         .await
