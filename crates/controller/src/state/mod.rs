@@ -4,7 +4,7 @@
 
 pub mod pod;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -32,27 +32,52 @@ pub trait Stored {
     /// left to hold it. The API server answers the write that removes the last finalizer with
     /// the object as it was deleted, and that answer must not bring it back into state.
     fn is_gone(&self) -> bool;
+    /// The key of the index's secondary lookup, kept current with every change (a node's
+    /// and a NodeClaim's providerID, a pod's node), so finding by it costs no scan.
+    fn secondary_key(&self) -> Option<&str> {
+        None
+    }
 }
 
 macro_rules! stored_resource {
+    (@common) => {
+        fn key(&self) -> String {
+            key_of(self)
+        }
+        fn resource_version(&self) -> Option<&str> {
+            self.meta().resource_version.as_deref()
+        }
+        fn is_gone(&self) -> bool {
+            let meta = self.meta();
+            meta.deletion_timestamp.is_some()
+                && meta.finalizers.as_ref().is_none_or(|f| f.is_empty())
+        }
+    };
+}
+
+macro_rules! stored_resource_without_secondary_key {
     ($($ty:ty),*) => {$(
         impl Stored for $ty {
-            fn key(&self) -> String {
-                key_of(self)
-            }
-            fn resource_version(&self) -> Option<&str> {
-                self.meta().resource_version.as_deref()
-            }
-            fn is_gone(&self) -> bool {
-                let meta = self.meta();
-                meta.deletion_timestamp.is_some()
-                    && meta.finalizers.as_ref().is_none_or(|f| f.is_empty())
-            }
+            stored_resource!(@common);
         }
     )*};
 }
 
-stored_resource!(Node, NodePool, NodeClaim, PodDisruptionBudget, DaemonSet);
+stored_resource_without_secondary_key!(NodePool, PodDisruptionBudget, DaemonSet);
+
+impl Stored for Node {
+    stored_resource!(@common);
+    fn secondary_key(&self) -> Option<&str> {
+        self.spec.as_ref()?.provider_id.as_deref()
+    }
+}
+
+impl Stored for NodeClaim {
+    stored_resource!(@common);
+    fn secondary_key(&self) -> Option<&str> {
+        self.status.as_ref()?.provider_id.as_deref()
+    }
+}
 
 impl Stored for StoredPod {
     fn key(&self) -> String {
@@ -65,6 +90,9 @@ impl Stored for StoredPod {
         // A deleted pod stays until its kubelet confirms it stopped (graceful deletion), with
         // or without finalizers; only the watch's delete event says it is gone.
         false
+    }
+    fn secondary_key(&self) -> Option<&str> {
+        self.node_name.as_deref()
     }
 }
 
@@ -85,6 +113,8 @@ struct IndexState<K> {
     tombstones: HashMap<String, Option<String>>,
     /// Tombstones oldest first, to forget them past [`TOMBSTONES`].
     tombstone_order: VecDeque<String>,
+    /// Keys of the objects by their [`Stored::secondary_key`].
+    by_secondary: HashMap<String, HashSet<String>>,
 }
 
 impl<K> Default for Index<K> {
@@ -94,6 +124,7 @@ impl<K> Default for Index<K> {
                 objects: HashMap::new(),
                 tombstones: HashMap::new(),
                 tombstone_order: VecDeque::new(),
+                by_secondary: HashMap::new(),
             }),
             synced: AtomicBool::new(false),
         }
@@ -130,9 +161,38 @@ fn is_after(deleted: Option<&str>, new: Option<&str>) -> bool {
     }
 }
 
-impl<K> IndexState<K> {
+impl<K: Stored> IndexState<K> {
+    fn insert(&mut self, key: String, obj: Arc<K>) {
+        if let Some(old) = self.objects.get(&key)
+            && old.secondary_key() != obj.secondary_key()
+        {
+            let old = old.clone();
+            self.unlink(&key, &old);
+        }
+        if let Some(secondary) = obj.secondary_key() {
+            self.by_secondary
+                .entry(secondary.to_string())
+                .or_default()
+                .insert(key.clone());
+        }
+        self.objects.insert(key, obj);
+    }
+
+    fn unlink(&mut self, key: &str, obj: &K) {
+        if let Some(secondary) = obj.secondary_key()
+            && let Some(keys) = self.by_secondary.get_mut(secondary)
+        {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.by_secondary.remove(secondary);
+            }
+        }
+    }
+
     fn bury(&mut self, key: String, resource_version: Option<String>) {
-        self.objects.remove(&key);
+        if let Some(old) = self.objects.remove(&key) {
+            self.unlink(&key, &old);
+        }
         if self
             .tombstones
             .insert(key.clone(), resource_version)
@@ -169,6 +229,18 @@ impl<K: Stored> Index<K> {
         self.read().objects.is_empty()
     }
 
+    /// The objects whose [`Stored::secondary_key`] is `secondary`.
+    pub fn by_secondary_key(&self, secondary: &str) -> Vec<Arc<K>> {
+        let state = self.read();
+        state
+            .by_secondary
+            .get(secondary)
+            .into_iter()
+            .flatten()
+            .filter_map(|key| state.objects.get(key).cloned())
+            .collect()
+    }
+
     /// Whether the initial list has arrived.
     pub fn synced(&self) -> bool {
         self.synced.load(Ordering::Acquire)
@@ -196,7 +268,7 @@ impl<K: Stored> Index<K> {
             .get(&key)
             .is_none_or(|old| is_newer(old.resource_version(), obj.resource_version()));
         if newer {
-            state.objects.insert(key, Arc::new(obj));
+            state.insert(key, Arc::new(obj));
         }
     }
 
@@ -210,15 +282,16 @@ impl<K: Stored> Index<K> {
     /// Replaces everything after a (re)list: objects deleted while the watch was away go.
     pub fn reset(&self, objects: Vec<Arc<K>>) {
         let mut state = self.write();
-        state.objects = objects
-            .into_iter()
-            .filter(|o| !o.is_gone())
-            .map(|o| (o.key(), o))
-            .collect();
+        state.objects.clear();
+        state.by_secondary.clear();
+        for o in objects.into_iter().filter(|o| !o.is_gone()) {
+            state.insert(o.key(), o);
+        }
         let IndexState {
             objects,
             tombstones,
             tombstone_order,
+            ..
         } = &mut *state;
         tombstones.retain(|key, _| !objects.contains_key(key));
         tombstone_order.retain(|key| tombstones.contains_key(key));
@@ -319,20 +392,14 @@ impl Cluster {
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    /// The node with this providerID.
+    /// The node with this providerID (the first by name, should two claim it).
     pub fn node_for_provider_id(&self, provider_id: &str) -> Option<Arc<Node>> {
-        self.nodes
-            .all()
-            .into_iter()
-            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
+        first_by_name(self.nodes.by_secondary_key(provider_id))
     }
 
     /// The NodeClaim whose instance has this providerID.
     pub fn node_claim_for_provider_id(&self, provider_id: &str) -> Option<Arc<NodeClaim>> {
-        self.node_claims
-            .all()
-            .into_iter()
-            .find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
+        first_by_name(self.node_claims.by_secondary_key(provider_id))
     }
 
     /// NodeClaims by their instance's providerID, for passes over every node (one index build
@@ -358,11 +425,7 @@ impl Cluster {
 
     /// Pods bound to a node.
     pub fn pods_on(&self, node: &str) -> Vec<Arc<StoredPod>> {
-        self.pods
-            .all()
-            .into_iter()
-            .filter(|p| p.node_name.as_deref() == Some(node))
-            .collect()
+        self.pods.by_secondary_key(node)
     }
 
     /// Starts one watch per kind, feeding the indexes until the tasks are aborted.
@@ -397,6 +460,12 @@ impl Cluster {
             ),
         ]
     }
+}
+
+fn first_by_name<K: Resource>(objects: Vec<Arc<K>>) -> Option<Arc<K>> {
+    objects
+        .into_iter()
+        .min_by(|a, b| a.meta().name.cmp(&b.meta().name))
 }
 
 /// Feeds one index from a watch; `convert` turns what the API server sends into what the
@@ -556,6 +625,83 @@ mod tests {
         );
         index.apply(node(&format!("n{}", TOMBSTONES + 9), "1"));
         assert!(index.get(&format!("n{}", TOMBSTONES + 9)).is_none());
+    }
+
+    fn with_provider_id(mut n: Node, id: &str) -> Node {
+        n.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
+            provider_id: Some(id.into()),
+            ..Default::default()
+        });
+        n
+    }
+
+    fn names(nodes: Vec<Arc<Node>>) -> Vec<String> {
+        let mut names: Vec<String> = nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn the_secondary_index_follows_every_change() {
+        let index = Index::<Node>::default();
+        index.apply(with_provider_id(node("a", "1"), "kwok://a"));
+        index.apply(node("b", "2"));
+        assert_eq!(names(index.by_secondary_key("kwok://a")), ["a"]);
+        // b gets its providerID, a changes its own.
+        index.apply(with_provider_id(node("b", "3"), "kwok://b"));
+        index.apply(with_provider_id(node("a", "4"), "kwok://a2"));
+        assert_eq!(
+            names(index.by_secondary_key("kwok://a")),
+            Vec::<String>::new()
+        );
+        assert_eq!(names(index.by_secondary_key("kwok://a2")), ["a"]);
+        assert_eq!(names(index.by_secondary_key("kwok://b")), ["b"]);
+        // A stale version changes nothing.
+        index.apply(with_provider_id(node("a", "2"), "kwok://old"));
+        assert!(index.by_secondary_key("kwok://old").is_empty());
+        index.remove(&node("b", "5"));
+        assert!(index.by_secondary_key("kwok://b").is_empty());
+        index.reset(vec![Arc::new(with_provider_id(
+            node("c", "6"),
+            "kwok://a2",
+        ))]);
+        assert_eq!(
+            names(index.by_secondary_key("kwok://a2")),
+            ["c"],
+            "a went in the relist"
+        );
+        assert_eq!(
+            index.read().by_secondary.len(),
+            1,
+            "nothing else is left behind"
+        );
+    }
+
+    #[test]
+    fn pods_are_found_by_their_node() {
+        let cluster = Cluster::default();
+        let pod = |name: &str, node: Option<&str>, rv: &str| {
+            let mut p = Pod::default();
+            p.metadata.name = Some(name.into());
+            p.metadata.namespace = Some("default".into());
+            p.metadata.resource_version = Some(rv.into());
+            p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+                node_name: node.map(String::from),
+                ..Default::default()
+            });
+            StoredPod::new(p, &cluster.specs)
+        };
+        cluster.pods.apply(pod("p", None, "1"));
+        cluster.pods.apply(pod("q", Some("n1"), "2"));
+        assert_eq!(cluster.pods_on("n1").len(), 1);
+        cluster.pods.apply(pod("p", Some("n1"), "3"));
+        assert_eq!(cluster.pods_on("n1").len(), 2, "bound since");
+        cluster.pods.remove(&pod("q", Some("n1"), "4"));
+        let on: Vec<String> = cluster.pods_on("n1").iter().map(|p| p.key()).collect();
+        assert_eq!(on, ["default/p"]);
     }
 
     #[test]
