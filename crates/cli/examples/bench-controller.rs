@@ -203,6 +203,7 @@ fn run(w: Workload) -> anyhow::Result<Vec<String>> {
         }
         let synced = started.elapsed();
         let state_kib = rss_kib("VmRSS:");
+        let sync_peak_kib = rss_kib("VmHWM:");
         let provisioned_at = Instant::now();
         let result = provisioning::provision(&ctx).await?;
         let provision = provisioned_at.elapsed();
@@ -212,6 +213,7 @@ fn run(w: Workload) -> anyhow::Result<Vec<String>> {
         anyhow::Ok((
             synced,
             state_kib,
+            sync_peak_kib,
             provision,
             result.node_claims.len(),
             result.unschedulable,
@@ -219,13 +221,14 @@ fn run(w: Workload) -> anyhow::Result<Vec<String>> {
     });
     drop(child.stdin.take());
     let _ = child.wait();
-    let (synced, state_kib, provision, claims, unschedulable) = result?;
+    let (synced, state_kib, sync_peak_kib, provision, claims, unschedulable) = result?;
     let peak = rss_kib("VmHWM:");
     Ok(vec![
         format!(
-            "baseline_rss_mb={:.0} state_rss_mb={:.0} unschedulable={unschedulable}",
+            "baseline_rss_mb={:.0} state_rss_mb={:.0} sync_peak_rss_mb={:.0} unschedulable={unschedulable}",
             baseline_kib as f64 / 1024.0,
-            state_kib as f64 / 1024.0
+            state_kib as f64 / 1024.0,
+            sync_peak_kib as f64 / 1024.0
         ),
         format!(
             "controller pending={} nodes={} bound={} sync_seconds={:.2} provision_seconds={:.2} nodeclaims={claims} peak_rss_mb={:.0}",
