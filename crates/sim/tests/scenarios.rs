@@ -563,3 +563,79 @@ spec:
         report.nodeclaims
     );
 }
+
+/// Issue: a NodePool requiring a custom label with several values (or `Exists`) replaced every
+/// node it launched as RequirementsDrifted, forever. Its nodes now carry a value the
+/// requirement allows, so they stay; and a pod requiring one of the values gets a node.
+#[test]
+fn custom_requirements_label_the_nodes_so_they_never_drift() {
+    for requirement in [
+        "{key: example.com/team, operator: In, values: [a, b]}",
+        "{key: example.com/team, operator: Exists}",
+    ] {
+        let text = format!(
+            r#"
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {{name: default}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: teams}}
+spec:
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
+      requirements:
+        - {{key: kubernetes.io/os, operator: In, values: [linux]}}
+        - {requirement}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web}}
+spec:
+  replicas: 4
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      containers:
+        - {{name: web, image: web, resources: {{requests: {{cpu: "1", memory: 1Gi}}}}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: team-b}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: team-b}}}}
+  template:
+    metadata: {{labels: {{app: team-b}}}}
+    spec:
+      nodeSelector: {{example.com/team: b}}
+      containers:
+        - {{name: b, image: b, resources: {{requests: {{cpu: "1", memory: 1Gi}}}}}}
+---
+apiVersion: simulation.karpenter-rs.dev/v1alpha1
+kind: Scenario
+metadata: {{name: custom-requirement}}
+spec:
+  duration: 40m
+"#
+        );
+        let s = scenario::parse(Path::new("custom.yaml"), &text, &crds())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let report = run(&s);
+        assert_eq!(report.summary.pods_pending, 0, "{requirement}");
+        let drifted: Vec<_> = report
+            .events
+            .iter()
+            .filter(|e| e.message.contains("Drift") || e.kind.contains("Drift"))
+            .collect();
+        assert!(drifted.is_empty(), "{requirement}: {drifted:?}");
+        assert!(
+            report.summary.nodes_launched <= 3,
+            "{requirement}: {} nodes launched in 40 minutes",
+            report.summary.nodes_launched
+        );
+    }
+}

@@ -66,11 +66,31 @@ pub fn agree(a: &Requirement, b: &Requirement) -> bool {
 }
 
 /// The labels a NodeClaim's node is known to carry before its instance is: the claim's own
-/// labels, and the value of every requirement pinned to one value that they do not set.
+/// labels, and a value for every requirement key they do not set (see
+/// [`Requirements::labels`]).
 pub fn node_claim_labels(claim: &karpenter_api::NodeClaim) -> BTreeMap<String, String> {
-    let mut labels = Requirements::from_node_claim(&claim.spec.requirements).single_valued_labels();
+    let mut labels = Requirements::from_node_claim(&claim.spec.requirements).labels();
     labels.extend(claim.metadata.labels.clone().unwrap_or_default());
     labels
+}
+
+/// Label domains a node's labels do not take from requirements (upstream's restricted
+/// domains), and the exceptions within them.
+const RESTRICTED_DOMAINS: [&str; 3] = ["kubernetes.io", "k8s.io", karpenter_api::labels::GROUP];
+const RESTRICTED_DOMAIN_EXCEPTIONS: [&str; 3] = [
+    "kops.k8s.io",
+    "node.kubernetes.io",
+    "node-restriction.kubernetes.io",
+];
+
+/// Whether a node's label `key` may come from a requirement the node was launched with: not
+/// the hostname and not in a restricted domain (a well-known label is decided apart).
+fn labelable(key: &str) -> bool {
+    let domain = karpenter_api::labels::label_domain(key);
+    let within = |d: &&str| domain == *d || domain.ends_with(&format!(".{d}"));
+    key != karpenter_api::labels::HOSTNAME_LABEL
+        && (RESTRICTED_DOMAIN_EXCEPTIONS.iter().any(within)
+            || !RESTRICTED_DOMAINS.iter().any(within))
 }
 
 impl Requirements {
@@ -249,6 +269,30 @@ impl Requirements {
         Ok(())
     }
 
+    /// The labels a node launched with these requirements carries, as upstream's
+    /// `Requirements.Labels()`: a well-known label when pinned to one value (otherwise the
+    /// instance decides it), and for any other key it may set, a value the requirement allows —
+    /// the first of an `In`, or the smallest number an `Exists` or `NotIn` allows. So a node of
+    /// a NodePool requiring `team In [a, b]` or `team Exists` carries the label, satisfies its
+    /// NodePool (no requirement drift) and takes the pods that require it.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        self.0
+            .iter()
+            .filter_map(|(k, r)| {
+                let value = if is_well_known_label(k) {
+                    (r.operator() == Operator::In && r.values().len() == 1)
+                        .then(|| r.values().next().map(str::to_string))
+                        .flatten()
+                } else if labelable(k) {
+                    r.any()
+                } else {
+                    None
+                };
+                value.map(|v| (k.clone(), v))
+            })
+            .collect()
+    }
+
     /// The labels these requirements pin to one value (`In [v]`).
     pub fn single_valued_labels(&self) -> BTreeMap<String, String> {
         self.0
@@ -300,6 +344,44 @@ mod tests {
     }
 
     const ZONE: &str = "topology.kubernetes.io/zone";
+
+    #[test]
+    fn labels_take_a_value_for_every_key_a_node_may_carry() {
+        use Operator::*;
+        let cases: &[(&str, Operator, &[&str], Option<&str>)] = &[
+            // Custom keys: any value the requirement allows (upstream's Any()).
+            ("example.com/team", In, &["b", "a"], Some("a")),
+            ("example.com/team", In, &["a"], Some("a")),
+            ("example.com/team", Exists, &[], Some("0")),
+            ("example.com/team", NotIn, &["0", "1"], Some("2")),
+            ("example.com/team", DoesNotExist, &[], None),
+            ("example.com/size", Gt, &["4"], Some("5")),
+            ("node.kubernetes.io/pool", In, &["x", "y"], Some("x")),
+            // Well-known labels: only when pinned, else the instance decides.
+            (ZONE, In, &["z1"], Some("z1")),
+            (ZONE, In, &["z1", "z2"], None),
+            (ZONE, Exists, &[], None),
+            // Restricted: never from a requirement.
+            ("kubernetes.io/hostname", In, &["h"], None),
+            ("kubernetes.io/custom", Exists, &[], None),
+            ("sub.k8s.io/custom", In, &["v"], None),
+            ("karpenter.sh/custom", In, &["v"], None),
+        ];
+        for (key, op, values, want) in cases {
+            let labels = reqs(&[(key, *op, values)]).labels();
+            assert_eq!(
+                labels.get(*key).map(String::as_str),
+                *want,
+                "{key} {op:?} {values:?}"
+            );
+            if let Some(v) = want {
+                assert!(
+                    reqs(&[(key, *op, values)]).get(key).unwrap().has(v),
+                    "{key}: the value chosen must satisfy the requirement"
+                );
+            }
+        }
+    }
 
     #[test]
     fn compatibility_table() {
