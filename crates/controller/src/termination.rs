@@ -18,6 +18,7 @@ use karpenter_api::labels::{
     NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION, NODE_POOL_LABEL, TERMINATION_FINALIZER,
 };
 use karpenter_core::scheduling::taints;
+use karpenter_core::termination;
 use kube::api::{DeleteParams, EvictParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -188,10 +189,8 @@ async fn drain<P: CloudProvider>(
         .iter()
         .copied()
         .filter(|p| {
-            deadline.is_some_and(|d| {
-                let grace = p.spec.spec.termination_grace_period_seconds.unwrap_or(30);
-                now.as_second() >= d.as_second() - grace
-            })
+            let grace = p.spec.spec.termination_grace_period_seconds.unwrap_or(30);
+            termination::forced(deadline.map(|d| d.as_second()), grace, now.as_second())
         })
         .collect();
     for pod in &forced {
@@ -220,7 +219,13 @@ async fn drain<P: CloudProvider>(
                 .inc();
         }
     }
-    let group = drain_group(waiting);
+    // A do-not-disrupt pod is waited for, never evicted: only the deadline above removes it.
+    let evictable: Vec<&StoredPod> = waiting
+        .iter()
+        .copied()
+        .filter(|p| termination::evictable(p.metadata.annotations.as_ref()))
+        .collect();
+    let group = drain_group(&evictable);
     for pod in group
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())

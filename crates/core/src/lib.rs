@@ -9,3 +9,4 @@ pub mod feature_gates;
 pub mod provisioning;
 pub mod resources;
 pub mod scheduling;
+pub mod termination;

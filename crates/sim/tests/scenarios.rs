@@ -639,3 +639,60 @@ spec:
         );
     }
 }
+
+/// Issue: do-not-disrupt pods on an expired node were evicted at once. A drain waits for them;
+/// the NodePool's terminationGracePeriod alone forces them out, at its deadline.
+#[test]
+fn do_not_disrupt_pods_hold_an_expired_node_until_the_grace_period_ends() {
+    let text = r#"
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {name: default}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: batch}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      expireAfter: 10m
+      terminationGracePeriod: 30m
+      requirements:
+        - {key: kubernetes.io/os, operator: In, values: [linux]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: training}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: training}}
+  template:
+    metadata:
+      labels: {app: training}
+      annotations: {karpenter.sh/do-not-disrupt: "true"}
+    spec:
+      containers:
+        - {name: t, image: t, resources: {requests: {cpu: "1", memory: 1Gi}}}
+---
+apiVersion: simulation.karpenter-rs.dev/v1alpha1
+kind: Scenario
+metadata: {name: do-not-disrupt-expiry}
+spec:
+  duration: 60m
+"#;
+    let s =
+        scenario::parse(Path::new("dnd.yaml"), text, &crds()).unwrap_or_else(|e| panic!("{e}"));
+    let report = run(&s);
+    let first = &report.nodeclaims[0];
+    let expired_at = first.launched_at_s + 10 * 60;
+    let ended = first
+        .terminated_at_s
+        .expect("the expired node goes in the end");
+    assert!(
+        ended >= expired_at + 30 * 60 - 30,
+        "the node went at {ended} s, expired at {expired_at} s: its do-not-disrupt pods were evicted"
+    );
+    assert!(ended <= expired_at + 30 * 60 + 60, "the deadline forces them out: {ended}");
+    assert_eq!(report.summary.pods_pending, 0, "the pods found a new node");
+}

@@ -14,6 +14,7 @@ use karpenter_api::labels::DISRUPTED_TAINT_KEY;
 use karpenter_api::{DisruptionReason, NodePool};
 use karpenter_core::disruption::pdb::{disruptions_allowed, selects};
 use karpenter_core::disruption::{Command, Input, NodeState, decide, expired};
+use karpenter_core::termination;
 
 use super::{SimPod, Simulation};
 use crate::report::Event;
@@ -317,7 +318,7 @@ impl Simulation {
                     );
                 }
                 for &n in &f.candidates {
-                    self.nodes[n].draining = true;
+                    self.start_drain(n);
                 }
             } else {
                 self.disruption.in_flight.push(f);
@@ -325,7 +326,24 @@ impl Simulation {
         }
     }
 
-    /// Evicts pods from draining nodes as their PodDisruptionBudgets allow; a drained node
+    /// Starts draining node `n`; its NodePool's `terminationGracePeriod` sets when the pods
+    /// left are forced out.
+    fn start_drain(&mut self, n: usize) {
+        let grace = self.nodes[n]
+            .node_pool
+            .as_ref()
+            .and_then(|p| self.pools.get(p))
+            .and_then(|p| p.spec.template.spec.termination_grace_period)
+            .map(|d| d.0);
+        let node = &mut self.nodes[n];
+        if !node.draining {
+            node.draining = true;
+            node.drain_deadline = grace.map(|g| self.now + g.as_secs());
+        }
+    }
+
+    /// Evicts pods from draining nodes as their PodDisruptionBudgets allow, never a
+    /// do-not-disrupt pod; at the drain's deadline every pod left goes. A drained node
     /// terminates.
     fn drain(&mut self) {
         let draining: Vec<usize> = (0..self.nodes.len())
@@ -340,6 +358,7 @@ impl Simulation {
             .map(|p| p.status.as_ref().map_or(0, |s| s.disruptions_allowed))
             .collect();
         for n in draining {
+            let deadline = self.nodes[n].drain_deadline.map(|d| d as i64);
             let mut left = 0;
             for p in 0..self.pods.len() {
                 let pod = &self.pods[p];
@@ -347,6 +366,20 @@ impl Simulation {
                     || pod.node != Some(n)
                     || pod.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet")
                 {
+                    continue;
+                }
+                let grace = pod
+                    .pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.termination_grace_period_seconds)
+                    .unwrap_or(30);
+                if termination::forced(deadline, grace, self.now as i64) {
+                    self.pods[p].end(self.now);
+                    continue;
+                }
+                if !termination::evictable(pod.pod.metadata.annotations.as_ref()) {
+                    left += 1;
                     continue;
                 }
                 let guards: Vec<usize> = (0..self.pdbs.len())
@@ -392,7 +425,7 @@ impl Simulation {
                 continue;
             };
             self.nodes[n].disrupted = true;
-            self.nodes[n].draining = true;
+            self.start_drain(n);
             self.nodes[n].taints.push(Taint {
                 key: DISRUPTED_TAINT_KEY.into(),
                 effect: "NoSchedule".into(),

@@ -88,6 +88,9 @@ struct SimNode {
     disrupted: bool,
     /// Being drained: pods are evicted as PodDisruptionBudgets allow, then it terminates.
     draining: bool,
+    /// When its NodePool's `terminationGracePeriod` forces the remaining pods out (set when
+    /// the drain starts).
+    drain_deadline: Option<u64>,
 }
 
 impl SimNode {
@@ -365,6 +368,7 @@ impl Simulation {
                     template_hash: String::new(),
                     disrupted: false,
                     draining: false,
+                    drain_deadline: None,
                 });
             }
         }
@@ -851,6 +855,7 @@ impl Simulation {
                 .unwrap_or_default(),
             disrupted: false,
             draining: false,
+            drain_deadline: None,
         });
         self.event("Launched", message);
         Some(self.nodes.len() - 1)
