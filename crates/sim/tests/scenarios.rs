@@ -681,8 +681,7 @@ metadata: {name: do-not-disrupt-expiry}
 spec:
   duration: 60m
 "#;
-    let s =
-        scenario::parse(Path::new("dnd.yaml"), text, &crds()).unwrap_or_else(|e| panic!("{e}"));
+    let s = scenario::parse(Path::new("dnd.yaml"), text, &crds()).unwrap_or_else(|e| panic!("{e}"));
     let report = run(&s);
     let first = &report.nodeclaims[0];
     let expired_at = first.launched_at_s + 10 * 60;
@@ -693,6 +692,9 @@ spec:
         ended >= expired_at + 30 * 60 - 30,
         "the node went at {ended} s, expired at {expired_at} s: its do-not-disrupt pods were evicted"
     );
-    assert!(ended <= expired_at + 30 * 60 + 60, "the deadline forces them out: {ended}");
+    assert!(
+        ended <= expired_at + 30 * 60 + 60,
+        "the deadline forces them out: {ended}"
+    );
     assert_eq!(report.summary.pods_pending, 0, "the pods found a new node");
 }

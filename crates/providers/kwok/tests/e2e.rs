@@ -415,6 +415,69 @@ async fn an_instance_without_a_nodeclaim_is_collected() {
     running.stop().await;
 }
 
+/// A do-not-disrupt pod is never evicted: the drain waits for it, and the NodePool's
+/// terminationGracePeriod deletes it at the deadline (the other pod goes through eviction).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_do_not_disrupt_pod_is_deleted_at_the_grace_period_not_evicted() {
+    let server = setup(json!({"spec": {"template": {"spec": {"terminationGracePeriod": "3s"}}}}));
+    let running = start(&server, options());
+    let mut guarded = pod("guarded", "1", json!({"app": "train"}));
+    guarded.metadata.annotations = Some(
+        [(
+            "karpenter.sh/do-not-disrupt".to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    );
+    guarded
+        .spec
+        .as_mut()
+        .unwrap()
+        .termination_grace_period_seconds = Some(0);
+    server.create(&guarded).unwrap();
+    server
+        .create(&pod("plain", "1", json!({"app": "web"})))
+        .unwrap();
+    eventually(WAIT, || (bound(&server) == 2).then_some(()))
+        .await
+        .expect("both pods bound");
+    let claim = server.list::<NodeClaim>()[0].clone();
+    let node_name = claim.status.clone().unwrap().node_name.unwrap();
+    let on_node = |name: &str| {
+        server
+            .get::<Pod>("default", name)
+            .is_some_and(|p| p.spec.unwrap().node_name.as_deref() == Some(node_name.as_str()))
+    };
+    assert!(
+        on_node("guarded") && on_node("plain"),
+        "one node holds both"
+    );
+    server
+        .delete::<NodeClaim>("", claim.metadata.name.as_deref().unwrap())
+        .unwrap();
+    let gone = eventually(WAIT, || {
+        server.get::<Node>("", &node_name).is_none().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the grace period ends the drain");
+    let evicted: Vec<Option<String>> = events_named(&server, "Evicted")
+        .into_iter()
+        .map(|e| e.involved_object.name)
+        .collect();
+    assert!(
+        !evicted.contains(&Some("guarded".into())),
+        "the guarded pod was evicted: {evicted:?}"
+    );
+    let disrupted = events_named(&server, "Disrupted");
+    assert!(
+        disrupted
+            .iter()
+            .any(|e| e.involved_object.name.as_deref() == Some("guarded")),
+        "the guarded pod was deleted at the deadline: {disrupted:?}"
+    );
+    running.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_nodes_are_drained_and_removed() {
     let server = setup(json!({"spec": {"template": {"spec": {"expireAfter": "2s"}}}}));
