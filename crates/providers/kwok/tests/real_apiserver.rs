@@ -322,10 +322,12 @@ async fn scaled_down_pods_leave_nodes_that_go_and_state_follows_the_api_server()
         .await
         .expect("the KWOKNodeClass applies");
     let pools: Api<NodePool> = Api::all(client.clone());
+    // consolidateAfter leaves the real scheduler time to bind a pod to its new node: it may
+    // hold an unschedulable pod back for a while, and an empty node would go first.
     let pool: NodePool = serde_json::from_value(json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": POOL},
         "spec": {
-            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"},
+            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "20s"},
             "template": {"spec": {
                 "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": POOL},
                 "requirements": [
