@@ -399,6 +399,9 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let mut created = Vec::new();
+    // One failed create does not hold back the others (upstream creates them all and reports
+    // the errors together); the pods of a failed one are provisioned again next round.
+    let mut failed: Option<kube::Error> = None;
     for claim in &results.new_node_claims {
         let Some(pool) = by_name.get(&claim.node_pool) else {
             continue;
@@ -408,7 +411,8 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
             Ok(made) => made,
             Err(e) => {
                 tracing::error!(nodepool = %claim.node_pool, error = %e, "creating nodeclaim");
-                return Err(Error::Kube(e));
+                failed.get_or_insert(e);
+                continue;
             }
         };
         let name = made.metadata.name.clone().unwrap_or_default();
@@ -433,6 +437,9 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         }
         tracing::info!(nodeclaim = %name, nodepool = %claim.node_pool, pods = claim.pods.len(), "created nodeclaim");
         created.push(name);
+    }
+    if let Some(e) = failed {
+        return Err(Error::Kube(e));
     }
     Ok(Provisioned {
         node_claims: created,

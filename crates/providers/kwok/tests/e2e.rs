@@ -13,7 +13,7 @@ use karpenter_api::{NodeClaim, NodePool};
 use karpenter_controller::cloudprovider::{
     CloudProvider, CloudProviderError, Provider, ProviderLoop, Result as CloudResult,
 };
-use karpenter_controller::{Context, Controller, Options};
+use karpenter_controller::{Context, Controller, Options, provisioning};
 use karpenter_kwok::KWOKNodeClass;
 use karpenter_kwok::KwokProvider;
 use karpenter_testkit::{FakeApiServer, Fault, Verb, eventually};
@@ -355,6 +355,58 @@ async fn a_restart_in_the_middle_of_a_launch_leaks_nothing_and_duplicates_nothin
         "one instance per claim, none leaked"
     );
     second.stop().await;
+}
+
+/// One NodeClaim the API server refuses does not hold back the others of the same round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_failed_nodeclaim_create_does_not_abort_the_round() {
+    let server = setup(json!({}));
+    // Three pods that each need a node of their own, already marked unschedulable.
+    for i in 0..3 {
+        let mut p = pod(&format!("solo{i}"), "1", json!({"app": "solo"}));
+        p.spec.as_mut().unwrap().affinity = Some(
+            serde_json::from_value(json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "solo"}}, "topologyKey": "kubernetes.io/hostname"},
+            ]}}))
+            .unwrap(),
+        );
+        p.status = Some(
+            serde_json::from_value(json!({"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"},
+            ]}))
+            .unwrap(),
+        );
+        server.create(&p).unwrap();
+    }
+    server.inject(
+        Fault::error(
+            Some(Verb::Create),
+            Some("nodeclaims"),
+            StatusCode::INTERNAL_SERVER_ERROR,
+        )
+        .times(1),
+    );
+    // The loops are not running: one provisioning round, called directly.
+    let controller = Controller::new(
+        server.client(),
+        Arc::new(KwokProvider::new(server.client())),
+        options(),
+    );
+    let ctx = controller.context();
+    let watches = ctx.cluster.watch(&server.client());
+    eventually(WAIT, || ctx.cluster.synced().then_some(()))
+        .await
+        .expect("state lists everything");
+    let round = provisioning::provision(&ctx).await;
+    assert!(round.is_err(), "the refused create is reported");
+    assert_eq!(
+        server.list::<NodeClaim>().len(),
+        2,
+        "the other two NodeClaims were created in the same round"
+    );
+    for w in watches {
+        w.abort();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
