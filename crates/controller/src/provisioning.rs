@@ -115,9 +115,11 @@ pub(crate) fn node_ready(node: &Node) -> bool {
 }
 
 /// The nodes pods may go to (including NodeClaims still launching), and the pods of nodes
-/// being deleted, which need a place too.
+/// being deleted, which need a place too. `provider_labels` are the labels a launching
+/// claim's instance will decide.
 fn existing_nodes(
     cluster: &crate::state::Cluster,
+    provider_labels: &[String],
 ) -> (Vec<ExistingNodeInput>, Vec<Arc<StoredPod>>) {
     let mut inputs = Vec::new();
     let mut displaced = Vec::new();
@@ -189,7 +191,7 @@ fn existing_nodes(
         let Some(status) = claim.status.as_ref().filter(|s| s.provider_id.is_some()) else {
             continue;
         };
-        let mut labels = node_claim_labels(&claim);
+        let mut labels = node_claim_labels(&claim, provider_labels);
         labels
             .entry(HOSTNAME_LABEL.into())
             .or_insert_with(|| name.clone());
@@ -330,7 +332,7 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         )));
     }
     let (pools, by_name) = pool_inputs(ctx).await;
-    let (existing, displaced) = existing_nodes(cluster);
+    let (existing, displaced) = existing_nodes(cluster, &ctx.provider.provider_labels());
     let mut stored: Vec<Arc<StoredPod>> = cluster
         .pods
         .all()

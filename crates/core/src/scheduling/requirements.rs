@@ -68,8 +68,13 @@ pub fn agree(a: &Requirement, b: &Requirement) -> bool {
 /// The labels a NodeClaim's node is known to carry before its instance is: the claim's own
 /// labels, and a value for every requirement key they do not set (see
 /// [`Requirements::labels`]).
-pub fn node_claim_labels(claim: &karpenter_api::NodeClaim) -> BTreeMap<String, String> {
-    let mut labels = Requirements::from_node_claim(&claim.spec.requirements).labels();
+/// `provider_labels` are the cloud provider's well-known labels, which its instances decide.
+pub fn node_claim_labels<S: AsRef<str>>(
+    claim: &karpenter_api::NodeClaim,
+    provider_labels: &[S],
+) -> BTreeMap<String, String> {
+    let mut labels =
+        Requirements::from_node_claim(&claim.spec.requirements).labels(provider_labels);
     labels.extend(claim.metadata.labels.clone().unwrap_or_default());
     labels
 }
@@ -270,16 +275,19 @@ impl Requirements {
     }
 
     /// The labels a node launched with these requirements carries, as upstream's
-    /// `Requirements.Labels()`: a well-known label when pinned to one value (otherwise the
-    /// instance decides it), and for any other key it may set, a value the requirement allows —
+    /// `Requirements.Labels()`: a well-known label (karpenter's, or one of the provider's
+    /// `provider_labels`) when pinned to one value (otherwise the instance decides it), and for
+    /// any other key it may set, a value the requirement allows —
     /// the first of an `In`, or the smallest number an `Exists` or `NotIn` allows. So a node of
     /// a NodePool requiring `team In [a, b]` or `team Exists` carries the label, satisfies its
     /// NodePool (no requirement drift) and takes the pods that require it.
-    pub fn labels(&self) -> BTreeMap<String, String> {
+    pub fn labels<S: AsRef<str>>(&self, provider_labels: &[S]) -> BTreeMap<String, String> {
         self.0
             .iter()
             .filter_map(|(k, r)| {
-                let value = if is_well_known_label(k) {
+                let well_known =
+                    is_well_known_label(k) || provider_labels.iter().any(|l| l.as_ref() == k);
+                let value = if well_known {
                     (r.operator() == Operator::In && r.values().len() == 1)
                         .then(|| r.values().next().map(str::to_string))
                         .flatten()
@@ -356,6 +364,9 @@ mod tests {
             ("example.com/team", NotIn, &["0", "1"], Some("2")),
             ("example.com/team", DoesNotExist, &[], None),
             ("example.com/size", Gt, &["4"], Some("5")),
+            // A provider's well-known label is decided by the instance unless pinned.
+            ("example.com/family", In, &["m5", "c5"], None),
+            ("example.com/family", In, &["m5"], Some("m5")),
             ("node.kubernetes.io/pool", In, &["x", "y"], Some("x")),
             // Well-known labels: only when pinned, else the instance decides.
             (ZONE, In, &["z1"], Some("z1")),
@@ -368,7 +379,7 @@ mod tests {
             ("karpenter.sh/custom", In, &["v"], None),
         ];
         for (key, op, values, want) in cases {
-            let labels = reqs(&[(key, *op, values)]).labels();
+            let labels = reqs(&[(key, *op, values)]).labels(&["example.com/family"]);
             assert_eq!(
                 labels.get(*key).map(String::as_str),
                 *want,

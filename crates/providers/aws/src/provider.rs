@@ -449,7 +449,7 @@ where
         capacity_type: &str,
         pods: i64,
     ) -> Bootstrap {
-        let mut labels = node_claim_labels(claim);
+        let mut labels = node_claim_labels(claim, &AWS_LABELS);
         labels.insert(CAPACITY_TYPE_LABEL.into(), capacity_type.into());
         labels.insert(
             LABEL_NODE_CLASS.into(),

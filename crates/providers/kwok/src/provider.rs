@@ -79,7 +79,7 @@ pub fn choose<'a>(
 pub fn node_for(claim: &NodeClaim, it: &InstanceType, offering: &Offering) -> Node {
     let name = claim.name_any();
     let mut labels = it.requirements.single_valued_labels();
-    labels.extend(node_claim_labels(claim));
+    labels.extend(node_claim_labels(claim, &KWOK_LABELS));
     labels.insert(ZONE_LABEL.into(), offering.zone.clone());
     labels.insert(CAPACITY_TYPE_LABEL.into(), offering.capacity_type.clone());
     labels.insert(HOSTNAME_LABEL.into(), name.clone());

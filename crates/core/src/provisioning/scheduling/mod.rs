@@ -749,7 +749,7 @@ impl Scheduler {
                 &template.offerings.capacity_types(offered),
             ));
             let mut labels = template.labels.clone();
-            labels.extend(requirements.labels());
+            labels.extend(requirements.labels(&template.provider_labels));
             results.new_node_claims.push(NewNodeClaim {
                 node_pool: template.node_pool.clone(),
                 requirements,
