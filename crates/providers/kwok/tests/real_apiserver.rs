@@ -92,6 +92,45 @@ async fn install_crds(client: &Client) {
     }
 }
 
+/// Applies a KWOKNodeClass and a NodePool of that name (linux, amd64) with `disruption`.
+async fn apply_class_and_pool(
+    client: &Client,
+    name: &str,
+    disruption: serde_json::Value,
+) -> (Api<KWOKNodeClass>, Api<NodePool>) {
+    let apply = PatchParams::apply("karpenter-rs-tests").force();
+    let classes: Api<KWOKNodeClass> = Api::all(client.clone());
+    let class: KWOKNodeClass = serde_json::from_value(json!({
+        "apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
+        "metadata": {"name": name}, "spec": {},
+    }))
+    .unwrap();
+    classes
+        .patch(name, &apply, &Patch::Apply(&class))
+        .await
+        .expect("the KWOKNodeClass applies");
+    let pools: Api<NodePool> = Api::all(client.clone());
+    let pool: NodePool = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
+        "spec": {
+            "disruption": disruption,
+            "template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": name},
+                "requirements": [
+                    {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                ],
+            }},
+        },
+    }))
+    .unwrap();
+    pools
+        .patch(name, &apply, &Patch::Apply(&pool))
+        .await
+        .expect("the NodePool applies");
+    (classes, pools)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pending_pod_gets_a_kwok_node_and_the_node_goes_with_its_pool() {
     let Some(client) = client().await else {
@@ -99,33 +138,7 @@ async fn a_pending_pod_gets_a_kwok_node_and_the_node_goes_with_its_pool() {
         return;
     };
     install_crds(&client).await;
-    let apply = PatchParams::apply("karpenter-rs-tests").force();
-    let classes: Api<KWOKNodeClass> = Api::all(client.clone());
-    let class: KWOKNodeClass = serde_json::from_value(json!({
-        "apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
-        "metadata": {"name": NAME}, "spec": {},
-    }))
-    .unwrap();
-    classes
-        .patch(NAME, &apply, &Patch::Apply(&class))
-        .await
-        .expect("the KWOKNodeClass applies");
-    let pools: Api<NodePool> = Api::all(client.clone());
-    let pool: NodePool = serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": NAME},
-        "spec": {"template": {"spec": {
-            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": NAME},
-            "requirements": [
-                {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
-                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-            ],
-        }}},
-    }))
-    .unwrap();
-    pools
-        .patch(NAME, &apply, &Patch::Apply(&pool))
-        .await
-        .expect("the NodePool applies");
+    let (classes, pools) = apply_class_and_pool(&client, NAME, json!({})).await;
 
     let controller = Controller::new(
         client.clone(),
@@ -310,38 +323,14 @@ async fn scaled_down_pods_leave_nodes_that_go_and_state_follows_the_api_server()
         return;
     };
     install_crds(&client).await;
-    let apply = PatchParams::apply("karpenter-rs-tests").force();
-    let classes: Api<KWOKNodeClass> = Api::all(client.clone());
-    let class: KWOKNodeClass = serde_json::from_value(json!({
-        "apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
-        "metadata": {"name": POOL}, "spec": {},
-    }))
-    .unwrap();
-    classes
-        .patch(POOL, &apply, &Patch::Apply(&class))
-        .await
-        .expect("the KWOKNodeClass applies");
-    let pools: Api<NodePool> = Api::all(client.clone());
     // consolidateAfter leaves the real scheduler time to bind a pod to its new node: it may
     // hold an unschedulable pod back for a while, and an empty node would go first.
-    let pool: NodePool = serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": POOL},
-        "spec": {
-            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "20s"},
-            "template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": POOL},
-                "requirements": [
-                    {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
-                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-                ],
-            }},
-        },
-    }))
-    .unwrap();
-    pools
-        .patch(POOL, &apply, &Patch::Apply(&pool))
-        .await
-        .expect("the NodePool applies");
+    let (classes, pools) = apply_class_and_pool(
+        &client,
+        POOL,
+        json!({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "20s"}),
+    )
+    .await;
 
     let controller = Controller::new(
         client.clone(),
