@@ -13,7 +13,7 @@ use super::{
     Blocked, Command, Decision, Input, MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT, Method, NodeState,
 };
 use crate::provisioning::scheduling::{
-    BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler,
+    BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, Results, Scheduler,
 };
 
 /// The scheduling simulation with `removed` gone: do their pods (and the pending ones) fit, and
@@ -44,21 +44,31 @@ pub(super) fn remaining_nodes(input: &Input<'_>, removed: &[&NodeState]) -> Vec<
         .collect()
 }
 
-pub(super) fn simulate(input: &Input<'_>, removed: &[&NodeState]) -> Simulation {
+/// Schedules `pods` as if the `removed` nodes were gone.
+pub(super) fn solve_without(
+    input: &Input<'_>,
+    removed: &[&NodeState],
+    pods: &[Pod],
+) -> (Vec<ExistingNodeInput>, Results) {
     let existing = remaining_nodes(input, removed);
-    let moving: Vec<Pod> = removed
-        .iter()
-        .flat_map(|n| reschedulable(n).cloned())
-        .collect();
-    let mut pods = moving.clone();
-    pods.extend(input.pending_pods.iter().cloned());
     let results = Scheduler::new(
         input.node_pools,
         &existing,
         input.daemonset_pods,
         input.options.clone(),
     )
-    .solve(&pods, &|| false);
+    .solve(pods, &|| false);
+    (existing, results)
+}
+
+pub(super) fn simulate(input: &Input<'_>, removed: &[&NodeState]) -> Simulation {
+    let moving: Vec<Pod> = removed
+        .iter()
+        .flat_map(|n| reschedulable(n).cloned())
+        .collect();
+    let mut pods = moving.clone();
+    pods.extend(input.pending_pods.iter().cloned());
+    let (existing, results) = solve_without(input, removed, &pods);
     if let Some((_, reason)) = results.pod_errors.iter().find(|(i, _)| **i < moving.len()) {
         return Simulation::Invalid(format!("not all pods would schedule, {reason}"));
     }

@@ -9,10 +9,9 @@ use super::candidates::{
     Candidate, budget_mapping, is_empty, reschedulable, round_robin_by_pool, within_budget,
 };
 use super::consolidation::{
-    balanced_approves, consolidate, consolidation_candidates, no_consolidation, remaining_nodes,
+    balanced_approves, consolidate, consolidation_candidates, no_consolidation, solve_without,
 };
 use super::{Blocked, Command, Decision, Input, Method};
-use crate::provisioning::scheduling::Scheduler;
 
 /// One way to disrupt nodes.
 pub(super) trait DisruptionMethod {
@@ -95,16 +94,8 @@ impl DisruptionMethod for Drift {
                 );
                 continue;
             }
-            let nodes = [c.node];
-            let removed: Vec<Pod> = reschedulable(c.node).cloned().collect();
-            let existing = remaining_nodes(input, &nodes);
-            let results = Scheduler::new(
-                input.node_pools,
-                &existing,
-                input.daemonset_pods,
-                input.options.clone(),
-            )
-            .solve(&removed, &|| false);
+            let moving: Vec<Pod> = reschedulable(c.node).cloned().collect();
+            let (_, results) = solve_without(input, &[c.node], &moving);
             if !results.pod_errors.is_empty() {
                 decision.block(
                     &c.node.name,

@@ -92,6 +92,17 @@ async fn install_crds(client: &Client) {
     }
 }
 
+/// Creates `pod`, retrying while a pod of that name from an earlier run is still going.
+async fn create_once_gone(pods: &Api<Pod>, pod: &Pod) {
+    eventually(|| {
+        let pods = pods.clone();
+        let pod = pod.clone();
+        async move { pods.create(&PostParams::default(), &pod).await.ok() }
+    })
+    .await
+    .expect("the pod is created once an old one of its name is gone");
+}
+
 /// Applies a KWOKNodeClass and a NodePool of that name (linux, amd64) with `disruption`.
 async fn apply_class_and_pool(
     client: &Client,
@@ -168,13 +179,7 @@ async fn a_pending_pod_gets_a_kwok_node_and_the_node_goes_with_its_pool() {
         },
     }))
     .unwrap();
-    eventually(|| {
-        let pods = pods.clone();
-        let pod = pod.clone();
-        async move { pods.create(&PostParams::default(), &pod).await.ok() }
-    })
-    .await
-    .expect("the pod is created once the old one is gone");
+    create_once_gone(&pods, &pod).await;
 
     let node_name = eventually(|| {
         let pods = pods.clone();
@@ -370,13 +375,7 @@ async fn scaled_down_pods_leave_nodes_that_go_and_state_follows_the_api_server()
             },
         }))
         .unwrap();
-        eventually(|| {
-            let pods = pods.clone();
-            let pod = pod.clone();
-            async move { pods.create(&PostParams::default(), &pod).await.ok() }
-        })
-        .await
-        .expect("the pod is created once an old one is gone");
+        create_once_gone(&pods, &pod).await;
     }
     let bound = eventually(|| {
         let pods = pods.clone();
