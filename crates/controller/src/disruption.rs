@@ -6,21 +6,18 @@
 //! API), and a replacement that fails rolls the taint back. Events and metrics use upstream's
 //! names.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::jiff::Timestamp;
-use karpenter_api::labels::{
-    CAPACITY_TYPE_LABEL, DISRUPTED_TAINT_KEY, INSTANCE_TYPE_LABEL, NODE_INITIALIZED_LABEL,
-    NODE_POOL_LABEL, ZONE_LABEL,
-};
-use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED};
+use karpenter_api::labels::{CAPACITY_TYPE_LABEL, DISRUPTED_TAINT_KEY, NODE_POOL_LABEL};
+use karpenter_api::nodeclaim::condition::INITIALIZED;
 use karpenter_api::{DisruptionReason, NodeClaim};
-use karpenter_core::disruption::{Command, Input, NodeState, decide};
-use karpenter_core::provisioning::scheduling::{NodePoolInput, SchedulerOptions};
-use karpenter_core::resources::Resources;
+use karpenter_core::disruption::{Command, decide};
+use karpenter_core::provisioning::node_claim_for;
+use karpenter_core::provisioning::scheduling::NodePoolInput;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -28,8 +25,8 @@ use serde_json::json;
 use crate::cloudprovider::CloudProvider;
 use crate::events::{Note, normal};
 use crate::metrics::labels;
-use crate::provisioning::{daemonset_pods, node_claim_for, node_ready, pool_inputs};
-use crate::{Context, Error, conditions, pods};
+use crate::provisioning::{pool_inputs, scheduler_options};
+use crate::{Context, Error, conditions};
 
 /// Upstream's wait before a consolidation decision is acted on.
 pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
@@ -50,125 +47,6 @@ pub struct Orchestrator {
     /// A consolidation waiting out its validation delay.
     pending: Option<(Instant, Command)>,
     in_flight: Option<InFlight>,
-}
-
-fn seconds(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Option<i64> {
-    t.map(|t| t.0.as_second())
-}
-
-fn price_of(pools: &[NodePoolInput], pool: &str, labels: &BTreeMap<String, String>) -> f64 {
-    let label = |k: &str| labels.get(k).map(String::as_str).unwrap_or_default();
-    pools
-        .iter()
-        .filter(|p| p.node_pool.name() == pool)
-        .flat_map(|p| &p.instance_types)
-        .find(|it| it.name == label(INSTANCE_TYPE_LABEL))
-        .and_then(|it| {
-            it.offerings
-                .iter()
-                .find(|o| {
-                    o.zone == label(ZONE_LABEL) && o.capacity_type == label(CAPACITY_TYPE_LABEL)
-                })
-                .map(|o| o.price)
-        })
-        .unwrap_or(0.0)
-}
-
-/// Every managed node as disruption sees it. `marked` nodes (candidates of a command in flight)
-/// count as deleting.
-fn node_states<P: CloudProvider>(
-    ctx: &Context<P>,
-    pools: &[NodePoolInput],
-    marked: &BTreeSet<String>,
-) -> Vec<NodeState> {
-    let cluster = &ctx.cluster;
-    let claims = cluster.node_claims_by_provider_id();
-    let mut pods_by_node = cluster.pods_by_node();
-    let mut states = Vec::new();
-    for node in cluster.nodes.all() {
-        let labels = node.labels().clone();
-        let Some(pool) = labels.get(NODE_POOL_LABEL).cloned() else {
-            continue;
-        };
-        let name = node.name_any();
-        let claim = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.provider_id.as_deref())
-            .and_then(|id| claims.get(id));
-        let on_node = pods_by_node.remove(&name).unwrap_or_default();
-        let created_at = seconds(
-            claim
-                .as_ref()
-                .and_then(|c| c.metadata.creation_timestamp.as_ref()),
-        )
-        .or_else(|| seconds(node.metadata.creation_timestamp.as_ref()))
-        .unwrap_or(0);
-        // Without upstream's pod-event controller, the newest pod on the node (or the claim's
-        // recorded lastPodEventTime) stands for the last pod event.
-        let last_pod_event = on_node
-            .iter()
-            .filter(|p| !pods::is_daemonset_pod(p))
-            .filter_map(|p| seconds(p.metadata.creation_timestamp.as_ref()))
-            .chain(seconds(
-                claim
-                    .as_ref()
-                    .and_then(|c| c.status.as_ref()?.last_pod_event_time.as_ref()),
-            ))
-            .max()
-            .unwrap_or(created_at)
-            .max(created_at);
-        let status = node.status.clone().unwrap_or_default();
-        let mut annotations = node.annotations().clone();
-        if let Some(c) = &claim {
-            annotations.extend(c.annotations().clone());
-        }
-        states.push(NodeState {
-            name: name.clone(),
-            node_pool: Some(pool.clone()),
-            price: price_of(pools, &pool, &labels),
-            initialized: labels
-                .get(NODE_INITIALIZED_LABEL)
-                .is_some_and(|v| v == "true"),
-            labels,
-            annotations,
-            taints: node
-                .spec
-                .as_ref()
-                .and_then(|s| s.taints.clone())
-                .unwrap_or_default(),
-            allocatable: status
-                .allocatable
-                .as_ref()
-                .and_then(|a| Resources::from_list(a).ok())
-                .unwrap_or_default(),
-            capacity: status
-                .capacity
-                .as_ref()
-                .and_then(|a| Resources::from_list(a).ok())
-                .unwrap_or_default(),
-            pods: on_node
-                .iter()
-                .filter(|p| !p.is_terminal())
-                .map(|p| p.to_pod())
-                .collect(),
-            ready: node_ready(&node),
-            deleting: node.metadata.deletion_timestamp.is_some()
-                || claim
-                    .as_ref()
-                    .is_some_and(|c| c.metadata.deletion_timestamp.is_some())
-                || marked.contains(&name),
-            nominated: ctx.cluster.nominations.is_nominated(&name),
-            created_at,
-            last_pod_event,
-            drifted: claim
-                .as_ref()
-                .and_then(|c| c.status.as_ref())
-                .is_some_and(|s| conditions::is_true(&s.conditions, DRIFTED)),
-        });
-    }
-    states.sort_by(|a, b| a.name.cmp(&b.name));
-    states
 }
 
 fn same_command(a: &Command, b: &Command) -> bool {
@@ -276,6 +154,8 @@ impl<P: CloudProvider> Context<P> {
         for node in &command.candidates {
             self.set_disrupted_taint(node, true).await?;
         }
+        self.cluster
+            .set_marked_for_deletion(command.candidates.iter().cloned().collect());
         if command.replacements.is_empty() {
             self.terminate_candidates(&command).await?;
             return Ok(None);
@@ -389,44 +269,38 @@ pub async fn pass<P: CloudProvider>(
     if !ctx.cluster.synced() {
         return Err(Error::NotSynced("cluster state".into()));
     }
-    if let Some(flight) = orchestrator.in_flight.take() {
-        orchestrator.in_flight = ctx.advance(flight).await?;
+    let advanced = match orchestrator.in_flight.take() {
+        Some(flight) => {
+            orchestrator.in_flight = ctx.advance(flight).await?;
+            true
+        }
+        None => false,
+    };
+    // The nodes taken are exactly those of the command in flight, whatever happened since.
+    ctx.cluster.set_marked_for_deletion(
+        orchestrator
+            .in_flight
+            .iter()
+            .flat_map(|f| f.command.candidates.iter().cloned())
+            .collect(),
+    );
+    if advanced {
         return Ok(());
     }
     if orchestrator.pending.is_none() {
         release_stale_taints(ctx).await?;
     }
     let (pools, _) = pool_inputs(ctx).await;
-    let nodes = node_states(ctx, &pools, &BTreeSet::new());
-    let pdbs: Vec<_> = ctx
-        .cluster
-        .pdbs
-        .all()
-        .iter()
-        .map(|p| (**p).clone())
-        .collect();
-    let pending: Vec<_> = ctx
-        .cluster
-        .pods
-        .all()
-        .iter()
-        .filter(|p| pods::is_provisionable(p))
-        .map(|p| p.to_pod())
-        .collect();
-    let daemonsets = daemonset_pods(&ctx.cluster);
-    let input = Input {
-        now: Timestamp::now().as_second(),
-        nodes: &nodes,
-        node_pools: &pools,
-        pdbs: &pdbs,
-        pending_pods: &pending,
-        daemonset_pods: &daemonsets,
-        options: SchedulerOptions {
-            provider_labels: ctx.provider.provider_labels(),
-            ..Default::default()
-        },
-        spot_to_spot: ctx.options.feature_gates.spot_to_spot_consolidation,
-    };
+    let provider_labels = ctx.provider.provider_labels();
+    let objects = ctx.cluster.objects();
+    let now = Timestamp::now().as_second();
+    let inputs = objects.snapshot(&pools, &provider_labels).disruption(now);
+    let input = inputs.input(
+        now,
+        &pools,
+        scheduler_options(ctx),
+        ctx.options.feature_gates.spot_to_spot_consolidation,
+    );
     let decision = decide(&input);
     ctx.metrics
         .disruption_eligible_nodes
@@ -490,6 +364,7 @@ pub async fn run<P: CloudProvider>(
         }
         if !ctx.is_leader() {
             orchestrator = Orchestrator::default();
+            ctx.cluster.set_marked_for_deletion(BTreeSet::new());
             continue;
         }
         if let Err(e) = pass(&ctx, &mut orchestrator).await

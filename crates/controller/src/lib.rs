@@ -16,7 +16,6 @@ pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
 pub mod options;
-pub mod pods;
 pub mod provisioning;
 pub mod state;
 pub mod termination;

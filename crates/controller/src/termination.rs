@@ -28,7 +28,8 @@ use crate::events::{normal, warning};
 use crate::metrics::labels;
 use crate::state::StoredPod;
 use crate::writes::{allow_missing_write, without_finalizer};
-use crate::{Context, Error, pods};
+use crate::{Context, Error};
+use karpenter_core::state::pods;
 
 /// A pod deleted more than this long ago is stuck (its kubelet is gone) and not waited for.
 const STUCK_TERMINATING: Duration = Duration::from_secs(60);

@@ -9,4 +9,5 @@ pub mod feature_gates;
 pub mod provisioning;
 pub mod resources;
 pub mod scheduling;
+pub mod state;
 pub mod termination;

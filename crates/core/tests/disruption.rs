@@ -256,6 +256,20 @@ fn budgets_limit_disruption() {
         "{:?}",
         d.blocked
     );
+    // A claim still launching (not initialized, no Ready node yet) is no disruption in
+    // progress: it leaves the budget alone.
+    let mut launching = empty.clone();
+    launching[0].ready = false;
+    launching[0].initialized = false;
+    let d = run(
+        &launching,
+        &with(vec![Budget {
+            nodes: "1".into(),
+            ..Default::default()
+        }]),
+        &[],
+    );
+    assert_eq!(d.commands.len(), 1, "{:?}", d.blocked);
 }
 
 #[test]

@@ -1,22 +1,19 @@
 //! The dry-run planner: what provisioning and disruption would do now, from a dump of a live
-//! cluster (`kubectl get nodes,pods,nodepools,nodeclaims,pdb,daemonsets -A -o yaml`).
+//! cluster (`kubectl get nodes,pods,nodepools,nodeclaims,pdb,daemonsets -A -o yaml`). The
+//! objects go through the core's snapshot builder, as the controller's state does.
 
-use karpenter_core::feature_gates::FeatureGates;
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use karpenter_api::labels::{
-    CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODE_INITIALIZED_LABEL, NODE_POOL_LABEL, ZONE_LABEL,
-};
 use karpenter_api::{NodeClaim, NodePool};
-use karpenter_core::disruption::{self, NodeState};
-use karpenter_core::provisioning::scheduling::{
-    BoundPod, ExistingNodeInput, NodePoolInput, Scheduler, SchedulerOptions,
-};
-use karpenter_core::resources::Resources;
+use karpenter_core::disruption;
+use karpenter_core::feature_gates::FeatureGates;
+use karpenter_core::provisioning::scheduling::{NodePoolInput, Scheduler, SchedulerOptions};
+use karpenter_core::state::pods::{self, ObservedPod};
+use karpenter_core::state::{Observed, Snapshot};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -121,8 +118,13 @@ pub struct SnapshotSummary {
     pub launching: usize,
     /// Pods bound to nodes.
     pub bound_pods: usize,
-    /// Pods not bound to a node.
+    /// Pods kube-scheduler could not place.
     pub pending_pods: usize,
+    /// Pods of nodes being deleted, which need a new node.
+    pub displaced_pods: usize,
+    /// Pods neither bound nor provisionable: not yet tried by kube-scheduler, nominated for
+    /// preemption, DaemonSet or static pods, finished or deleting.
+    pub ignored_pods: usize,
     /// NodePools.
     pub nodepools: usize,
     /// Objects of kinds the planner does not use.
@@ -130,26 +132,7 @@ pub struct SnapshotSummary {
 }
 
 fn pod_name(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or("default"),
-        pod.metadata.name.as_deref().unwrap_or("?")
-    )
-}
-
-fn owned_by_daemonset(pod: &Pod) -> bool {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet")
-}
-
-fn finished(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
+    pods::key(pod)
 }
 
 fn read<T: serde::de::DeserializeOwned>(
@@ -165,9 +148,54 @@ fn read<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// Plans from snapshot text, launching from `catalog`.
+/// The objects a plan reads: from a dump of a cluster, or from a live one.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterObjects {
+    /// Nodes.
+    pub nodes: Vec<Node>,
+    /// Pods.
+    pub pods: Vec<Pod>,
+    /// NodePools.
+    pub node_pools: Vec<NodePool>,
+    /// NodeClaims.
+    pub node_claims: Vec<NodeClaim>,
+    /// DaemonSets.
+    pub daemonsets: Vec<DaemonSet>,
+    /// PodDisruptionBudgets.
+    pub pdbs: Vec<PodDisruptionBudget>,
+    /// Objects of kinds the planner does not use.
+    pub ignored: usize,
+}
+
+impl ClusterObjects {
+    /// Reads a dump (`kubectl get ... -o yaml`, a `List` or documents) from `text`, read from
+    /// `file`.
+    pub fn from_dump(file: &Path, text: &str) -> Result<Self, ScenarioError> {
+        let mut objects = Self::default();
+        for doc in parse_documents(file, text)? {
+            let kind = doc
+                .object
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            match kind.as_str() {
+                "Node" => objects.nodes.push(read(file, doc.index, doc.object)?),
+                "Pod" => objects.pods.push(read(file, doc.index, doc.object)?),
+                "NodePool" => objects.node_pools.push(read(file, doc.index, doc.object)?),
+                "NodeClaim" => objects.node_claims.push(read(file, doc.index, doc.object)?),
+                "DaemonSet" => objects.daemonsets.push(read(file, doc.index, doc.object)?),
+                "PodDisruptionBudget" => objects.pdbs.push(read(file, doc.index, doc.object)?),
+                _ => objects.ignored += 1,
+            }
+        }
+        Ok(objects)
+    }
+}
+
 /// Plans from the snapshot in `text` (read from `file`), as of `now` (Unix seconds; budget
-/// schedules, `consolidateAfter` and `do-not-disrupt` durations are measured against it).
+/// schedules, `consolidateAfter` and `do-not-disrupt` durations are measured against it),
+/// every NodePool offering `catalog`.
 pub fn plan(
     file: &Path,
     text: &str,
@@ -175,137 +203,75 @@ pub fn plan(
     now: i64,
     feature_gates: FeatureGates,
 ) -> Result<Plan, ScenarioError> {
-    let mut nodes: Vec<Node> = Vec::new();
-    let mut pods: Vec<Pod> = Vec::new();
-    let mut pools: Vec<NodePool> = Vec::new();
-    let mut claims: Vec<NodeClaim> = Vec::new();
-    let mut daemonsets: Vec<DaemonSet> = Vec::new();
-    let mut pdbs: Vec<PodDisruptionBudget> = Vec::new();
-    let mut summary = SnapshotSummary::default();
-    for doc in parse_documents(file, text)? {
-        let kind = doc
-            .object
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        match kind.as_str() {
-            "Node" => nodes.push(read(file, doc.index, doc.object)?),
-            "Pod" => pods.push(read(file, doc.index, doc.object)?),
-            "NodePool" => pools.push(read(file, doc.index, doc.object)?),
-            "NodeClaim" => claims.push(read(file, doc.index, doc.object)?),
-            "DaemonSet" => daemonsets.push(read(file, doc.index, doc.object)?),
-            "PodDisruptionBudget" => pdbs.push(read(file, doc.index, doc.object)?),
-            _ => summary.ignored += 1,
-        }
-    }
-    let mut bound: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
-    let mut pending = Vec::new();
-    for pod in pods.into_iter().filter(|p| !finished(p)) {
-        match pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-            Some(node) => bound.entry(node).or_default().push(pod),
-            None if !owned_by_daemonset(&pod) && pod.metadata.deletion_timestamp.is_none() => {
-                pending.push(pod)
-            }
-            None => {}
-        }
-    }
-    let mut existing = Vec::new();
-    for node in &nodes {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let labels = node.metadata.labels.clone().unwrap_or_default();
-        let status = node.status.clone().unwrap_or_default();
-        let resources = |list: Option<
-            &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
-        >| {
-            list.and_then(|l| Resources::from_list(l).ok())
-                .unwrap_or_default()
-        };
-        let ready = status
-            .conditions
-            .iter()
-            .flatten()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
-        let managed = labels.contains_key(NODE_POOL_LABEL);
-        summary.bound_pods += bound.get(&name).map_or(0, Vec::len);
-        existing.push(ExistingNodeInput {
-            name: name.clone(),
-            taints: node
-                .spec
-                .as_ref()
-                .and_then(|s| s.taints.clone())
-                .unwrap_or_default(),
-            allocatable: resources(status.allocatable.as_ref()),
-            capacity: resources(status.capacity.as_ref()),
-            pods: BoundPod::all(bound.get(&name).into_iter().flatten()),
-            initialized: ready
-                && (!managed
-                    || labels
-                        .get(NODE_INITIALIZED_LABEL)
-                        .is_some_and(|v| v == "true")),
-            node_pool: labels.get(NODE_POOL_LABEL).cloned(),
-            labels,
-            ..Default::default()
-        });
-    }
-    // NodeClaims still launching count as nodes that will come.
-    for claim in &claims {
-        let status = claim.status.clone().unwrap_or_default();
-        let registered = status.node_name.as_ref().is_some_and(|n| {
-            nodes
-                .iter()
-                .any(|node| node.metadata.name.as_ref() == Some(n))
-        });
-        if registered || claim.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        summary.launching += 1;
-        let labels = claim.metadata.labels.clone().unwrap_or_default();
-        existing.push(ExistingNodeInput {
-            name: format!(
-                "nodeclaim/{}",
-                claim.metadata.name.as_deref().unwrap_or("?")
-            ),
-            taints: claim.spec.taints.clone(),
-            startup_taints: claim.spec.startup_taints.clone(),
-            allocatable: Resources::from_list(&status.allocatable).unwrap_or_default(),
-            capacity: Resources::from_list(&status.capacity).unwrap_or_default(),
-            initialized: false,
-            node_pool: labels.get(NODE_POOL_LABEL).cloned(),
-            labels,
-            ..Default::default()
-        });
-    }
-    summary.nodes = nodes.len();
-    summary.pending_pods = pending.len();
-    summary.nodepools = pools.len();
-    let inputs: Vec<NodePoolInput> = pools
+    let objects = ClusterObjects::from_dump(file, text)?;
+    let pools: Vec<NodePoolInput> = objects
+        .node_pools
         .iter()
+        .filter(|np| np.metadata.deletion_timestamp.is_none())
         .map(|np| NodePoolInput {
             node_pool: np.clone(),
             instance_types: catalog.instance_types.clone(),
         })
         .collect();
-    let ds_pods: Vec<Pod> = daemonsets
+    Ok(plan_objects(
+        &objects,
+        &pools,
+        &catalog.provider_labels,
+        now,
+        feature_gates,
+    ))
+}
+
+/// What provisioning and disruption would do now over `objects`, with `pools` (each with the
+/// instance types it may launch) — through the same snapshot builder and decisions as the
+/// controller.
+pub fn plan_objects(
+    objects: &ClusterObjects,
+    pools: &[NodePoolInput],
+    provider_labels: &[String],
+    now: i64,
+    feature_gates: FeatureGates,
+) -> Plan {
+    let snapshot = Snapshot::new(Observed {
+        nodes: objects.nodes.iter().collect(),
+        node_claims: objects.node_claims.iter().collect(),
+        pods: objects.pods.iter().collect(),
+        daemonsets: objects.daemonsets.iter().collect(),
+        pdbs: objects.pdbs.iter().collect(),
+        node_pools: pools,
+        provider_labels,
+        ..Default::default()
+    });
+    let summary = SnapshotSummary {
+        nodes: objects.nodes.len(),
+        launching: snapshot.nodes.iter().filter(|n| n.launching()).count()
+            + snapshot.not_launched.len(),
+        bound_pods: snapshot.nodes.iter().map(|n| n.pods.len()).sum(),
+        pending_pods: snapshot.provisionable.len(),
+        displaced_pods: snapshot.displaced.len(),
+        ignored_pods: snapshot.ignored,
+        nodepools: objects.node_pools.len(),
+        ignored: objects.ignored,
+    };
+    let launching: BTreeSet<&str> = snapshot
+        .nodes
         .iter()
-        .map(|d| {
-            let template = d
-                .spec
-                .as_ref()
-                .map(|s| s.template.clone())
-                .unwrap_or_default();
-            Pod {
-                metadata: template.metadata.unwrap_or_default(),
-                spec: template.spec,
-                status: None,
-            }
-        })
+        .filter(|n| n.launching())
+        .map(|n| n.name())
+        .collect();
+    let pending: Vec<Pod> = snapshot
+        .pods_to_schedule()
+        .into_iter()
+        .map(|p| p.to_pod())
         .collect();
     let options = SchedulerOptions {
-        provider_labels: catalog.provider_labels.clone(),
+        provider_labels: provider_labels.to_vec(),
         ..Default::default()
     };
-    let results = Scheduler::new(&inputs, &existing, &ds_pods, options).solve(&pending, &|| false);
+    let existing = snapshot.existing_nodes();
+    let ds_pods = snapshot.daemonset_pods();
+    let results =
+        Scheduler::new(pools, &existing, &ds_pods, options.clone()).solve(&pending, &|| false);
     let mut provisioning = Provisioning::default();
     for claim in &results.new_node_claims {
         provisioning.nodeclaims.push(PlannedNodeClaim {
@@ -321,6 +287,11 @@ pub fn plan(
         });
     }
     for (node, placed) in &results.existing_nodes {
+        let node = if launching.contains(node.as_str()) {
+            format!("nodeclaim/{node}")
+        } else {
+            node.clone()
+        };
         for &p in placed {
             provisioning.existing_node_placements.push(Placement {
                 pod: pod_name(&pending[p]),
@@ -334,20 +305,13 @@ pub fn plan(
             reason: reason.clone(),
         });
     }
-    let states = node_states(&nodes, &claims, &existing, &bound, catalog, now);
-    let decision = disruption::decide(&disruption::Input {
+    let inputs = snapshot.disruption(now);
+    let decision = disruption::decide(&inputs.input(
         now,
-        nodes: &states,
-        node_pools: &inputs,
-        pdbs: &pdbs,
-        pending_pods: &pending,
-        daemonset_pods: &ds_pods,
-        options: SchedulerOptions {
-            provider_labels: catalog.provider_labels.clone(),
-            ..Default::default()
-        },
-        spot_to_spot: feature_gates.spot_to_spot_consolidation,
-    });
+        pools,
+        options,
+        feature_gates.spot_to_spot_consolidation,
+    ));
     let disruption = Disruption {
         actions: decision
             .commands
@@ -379,90 +343,11 @@ pub fn plan(
             })
             .collect(),
     };
-    Ok(Plan {
+    Plan {
         provisioning,
         disruption,
         snapshot: summary,
-    })
-}
-
-fn seconds(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Option<i64> {
-    t.map(|t| t.0.as_second())
-}
-
-/// What disruption sees of each registered node: its pods, price, age, last pod event and
-/// whether its NodeClaim has drifted.
-fn node_states(
-    nodes: &[Node],
-    claims: &[NodeClaim],
-    existing: &[ExistingNodeInput],
-    bound: &BTreeMap<String, Vec<Pod>>,
-    catalog: &Catalog,
-    now: i64,
-) -> Vec<NodeState> {
-    nodes
-        .iter()
-        .zip(existing)
-        .map(|(node, input)| {
-            let name = input.name.clone();
-            let claim = claims
-                .iter()
-                .find(|c| c.status.as_ref().and_then(|s| s.node_name.as_ref()) == Some(&name));
-            let status = claim.and_then(|c| c.status.as_ref());
-            let label = |key: &str| {
-                input
-                    .labels
-                    .get(key)
-                    .map(String::as_str)
-                    .unwrap_or_default()
-            };
-            let price = catalog
-                .instance_types
-                .iter()
-                .find(|it| it.name == label(INSTANCE_TYPE_LABEL))
-                .and_then(|it| {
-                    it.offerings
-                        .iter()
-                        .find(|o| {
-                            o.zone == label(ZONE_LABEL)
-                                && o.capacity_type == label(CAPACITY_TYPE_LABEL)
-                        })
-                        .map(|o| o.price)
-                })
-                .unwrap_or(0.0);
-            let created_at = seconds(node.metadata.creation_timestamp.as_ref()).unwrap_or(now);
-            let ready = node
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            NodeState {
-                name,
-                node_pool: input.node_pool.clone(),
-                labels: input.labels.clone(),
-                annotations: node.metadata.annotations.clone().unwrap_or_default(),
-                taints: input.taints.clone(),
-                allocatable: input.allocatable.clone(),
-                capacity: input.capacity.clone(),
-                pods: bound.get(&input.name).cloned().unwrap_or_default(),
-                initialized: input.initialized,
-                ready,
-                deleting: node.metadata.deletion_timestamp.is_some()
-                    || claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some()),
-                nominated: false,
-                price,
-                created_at,
-                last_pod_event: status
-                    .and_then(|s| seconds(s.last_pod_event_time.as_ref()))
-                    .unwrap_or(created_at),
-                drifted: status.is_some_and(|s| {
-                    s.conditions
-                        .iter()
-                        .any(|c| c.type_ == "Drifted" && c.status == "True")
-                }),
-            }
-        })
-        .collect()
+    }
 }
 
 impl Plan {
@@ -476,6 +361,20 @@ impl Plan {
             "Snapshot: {} nodes ({} more launching), {} NodePools, {} bound pods, {} pending pods",
             s.nodes, s.launching, s.nodepools, s.bound_pods, s.pending_pods
         );
+        if s.displaced_pods > 0 {
+            let _ = writeln!(
+                out,
+                "  {} pods of nodes being deleted need a new node",
+                s.displaced_pods
+            );
+        }
+        if s.ignored_pods > 0 {
+            let _ = writeln!(
+                out,
+                "  {} unbound pods ignored (not yet marked unschedulable by kube-scheduler, nominated, DaemonSet, static, finished or deleting)",
+                s.ignored_pods
+            );
+        }
         let p = &self.provisioning;
         let _ = writeln!(out, "\nWould launch {} NodeClaim(s)", p.nodeclaims.len());
         for c in &p.nodeclaims {

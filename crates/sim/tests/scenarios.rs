@@ -258,6 +258,10 @@ fn plan_from_a_snapshot() {
     let p = &plan.provisioning;
     assert_eq!(plan.snapshot.pending_pods, 4);
     assert_eq!(
+        plan.snapshot.ignored_pods, 1,
+        "web-6 waits for kube-scheduler to try it first"
+    );
+    assert_eq!(
         p.existing_node_placements.len(),
         1,
         "one web pod still fits the node"

@@ -3,6 +3,7 @@
 //! decision never waits for its own change to come back round.
 
 pub mod pod;
+mod snapshot;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Debug;
@@ -21,6 +22,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 pub use pod::{SharedSpec, SpecInterner, StoredPod};
+pub use snapshot::Objects;
 
 /// What an index can hold: objects with a key and a resourceVersion.
 pub trait Stored {
@@ -326,6 +328,9 @@ pub struct Cluster {
     pub daemonsets: Index<DaemonSet>,
     /// Nodes a provisioning result counted on, and until when.
     pub nominations: Nominations,
+    /// Nodes a disruption command has taken and not yet deleted (upstream's
+    /// `MarkedForDeletion`): their pods need a new home and they are no place for others.
+    marked: std::sync::Mutex<std::collections::BTreeSet<String>>,
     changes: watch::Sender<u64>,
 }
 
@@ -343,6 +348,16 @@ impl Nominations {
         map.retain(|_, t| *t > std::time::Instant::now());
         let entry = map.entry(node.to_string()).or_insert(until);
         *entry = (*entry).max(until);
+    }
+
+    /// The nodes nominated now.
+    pub fn nominated(&self) -> std::collections::BTreeSet<String> {
+        let now = std::time::Instant::now();
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.iter()
+            .filter(|(_, until)| **until > now)
+            .map(|(node, _)| node.clone())
+            .collect()
     }
 
     /// Whether `node` is nominated now.
@@ -366,6 +381,7 @@ impl Default for Cluster {
             pdbs: Index::default(),
             daemonsets: Index::default(),
             nominations: Nominations::default(),
+            marked: Default::default(),
             changes: watch::channel(0).0,
         }
     }
@@ -380,6 +396,25 @@ impl Cluster {
             && self.node_claims.synced()
             && self.pdbs.synced()
             && self.daemonsets.synced()
+    }
+
+    /// Sets the nodes disruption has taken: the candidates of the command in flight, none
+    /// when nothing is (a new leader starts with none).
+    pub fn set_marked_for_deletion(&self, nodes: std::collections::BTreeSet<String>) {
+        let mut set = self.marked.lock().unwrap_or_else(|e| e.into_inner());
+        if *set != nodes {
+            *set = nodes;
+            drop(set);
+            self.changed();
+        }
+    }
+
+    /// The nodes marked for deletion.
+    pub fn marked_for_deletion(&self) -> std::collections::BTreeSet<String> {
+        self.marked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// A receiver that wakes on every change.

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use karpenter_core::provisioning::scheduling::BoundPod;
 use karpenter_core::resources::{Resources, pod_requests};
 use karpenter_core::scheduling::hostports::{self, HostPort};
+use karpenter_core::state::pods::{self, ObservedPod};
 
 /// A pod template's spec and what scheduling derives from it, computed once per template.
 #[derive(Debug)]
@@ -218,7 +219,7 @@ impl StoredPod {
         }
     }
 
-    /// The pod again, as the scheduler and the predicates in [`crate::pods`] take it.
+    /// The pod again, as the scheduler and the predicates in `karpenter_core::state::pods` take it.
     pub fn to_pod(&self) -> Pod {
         let mut spec = self.spec.spec.clone();
         spec.node_name = self.node_name.clone();
@@ -262,27 +263,9 @@ impl StoredPod {
         )
     }
 
-    /// Succeeded or Failed.
-    pub fn is_terminal(&self) -> bool {
-        matches!(self.phase.as_deref(), Some("Succeeded" | "Failed"))
-    }
-
-    fn owned_by(&self, kind: &str) -> bool {
-        self.metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.kind == kind)
-    }
-
-    /// Owned by a DaemonSet.
-    pub fn is_daemonset_pod(&self) -> bool {
-        self.owned_by("DaemonSet")
-    }
-
     /// As scheduling sees it on its node; `None` once it finished.
     pub fn bound(&self) -> Option<BoundPod> {
-        if self.is_terminal() {
+        if pods::is_terminal(self) {
             return None;
         }
         Some(BoundPod {
@@ -294,7 +277,7 @@ impl StoredPod {
             labels: self.labels.clone(),
             requests: self.spec.requests.clone(),
             host_ports: self.spec.host_ports.clone(),
-            daemonset: self.is_daemonset_pod(),
+            daemonset: pods::is_daemonset_pod(self),
             anti_affinity: self.spec.anti_affinity.clone(),
             terminating: self.metadata.deletion_timestamp.is_some(),
         })
@@ -310,6 +293,44 @@ impl StoredPod {
             uid: self.metadata.uid.clone(),
             ..Default::default()
         }
+    }
+}
+
+impl ObservedPod for StoredPod {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn node_name(&self) -> Option<&str> {
+        self.node_name.as_deref()
+    }
+
+    fn phase(&self) -> Option<&str> {
+        self.phase.as_deref()
+    }
+
+    fn unschedulable(&self) -> bool {
+        self.unschedulable
+    }
+
+    fn nominated_node_name(&self) -> Option<&str> {
+        self.nominated_node_name.as_deref()
+    }
+
+    fn priority_class_name(&self) -> Option<&str> {
+        self.spec.spec.priority_class_name.as_deref()
+    }
+
+    fn start_time(&self) -> Option<&Time> {
+        self.start_time.as_ref()
+    }
+
+    fn bound(&self) -> Option<BoundPod> {
+        StoredPod::bound(self)
+    }
+
+    fn to_pod(&self) -> Pod {
+        StoredPod::to_pod(self)
     }
 }
 

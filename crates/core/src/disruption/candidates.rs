@@ -243,7 +243,12 @@ pub(super) fn budget_mapping(
             .iter()
             .filter(|n| n.initialized && !n.deleting)
             .count();
-        let disrupting = nodes.iter().filter(|n| !n.ready || n.deleting).count();
+        // As upstream, only initialized nodes count: a claim still launching is neither part
+        // of the pool's size nor a disruption in progress.
+        let disrupting = nodes
+            .iter()
+            .filter(|n| n.initialized && (!n.ready || n.deleting))
+            .count();
         let allowed = budgets::allowed_disruptions(&pool.node_pool, counted, reason, input.now);
         out.insert(name.to_string(), allowed.saturating_sub(disrupting));
     }

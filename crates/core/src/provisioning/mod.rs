@@ -1,3 +1,9 @@
-//! Provisioning: deciding which nodes to launch for pods that cannot schedule.
+//! Provisioning: batching pending pods, deciding which nodes to launch for the ones that cannot
+//! schedule, and the NodeClaims they are launched as.
 
+pub mod batcher;
+mod nodeclaim;
 pub mod scheduling;
+
+pub use batcher::Batcher;
+pub use nodeclaim::node_claim_for;

@@ -4,16 +4,12 @@
 //! and only once they are Ready are the candidates drained (evictions respect
 //! PodDisruptionBudgets) and terminated. Expired nodes are drained without replacement.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{Pod, PodStatus, Taint};
+use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use karpenter_api::labels::DISRUPTED_TAINT_KEY;
 use karpenter_api::{DisruptionReason, NodePool};
 use karpenter_core::disruption::pdb::{disruptions_allowed, selects};
-use karpenter_core::disruption::{Command, Input, NodeState, decide, expired};
+use karpenter_core::disruption::{Command, NodeState, decide, expired};
 use karpenter_core::termination;
 
 use super::{SimPod, Simulation};
@@ -102,96 +98,32 @@ impl Simulation {
 
     /// The snapshot the controller would see, and the core's decision over it.
     fn decision(&self) -> Vec<Command> {
-        let nodes = self.node_states();
         let pools = self.pool_inputs();
-        let pdbs = self.pdbs_with_status();
-        let pending: Vec<Pod> = self
-            .pods
-            .iter()
-            .filter(|p| !p.done && p.bound_at.is_none())
-            .map(|p| p.pod.clone())
-            .collect();
-        decide(&Input {
-            now: EPOCH + self.now as i64,
-            nodes: &nodes,
-            node_pools: &pools,
-            pdbs: &pdbs,
-            pending_pods: &pending,
-            daemonset_pods: &self.daemonset_pods(),
-            options: self.options(),
-            spot_to_spot: self.feature_gates.spot_to_spot_consolidation,
-        })
+        let objects = self.objects();
+        let now = EPOCH + self.now as i64;
+        let inputs = objects
+            .snapshot(&pools, &self.catalog.provider_labels)
+            .disruption(now);
+        decide(&inputs.input(
+            now,
+            &pools,
+            self.options(),
+            self.feature_gates.spot_to_spot_consolidation,
+        ))
         .commands
     }
 
-    fn pod_with_start(&self, p: &SimPod) -> Pod {
-        let mut pod = p.pod.clone();
-        if let Some(bound) = p.bound_at
-            && let Ok(t) = Timestamp::from_second(EPOCH + bound as i64)
-        {
-            pod.status.get_or_insert_with(PodStatus::default).start_time = Some(Time(t));
-        }
-        pod
-    }
-
+    /// Every node as disruption sees it now.
     fn node_states(&self) -> Vec<NodeState> {
-        // One pass over the pods, not one per node: this runs every simulated second.
-        let mut by_node: Vec<Vec<&SimPod>> = vec![Vec::new(); self.nodes.len()];
-        for p in &self.pods {
-            if let Some(n) = p.node {
-                by_node[n].push(p);
-            }
-        }
-        let mut out = Vec::new();
-        for (n, node) in self.nodes.iter().enumerate() {
-            if !node.alive() {
-                continue;
-            }
-            let on_node = &by_node[n];
-            let last_pod_event = on_node
-                .iter()
-                .flat_map(|p| [p.bound_at, p.ended_at])
-                .flatten()
-                .chain([node.ready_at])
-                .max()
-                .unwrap_or(node.launched_at);
-            // The controller's checks: a static field changed (the hash moved on), or the
-            // node's labels no longer meet the NodePool's requirements.
-            let drifted = node.node_pool.as_ref().is_some_and(|name| {
-                self.pools.get(name).is_some_and(|np| {
-                    np.hash() != node.template_hash
-                        || karpenter_core::disruption::drift::requirements_drift(np, &node.labels)
-                            .is_some()
-                })
-            });
-            out.push(NodeState {
-                name: node.name.clone(),
-                node_pool: node.node_pool.clone(),
-                labels: node.labels.clone(),
-                annotations: BTreeMap::new(),
-                taints: node.taints.clone(),
-                allocatable: node.allocatable.clone(),
-                capacity: node.capacity.clone(),
-                pods: on_node
-                    .iter()
-                    .filter(|p| !p.done)
-                    .map(|p| self.pod_with_start(p))
-                    .collect(),
-                initialized: node.ready(self.now),
-                ready: true,
-                deleting: node.disrupted || node.draining,
-                nominated: false,
-                price: node.price,
-                created_at: EPOCH + node.launched_at as i64,
-                last_pod_event: EPOCH + last_pod_event as i64,
-                drifted,
-            });
-        }
-        out
+        let pools = self.pool_inputs();
+        let objects = self.objects();
+        objects
+            .snapshot(&pools, &self.catalog.provider_labels)
+            .node_states(EPOCH + self.now as i64)
     }
 
     /// PodDisruptionBudgets with the status kube-controller-manager would give them now.
-    fn pdbs_with_status(&self) -> Vec<PodDisruptionBudget> {
+    pub(super) fn pdbs_with_status(&self) -> Vec<PodDisruptionBudget> {
         self.pdbs
             .iter()
             .map(|pdb| {

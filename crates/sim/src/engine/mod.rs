@@ -13,18 +13,22 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use karpenter_api::NodeClaim;
 use karpenter_api::NodePool;
 use karpenter_api::duration::parse_go_duration;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, NODE_POOL_LABEL, ZONE_LABEL};
 use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::disruption::drift::node_pool_hash_annotations;
 use karpenter_core::provisioning::scheduling::{
     BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
 };
+use karpenter_core::provisioning::{Batcher, node_claim_for};
 use karpenter_core::resources::{Resources, pod_requests};
 use karpenter_core::scheduling::Requirements;
 
 pub mod cluster_autoscaler;
 mod disruption;
+mod objects;
 
 use crate::catalog::Catalog;
 use crate::report::{Event, LaunchedNodeClaim, Report, Sample, Summary};
@@ -60,6 +64,10 @@ struct SimPod {
 }
 
 impl SimPod {
+    fn is_daemonset_pod(&self) -> bool {
+        self.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet")
+    }
+
     fn end(&mut self, now: u64) {
         self.done = true;
         self.ended_at = Some(now);
@@ -82,8 +90,8 @@ struct SimNode {
     ready_at: u64,
     terminated_at: Option<u64>,
     reason: &'static str,
-    /// The hash of its NodePool's template at launch, for drift.
-    template_hash: String,
+    /// The NodeClaim karpenter created for it (`None` for nodes the scenario brought).
+    claim: Option<NodeClaim>,
     /// Tainted `karpenter.sh/disrupted`: no new pods, on its way out.
     disrupted: bool,
     /// Being drained: pods are evicted as PodDisruptionBudgets allow, then it terminates.
@@ -153,9 +161,7 @@ pub struct Simulation {
     steps: Vec<(u64, Action)>,
     next_step: usize,
     expectations: Vec<Expectation>,
-    batch_started: Option<u64>,
-    batch_last_change: u64,
-    batch_size: usize,
+    batcher: Batcher,
     cost_total: f64,
     lower_bound_total: f64,
     samples: Vec<Sample>,
@@ -215,9 +221,10 @@ impl Simulation {
             next_step: 0,
             expectations: spec.expect.clone(),
             feature_gates: spec.feature_gates,
-            batch_started: None,
-            batch_last_change: 0,
-            batch_size: 0,
+            batcher: Batcher::new(
+                std::time::Duration::from_secs(BATCH_IDLE_SECONDS),
+                std::time::Duration::from_secs(BATCH_MAX_SECONDS),
+            ),
             cost_total: 0.0,
             lower_bound_total: 0.0,
             samples: Vec::new(),
@@ -254,8 +261,13 @@ impl Simulation {
 
     fn apply(&mut self, object: Object) {
         match object {
-            Object::NodePool(np) => {
+            Object::NodePool(mut np) => {
                 self.bound_cache.set(None);
+                // As the controller's hash controller stamps it: static drift compares claims
+                // with it.
+                if let Some(hash) = node_pool_hash_annotations(&np) {
+                    np.metadata.annotations.get_or_insert_default().extend(hash);
+                }
                 let name = np.name().to_string();
                 self.event("Applied", format!("nodepool/{name}"));
                 self.pools.insert(name, *np);
@@ -365,7 +377,7 @@ impl Simulation {
                     ready_at: self.now,
                     terminated_at: None,
                     reason: "existing",
-                    template_hash: String::new(),
+                    claim: None,
                     disrupted: false,
                     draining: false,
                     drain_deadline: None,
@@ -750,32 +762,35 @@ impl Simulation {
         }
     }
 
-    /// The provisioner: after a batch window, launches NodeClaims for unschedulable pods.
+    /// The provisioner: after a batch window, launches NodeClaims for the pods that need a
+    /// node, reading the cluster through the same snapshot as the controller.
     fn provision(&mut self) {
-        let pending: Vec<usize> = (0..self.pods.len())
+        let pending: Vec<String> = (0..self.pods.len())
             .filter(|&p| !self.pods[p].done && self.pods[p].bound_at.is_none())
+            .map(|p| format!("pod-{p}"))
             .collect();
-        if pending.is_empty() {
-            self.batch_started = None;
-            return;
-        }
-        if self.batch_started.is_none() || pending.len() != self.batch_size {
-            self.batch_started.get_or_insert(self.now);
-            self.batch_last_change = self.now;
-            self.batch_size = pending.len();
-        }
-        let started = self.batch_started.unwrap_or(self.now);
-        if self.now < self.batch_last_change + BATCH_IDLE_SECONDS
-            && self.now < started + BATCH_MAX_SECONDS
+        let now = std::time::Duration::from_secs(self.now);
+        if !self
+            .batcher
+            .observe(now, pending.iter().map(String::as_str))
         {
             return;
         }
-        self.batch_started = None;
         let pools = self.pool_inputs();
-        let (existing, _) = self.existing_inputs(true);
-        let batch: Vec<Pod> = pending.iter().map(|&p| self.pods[p].pod.clone()).collect();
-        let results = Scheduler::new(&pools, &existing, &self.daemonset_pods(), self.options())
-            .solve(&batch, &|| false);
+        let objects = self.objects();
+        let snapshot = objects.snapshot(&pools, &self.catalog.provider_labels);
+        let batch: Vec<Pod> = snapshot.pods_to_schedule().into_iter().cloned().collect();
+        if batch.is_empty() {
+            return;
+        }
+        let existing = snapshot.existing_nodes();
+        let results = Scheduler::new(
+            &pools,
+            &existing,
+            &snapshot.daemonset_pods(),
+            self.options(),
+        )
+        .solve(&batch, &|| false);
         for claim in &results.new_node_claims {
             self.launch(claim, "provisioned");
         }
@@ -848,11 +863,10 @@ impl Simulation {
             ready_at: self.now + self.timing.launch_delay + self.timing.registration_delay,
             terminated_at: None,
             reason,
-            template_hash: self
+            claim: self
                 .pools
                 .get(&claim.node_pool)
-                .map(|np| np.hash())
-                .unwrap_or_default(),
+                .map(|np| node_claim_for(claim, np)),
             disrupted: false,
             draining: false,
             drain_deadline: None,

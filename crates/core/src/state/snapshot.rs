@@ -1,0 +1,552 @@
+//! The one way from observed objects to decision inputs. The controller's watch-fed state, the
+//! simulator's cluster and `plan`'s dump all hand their Nodes, NodeClaims, pods, DaemonSets and
+//! PodDisruptionBudgets to [`Snapshot::new`], so provisioning and disruption see the same
+//! cluster whichever of them asks.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
+use karpenter_api::NodeClaim;
+use karpenter_api::labels::{
+    CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, NODE_INITIALIZED_LABEL,
+    NODE_POOL_LABEL, ZONE_LABEL,
+};
+use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED};
+
+use super::pods::{self, ObservedPod};
+use crate::disruption::NodeState;
+use crate::provisioning::scheduling::{ExistingNodeInput, NodePoolInput};
+use crate::resources::Resources;
+use crate::scheduling::requirements::node_claim_labels;
+
+/// What was observed of the cluster, by reference.
+pub struct Observed<'a, P> {
+    /// Every Node.
+    pub nodes: Vec<&'a Node>,
+    /// Every NodeClaim.
+    pub node_claims: Vec<&'a NodeClaim>,
+    /// Every pod.
+    pub pods: Vec<&'a P>,
+    /// Every DaemonSet.
+    pub daemonsets: Vec<&'a DaemonSet>,
+    /// Every PodDisruptionBudget, with the status kube-controller-manager gave it.
+    pub pdbs: Vec<&'a PodDisruptionBudget>,
+    /// The NodePools in use, with their instance types (prices come from them).
+    pub node_pools: &'a [NodePoolInput],
+    /// The labels a launching claim's instance will decide (the provider's well-known ones).
+    pub provider_labels: &'a [String],
+    /// Nodes a recent provisioning decision counts on (upstream's nominations).
+    pub nominated: BTreeSet<String>,
+    /// Nodes a disruption command has taken (upstream's `MarkedForDeletion`): they count as
+    /// being deleted before their NodeClaims are.
+    pub marked_for_deletion: BTreeSet<String>,
+}
+
+impl<P> Default for Observed<'_, P> {
+    fn default() -> Self {
+        Self {
+            nodes: Vec::new(),
+            node_claims: Vec::new(),
+            pods: Vec::new(),
+            daemonsets: Vec::new(),
+            pdbs: Vec::new(),
+            node_pools: &[],
+            provider_labels: &[],
+            nominated: BTreeSet::new(),
+            marked_for_deletion: BTreeSet::new(),
+        }
+    }
+}
+
+/// A node, a launched NodeClaim without its node yet, or both paired — upstream's `StateNode`.
+pub struct StateNode<'a, P> {
+    /// The Node, once registered.
+    pub node: Option<&'a Node>,
+    /// Its NodeClaim, for nodes karpenter launched.
+    pub claim: Option<&'a NodeClaim>,
+    /// The pods bound to it that have not finished.
+    pub pods: Vec<&'a P>,
+    marked: bool,
+}
+
+fn is_true(conditions: &[Condition], type_: &str) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == type_ && c.status == "True")
+}
+
+fn seconds(t: Option<&Time>) -> Option<i64> {
+    t.map(|t| t.0.as_second())
+}
+
+fn resources(list: Option<&karpenter_api::nodeclaim::ResourceList>) -> Resources {
+    list.and_then(|l| Resources::from_list(l).ok())
+        .unwrap_or_default()
+}
+
+impl<'a, P: ObservedPod> StateNode<'a, P> {
+    /// The node's name, or the claim's while it has no node.
+    pub fn name(&self) -> &'a str {
+        match (self.node, self.claim) {
+            (Some(n), _) => n.metadata.name.as_deref().unwrap_or_default(),
+            (None, Some(c)) => c.metadata.name.as_deref().unwrap_or_default(),
+            (None, None) => "",
+        }
+    }
+
+    /// Its NodePool, from the node's label or the claim's.
+    pub fn node_pool(&self) -> Option<&'a str> {
+        let label = |labels: Option<&'a BTreeMap<String, String>>| {
+            labels
+                .and_then(|l| l.get(NODE_POOL_LABEL))
+                .map(String::as_str)
+        };
+        label(self.node.and_then(|n| n.metadata.labels.as_ref()))
+            .or_else(|| label(self.claim.and_then(|c| c.metadata.labels.as_ref())))
+    }
+
+    /// Karpenter launched it.
+    pub fn managed(&self) -> bool {
+        self.node_pool().is_some()
+    }
+
+    /// A NodeClaim launched and not registered yet.
+    pub fn launching(&self) -> bool {
+        self.node.is_none()
+    }
+
+    /// Being deleted: the node, its claim, or marked by a disruption command.
+    pub fn deleting(&self) -> bool {
+        self.marked
+            || self
+                .node
+                .is_some_and(|n| n.metadata.deletion_timestamp.is_some())
+            || self
+                .claim
+                .is_some_and(|c| c.metadata.deletion_timestamp.is_some())
+    }
+
+    /// Pods may be scheduled against it: a managed node once karpenter initialized it (Ready,
+    /// startup taints gone, resources reported); any other node always (as upstream).
+    pub fn initialized(&self) -> bool {
+        let Some(node) = self.node else {
+            return false;
+        };
+        if !self.managed() {
+            return true;
+        }
+        let labelled = node
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(NODE_INITIALIZED_LABEL))
+            .is_some_and(|v| v == "true");
+        labelled
+            || self
+                .claim
+                .and_then(|c| c.status.as_ref())
+                .is_some_and(|s| is_true(&s.conditions, INITIALIZED))
+    }
+
+    /// The node's `Ready` condition is true.
+    pub fn ready(&self) -> bool {
+        self.node
+            .and_then(|n| n.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    }
+
+    /// Its labels: the node's, or what the claim's requirements decide while it launches.
+    pub fn labels(&self, provider_labels: &[String]) -> BTreeMap<String, String> {
+        if let Some(node) = self.node {
+            return node.metadata.labels.clone().unwrap_or_default();
+        }
+        let Some(claim) = self.claim else {
+            return BTreeMap::new();
+        };
+        let mut labels = node_claim_labels(claim, provider_labels);
+        labels
+            .entry(HOSTNAME_LABEL.into())
+            .or_insert_with(|| self.name().to_string());
+        labels
+    }
+
+    /// Its taints: the node's, or the claim's while it launches.
+    pub fn taints(&self) -> Vec<Taint> {
+        match (self.node, self.claim) {
+            (Some(n), _) => n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default(),
+            (None, Some(c)) => c.spec.taints.clone(),
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// The claim's startup taints (gone once it initializes).
+    pub fn startup_taints(&self) -> Vec<Taint> {
+        self.claim
+            .map(|c| c.spec.startup_taints.clone())
+            .unwrap_or_default()
+    }
+
+    /// What pods can use: the node's allocatable, or what the claim's instance reported.
+    pub fn allocatable(&self) -> Resources {
+        match (self.node, self.claim) {
+            (Some(n), _) => resources(n.status.as_ref().and_then(|s| s.allocatable.as_ref())),
+            (None, Some(c)) => resources(c.status.as_ref().map(|s| &s.allocatable)),
+            (None, None) => Resources::default(),
+        }
+    }
+
+    /// Its capacity.
+    pub fn capacity(&self) -> Resources {
+        match (self.node, self.claim) {
+            (Some(n), _) => resources(n.status.as_ref().and_then(|s| s.capacity.as_ref())),
+            (None, Some(c)) => resources(c.status.as_ref().map(|s| &s.capacity)),
+            (None, None) => Resources::default(),
+        }
+    }
+
+    /// When it was created: its claim, else its node (`None` if neither says).
+    pub fn created_at(&self) -> Option<i64> {
+        seconds(
+            self.claim
+                .and_then(|c| c.metadata.creation_timestamp.as_ref()),
+        )
+        .or_else(|| {
+            seconds(
+                self.node
+                    .and_then(|n| n.metadata.creation_timestamp.as_ref()),
+            )
+        })
+    }
+
+    /// When a pod last bound to or left it: the claim's `lastPodEventTime` or its newest pod
+    /// (other than DaemonSet pods), never before it was created.
+    pub fn last_pod_event(&self, created_at: i64) -> i64 {
+        self.pods
+            .iter()
+            .filter(|p| !pods::is_daemonset_pod(**p))
+            .filter_map(|p| {
+                seconds(p.start_time()).or_else(|| seconds(p.meta().creation_timestamp.as_ref()))
+            })
+            .chain(seconds(
+                self.claim
+                    .and_then(|c| c.status.as_ref()?.last_pod_event_time.as_ref()),
+            ))
+            .max()
+            .unwrap_or(created_at)
+            .max(created_at)
+    }
+
+    /// Its NodeClaim's `Drifted` condition is true.
+    pub fn drifted(&self) -> bool {
+        self.claim
+            .and_then(|c| c.status.as_ref())
+            .is_some_and(|s| is_true(&s.conditions, DRIFTED))
+    }
+
+    /// Its annotations: the node's, overlaid with the claim's.
+    pub fn annotations(&self) -> BTreeMap<String, String> {
+        let mut out = self
+            .node
+            .and_then(|n| n.metadata.annotations.clone())
+            .unwrap_or_default();
+        if let Some(a) = self.claim.and_then(|c| c.metadata.annotations.as_ref()) {
+            out.extend(a.clone());
+        }
+        out
+    }
+}
+
+/// The cluster as one pass of decisions sees it.
+pub struct Snapshot<'a, P> {
+    observed: Observed<'a, P>,
+    /// Every node and launched NodeClaim, by name.
+    pub nodes: Vec<StateNode<'a, P>>,
+    /// NodeClaims with no instance yet (no `providerID`): provisioning waits for them, since
+    /// their capacity is not known (upstream's state is not synced until they launch).
+    pub not_launched: Vec<&'a NodeClaim>,
+    /// Pending pods kube-scheduler could not place, oldest first.
+    pub provisionable: Vec<&'a P>,
+    /// The pods of nodes being deleted that must find a new home.
+    pub displaced: Vec<&'a P>,
+    /// Pods neither bound nor provisionable (not yet seen by kube-scheduler, nominated for
+    /// preemption, DaemonSet or static pods, finished or deleting).
+    pub ignored: usize,
+}
+
+impl<'a, P: ObservedPod> Snapshot<'a, P> {
+    /// Pairs nodes with their NodeClaims (by `providerID`, else by the claim's `nodeName`),
+    /// gives each its pods, and sorts the pods that need a node.
+    pub fn new(observed: Observed<'a, P>) -> Self {
+        let mut pods_by_node: HashMap<&str, Vec<&'a P>> = HashMap::new();
+        let mut provisionable = Vec::new();
+        let mut ignored = 0;
+        for &pod in &observed.pods {
+            match pod.node_name() {
+                Some(_) if pods::is_terminal(pod) => {}
+                Some(node) => pods_by_node.entry(node).or_default().push(pod),
+                None if pods::is_provisionable(pod) => provisionable.push(pod),
+                None => ignored += 1,
+            }
+        }
+        provisionable.sort_by_key(|p| seconds(p.meta().creation_timestamp.as_ref()));
+        let mut claims_by_provider_id: HashMap<&str, &'a NodeClaim> = HashMap::new();
+        let mut claims_by_node_name: HashMap<&str, &'a NodeClaim> = HashMap::new();
+        for &claim in &observed.node_claims {
+            let Some(status) = claim.status.as_ref() else {
+                continue;
+            };
+            if let Some(id) = status.provider_id.as_deref() {
+                claims_by_provider_id.insert(id, claim);
+            }
+            if let Some(node) = status.node_name.as_deref() {
+                claims_by_node_name.insert(node, claim);
+            }
+        }
+        let mut paired: BTreeSet<&str> = BTreeSet::new();
+        let mut nodes = Vec::new();
+        for &node in &observed.nodes {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            let claim = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .and_then(|id| claims_by_provider_id.get(id))
+                .or_else(|| claims_by_node_name.get(name))
+                .copied();
+            if let Some(c) = claim {
+                paired.insert(c.metadata.name.as_deref().unwrap_or_default());
+            }
+            nodes.push(StateNode {
+                node: Some(node),
+                claim,
+                pods: pods_by_node.remove(name).unwrap_or_default(),
+                marked: observed.marked_for_deletion.contains(name),
+            });
+        }
+        let mut not_launched = Vec::new();
+        for &claim in &observed.node_claims {
+            let name = claim.metadata.name.as_deref().unwrap_or_default();
+            if paired.contains(name) {
+                continue;
+            }
+            let launched = claim
+                .status
+                .as_ref()
+                .is_some_and(|s| s.provider_id.is_some());
+            if !launched {
+                if claim.metadata.deletion_timestamp.is_none() {
+                    not_launched.push(claim);
+                }
+                continue;
+            }
+            nodes.push(StateNode {
+                node: None,
+                claim: Some(claim),
+                pods: Vec::new(),
+                marked: observed.marked_for_deletion.contains(name),
+            });
+        }
+        nodes.sort_by(|a, b| a.name().cmp(b.name()));
+        let displaced = nodes
+            .iter()
+            .filter(|n| n.deleting())
+            .flat_map(|n| n.pods.iter().copied())
+            .filter(|p| pods::is_reschedulable(*p))
+            .collect();
+        Self {
+            observed,
+            nodes,
+            not_launched,
+            provisionable,
+            displaced,
+            ignored,
+        }
+    }
+
+    /// The pods provisioning places: the provisionable ones, oldest first, then those of nodes
+    /// being deleted.
+    pub fn pods_to_schedule(&self) -> Vec<&'a P> {
+        let mut out = self.provisionable.clone();
+        out.extend(self.displaced.iter().copied());
+        out
+    }
+
+    /// The nodes pending pods may go to: every node and launched NodeClaim not being deleted.
+    /// Bound pods are kept in scheduling's light form.
+    pub fn existing_nodes(&self) -> Vec<ExistingNodeInput> {
+        self.nodes
+            .iter()
+            .filter(|n| !n.deleting())
+            .map(|n| {
+                let labels = n.labels(self.observed.provider_labels);
+                ExistingNodeInput {
+                    name: n.name().to_string(),
+                    node_pool: n.node_pool().map(str::to_string),
+                    labels,
+                    taints: n.taints(),
+                    startup_taints: n.startup_taints(),
+                    allocatable: n.allocatable(),
+                    capacity: n.capacity(),
+                    pods: n
+                        .pods
+                        .iter()
+                        .filter_map(|p| p.bound())
+                        .map(std::sync::Arc::new)
+                        .collect(),
+                    initialized: n.initialized(),
+                }
+            })
+            .collect()
+    }
+
+    /// Every node and launched NodeClaim as disruption sees it, as of `now` (seconds).
+    pub fn node_states(&self, now: i64) -> Vec<NodeState> {
+        self.nodes
+            .iter()
+            .map(|n| {
+                let labels = n.labels(self.observed.provider_labels);
+                let node_pool = n.node_pool().map(str::to_string);
+                let created_at = n.created_at().unwrap_or(now);
+                NodeState {
+                    name: n.name().to_string(),
+                    price: node_pool
+                        .as_deref()
+                        .map_or(0.0, |p| price_of(self.observed.node_pools, p, &labels)),
+                    node_pool,
+                    annotations: n.annotations(),
+                    taints: n.taints(),
+                    allocatable: n.allocatable(),
+                    capacity: n.capacity(),
+                    pods: n.pods.iter().map(|p| p.to_pod()).collect(),
+                    initialized: n.initialized(),
+                    ready: n.ready(),
+                    deleting: n.deleting(),
+                    nominated: self.observed.nominated.contains(n.name()),
+                    created_at,
+                    last_pod_event: n.last_pod_event(created_at),
+                    drifted: n.drifted(),
+                    labels,
+                }
+            })
+            .collect()
+    }
+
+    /// DaemonSet pods as they would start on a new node.
+    pub fn daemonset_pods(&self) -> Vec<Pod> {
+        self.observed
+            .daemonsets
+            .iter()
+            .filter_map(|ds| {
+                let template = ds.spec.as_ref()?.template.clone();
+                let mut pod = Pod {
+                    metadata: template.metadata.unwrap_or_default(),
+                    spec: template.spec,
+                    status: None,
+                };
+                pod.metadata.namespace = ds.metadata.namespace.clone();
+                pod.metadata.owner_references = Some(vec![OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: "DaemonSet".into(),
+                    name: ds.metadata.name.clone().unwrap_or_default(),
+                    uid: ds.metadata.uid.clone().unwrap_or_default(),
+                    ..Default::default()
+                }]);
+                Some(pod)
+            })
+            .collect()
+    }
+
+    /// The PodDisruptionBudgets.
+    pub fn pdbs(&self) -> Vec<PodDisruptionBudget> {
+        self.observed.pdbs.iter().map(|p| (*p).clone()).collect()
+    }
+
+    /// The NodePools in use.
+    pub fn node_pools(&self) -> &'a [NodePoolInput] {
+        self.observed.node_pools
+    }
+
+    /// The provider's well-known labels.
+    pub fn provider_labels(&self) -> &'a [String] {
+        self.observed.provider_labels
+    }
+
+    /// Everything a disruption pass reads, as of `now`.
+    pub fn disruption(&self, now: i64) -> DisruptionInputs {
+        DisruptionInputs {
+            nodes: self.node_states(now),
+            pending_pods: self
+                .pods_to_schedule()
+                .into_iter()
+                .map(|p| p.to_pod())
+                .collect(),
+            daemonset_pods: self.daemonset_pods(),
+            pdbs: self.pdbs(),
+        }
+    }
+}
+
+/// The owned inputs of one disruption pass; [`DisruptionInputs::input`] lends them to
+/// [`crate::disruption::decide`].
+#[derive(Clone, Debug, Default)]
+pub struct DisruptionInputs {
+    /// Every node and launched NodeClaim.
+    pub nodes: Vec<NodeState>,
+    /// Pods that need a node: pending ones and those of nodes being deleted (they must still
+    /// fit after a move).
+    pub pending_pods: Vec<Pod>,
+    /// DaemonSet pods, for replacement overhead.
+    pub daemonset_pods: Vec<Pod>,
+    /// PodDisruptionBudgets.
+    pub pdbs: Vec<PodDisruptionBudget>,
+}
+
+impl DisruptionInputs {
+    /// The decision's input over these.
+    pub fn input<'a>(
+        &'a self,
+        now: i64,
+        node_pools: &'a [NodePoolInput],
+        options: crate::provisioning::scheduling::SchedulerOptions,
+        spot_to_spot: bool,
+    ) -> crate::disruption::Input<'a> {
+        crate::disruption::Input {
+            now,
+            nodes: &self.nodes,
+            node_pools,
+            pdbs: &self.pdbs,
+            pending_pods: &self.pending_pods,
+            daemonset_pods: &self.daemonset_pods,
+            options,
+            spot_to_spot,
+        }
+    }
+}
+
+/// What a node costs per hour: the offering of its NodePool's instance type in its zone and
+/// capacity type (0 when the catalog does not have it).
+pub fn price_of(pools: &[NodePoolInput], pool: &str, labels: &BTreeMap<String, String>) -> f64 {
+    let label = |k: &str| labels.get(k).map(String::as_str).unwrap_or_default();
+    pools
+        .iter()
+        .filter(|p| p.node_pool.name() == pool)
+        .flat_map(|p| &p.instance_types)
+        .find(|it| it.name == label(INSTANCE_TYPE_LABEL))
+        .and_then(|it| {
+            it.offerings
+                .iter()
+                .find(|o| {
+                    o.zone == label(ZONE_LABEL) && o.capacity_type == label(CAPACITY_TYPE_LABEL)
+                })
+                .map(|o| o.price)
+        })
+        .unwrap_or(0.0)
+}

@@ -1,0 +1,315 @@
+//! The snapshot builder: which nodes pending pods may go to, which pods need a node, and how
+//! disruption sees every node — the one path the controller, the simulator and `plan` share.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use karpenter_api::NodeClaim;
+use karpenter_core::state::{Observed, Snapshot};
+use serde_json::{Value, json};
+
+fn node(name: &str, extra: Value) -> Node {
+    let mut v = json!({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name},
+            "creationTimestamp": "2025-01-01T00:00:00Z"},
+        "spec": {"providerID": format!("kwok://{name}")},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}]},
+    });
+    merge(&mut v, extra);
+    serde_json::from_value(v).unwrap()
+}
+
+fn managed(name: &str, extra: Value) -> Node {
+    let mut labels = json!({"metadata": {"labels": {"karpenter.sh/nodepool": "default",
+        "karpenter.sh/initialized": "true", "node.kubernetes.io/instance-type": "c-4x-amd64-linux",
+        "topology.kubernetes.io/zone": "test-zone-a", "karpenter.sh/capacity-type": "on-demand"}}});
+    merge(&mut labels, extra);
+    node(name, labels)
+}
+
+fn claim(name: &str, provider_id: Option<&str>, extra: Value) -> NodeClaim {
+    let mut v = json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"},
+            "creationTimestamp": "2025-01-01T00:00:00Z"},
+        "spec": {"nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+            "requirements": [
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["test-zone-b"]},
+                {"key": "example.com/team", "operator": "In", "values": ["a", "b"]}],
+            "startupTaints": [{"key": "example.com/booting", "effect": "NoSchedule"}]},
+        "status": {"providerID": provider_id,
+            "allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"},
+            "capacity": {"cpu": "2", "memory": "4Gi", "pods": "110"}},
+    });
+    merge(&mut v, extra);
+    serde_json::from_value(v).unwrap()
+}
+
+fn pod(name: &str, node: Option<&str>, extra: Value) -> Pod {
+    let mut v = json!({
+        "metadata": {"name": name, "namespace": "ns", "uid": name,
+            "creationTimestamp": "2025-01-01T00:10:00Z"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": if node.is_some() {
+            json!({"phase": "Running"})
+        } else {
+            json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]})
+        },
+    });
+    merge(&mut v, extra);
+    serde_json::from_value(v).unwrap()
+}
+
+fn merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+fn names<'a>(pods: impl IntoIterator<Item = &'a &'a Pod>) -> Vec<&'a str> {
+    pods.into_iter()
+        .map(|p| p.metadata.name.as_deref().unwrap())
+        .collect()
+}
+
+fn observed<'a>(nodes: &'a [Node], claims: &'a [NodeClaim], pods: &'a [Pod]) -> Observed<'a, Pod> {
+    Observed {
+        nodes: nodes.iter().collect(),
+        node_claims: claims.iter().collect(),
+        pods: pods.iter().collect(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn pending_pods_oldest_first_and_the_pods_kube_scheduler_has_not_tried_are_ignored() {
+    let pods = [
+        pod(
+            "new",
+            None,
+            json!({"metadata": {"creationTimestamp": "2025-01-01T00:20:00Z"}}),
+        ),
+        pod(
+            "old",
+            None,
+            json!({"metadata": {"creationTimestamp": "2025-01-01T00:05:00Z"}}),
+        ),
+        pod("untried", None, json!({"status": {"conditions": []}})),
+        pod(
+            "preempting",
+            None,
+            json!({"status": {"nominatedNodeName": "n1"}}),
+        ),
+        pod(
+            "done",
+            Some("n1"),
+            json!({"status": {"phase": "Succeeded"}}),
+        ),
+        pod("running", Some("n1"), json!({})),
+    ];
+    let nodes = [node("n1", json!({}))];
+    let snapshot = Snapshot::new(observed(&nodes, &[], &pods));
+    assert_eq!(names(&snapshot.provisionable), ["old", "new"]);
+    assert_eq!(snapshot.ignored, 2, "untried and preempting");
+    assert_eq!(
+        names(&snapshot.nodes[0].pods),
+        ["running"],
+        "finished pods take no room"
+    );
+}
+
+#[test]
+fn nodes_being_deleted_are_no_place_for_pods_and_their_pods_need_one() {
+    let nodes = [
+        managed(
+            "deleting",
+            json!({"metadata": {"deletionTimestamp": "2025-01-01T01:00:00Z", "finalizers": ["karpenter.sh/termination"]}}),
+        ),
+        managed("marked", json!({})),
+        managed("kept", json!({})),
+        managed("claim-deleting", json!({})),
+    ];
+    let claims = [claim(
+        "c1",
+        Some("kwok://claim-deleting"),
+        json!({"metadata": {"deletionTimestamp": "2025-01-01T01:00:00Z", "finalizers": ["karpenter.sh/termination"]}}),
+    )];
+    let ds = json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "d"}]}});
+    let sts = |extra: Value| {
+        let mut v = json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "s", "uid": "s"}]}});
+        merge(&mut v, extra);
+        v
+    };
+    let pods = [
+        pod("a", Some("deleting"), json!({})),
+        pod("a-ds", Some("deleting"), ds.clone()),
+        pod("b", Some("marked"), json!({})),
+        pod("c", Some("claim-deleting"), json!({})),
+        pod(
+            "c-terminating",
+            Some("claim-deleting"),
+            json!({"metadata": {"deletionTimestamp": "2025-01-01T01:00:00Z"}}),
+        ),
+        pod(
+            "c-sts-terminating",
+            Some("claim-deleting"),
+            sts(json!({"metadata": {"deletionTimestamp": "2025-01-01T01:00:00Z"}})),
+        ),
+        pod("d", Some("kept"), json!({})),
+    ];
+    let mut o = observed(&nodes, &claims, &pods);
+    o.marked_for_deletion = BTreeSet::from(["marked".to_string()]);
+    let snapshot = Snapshot::new(o);
+    let existing: Vec<String> = snapshot
+        .existing_nodes()
+        .into_iter()
+        .map(|n| n.name)
+        .collect();
+    assert_eq!(existing, ["kept"]);
+    let mut displaced = names(&snapshot.displaced);
+    displaced.sort();
+    assert_eq!(displaced, ["a", "b", "c", "c-sts-terminating"]);
+    let states = snapshot.node_states(0);
+    let deleting: Vec<&str> = states
+        .iter()
+        .filter(|n| n.deleting)
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(deleting, ["claim-deleting", "deleting", "marked"]);
+    let disruption = snapshot.disruption(0);
+    assert_eq!(
+        disruption.pending_pods.len(),
+        4,
+        "displaced pods must still fit after a move"
+    );
+}
+
+#[test]
+fn launched_claims_without_a_node_are_places_for_pods_and_unlaunched_ones_hold_provisioning() {
+    let claims = [
+        claim("launching", Some("kwok://launching"), json!({})),
+        claim("unlaunched", None, json!({})),
+        claim(
+            "registered",
+            Some("kwok://n1"),
+            json!({"status": {"nodeName": "n1",
+            "conditions": [{"type": "Drifted", "status": "True", "reason": "NodePoolDrifted", "message": "", "lastTransitionTime": "2025-01-01T00:00:00Z"}]}}),
+        ),
+    ];
+    let nodes = [managed("n1", json!({}))];
+    let snapshot = Snapshot::new(observed(&nodes, &claims, &[]));
+    assert_eq!(
+        snapshot
+            .not_launched
+            .iter()
+            .map(|c| c.metadata.name.as_deref().unwrap())
+            .collect::<Vec<_>>(),
+        ["unlaunched"]
+    );
+    let existing = snapshot.existing_nodes();
+    let launching = existing.iter().find(|n| n.name == "launching").unwrap();
+    assert!(!launching.initialized);
+    assert_eq!(launching.allocatable.cpu, 2000);
+    assert_eq!(launching.startup_taints.len(), 1);
+    assert_eq!(
+        launching.labels["topology.kubernetes.io/zone"],
+        "test-zone-b"
+    );
+    assert_eq!(
+        launching.labels["example.com/team"], "a",
+        "a custom key gets a value it can choose"
+    );
+    assert_eq!(launching.labels["kubernetes.io/hostname"], "launching");
+    let registered = existing.iter().find(|n| n.name == "n1").unwrap();
+    assert!(registered.initialized);
+    assert_eq!(
+        registered.startup_taints.len(),
+        1,
+        "the claim's startup taints go with its node"
+    );
+    let states = snapshot.node_states(0);
+    let n1 = states.iter().find(|n| n.name == "n1").unwrap();
+    assert!(
+        n1.drifted,
+        "the claim's Drifted condition reaches disruption"
+    );
+    let launching = states.iter().find(|n| n.name == "launching").unwrap();
+    assert!(!launching.initialized && !launching.ready);
+}
+
+#[test]
+fn disruption_sees_prices_nominations_and_the_last_pod_event() {
+    use karpenter_core::provisioning::scheduling::NodePoolInput;
+    let pool: karpenter_api::NodePool = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}, "requirements": []}}}
+    }))
+    .unwrap();
+    let pools = [NodePoolInput {
+        node_pool: pool,
+        instance_types: karpenter_core::cloudprovider::fake::instance_types(8)
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect(),
+    }];
+    let it = &pools[0].instance_types[0];
+    let offering = &it.offerings[0];
+    let nodes = [
+        managed(
+            "n1",
+            json!({"metadata": {"labels": {"node.kubernetes.io/instance-type": it.name,
+            "topology.kubernetes.io/zone": offering.zone, "karpenter.sh/capacity-type": offering.capacity_type}}}),
+        ),
+        node(
+            "unmanaged",
+            json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+        ),
+    ];
+    let claims = [claim(
+        "c1",
+        Some("kwok://n1"),
+        json!({"status": {"lastPodEventTime": "2025-01-01T00:30:00Z"}}),
+    )];
+    let pods = [
+        pod(
+            "p",
+            Some("n1"),
+            json!({"status": {"startTime": "2025-01-01T00:40:00Z"}}),
+        ),
+        pod(
+            "ds",
+            Some("n1"),
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "d"}]}, "status": {"startTime": "2025-01-01T00:50:00Z"}}),
+        ),
+    ];
+    let mut o = observed(&nodes, &claims, &pods);
+    o.node_pools = &pools;
+    o.nominated = BTreeSet::from(["n1".to_string()]);
+    let states = Snapshot::new(o).node_states(0);
+    let n1 = states.iter().find(|n| n.name == "n1").unwrap();
+    assert_eq!(n1.price, offering.price);
+    assert!(n1.nominated);
+    let t = |s: &str| {
+        s.parse::<k8s_openapi::jiff::Timestamp>()
+            .unwrap()
+            .as_second()
+    };
+    assert_eq!(n1.created_at, t("2025-01-01T00:00:00Z"));
+    assert_eq!(
+        n1.last_pod_event,
+        t("2025-01-01T00:40:00Z"),
+        "the newest pod but not a DaemonSet's"
+    );
+    let unmanaged = states.iter().find(|n| n.name == "unmanaged").unwrap();
+    assert!(
+        unmanaged.initialized && !unmanaged.ready && unmanaged.node_pool.is_none(),
+        "nodes karpenter does not manage count as initialized, as upstream"
+    );
+}

@@ -1,0 +1,215 @@
+//! The simulated cluster as the API server would hold it — Nodes, NodeClaims, pods, DaemonSets
+//! and PodDisruptionBudgets — so that every karpenter decision in the simulator reads it through
+//! the core's snapshot builder, exactly as the controller reads its watch-fed state.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
+use k8s_openapi::api::core::v1::{
+    Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodCondition, PodStatus,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use karpenter_api::NodeClaim;
+use karpenter_api::labels::NODE_INITIALIZED_LABEL;
+use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED, LAUNCHED};
+use karpenter_core::disruption::drift::{instance_type_not_found, template_drift};
+use karpenter_core::provisioning::scheduling::NodePoolInput;
+use karpenter_core::state::{Observed, Snapshot};
+
+use super::disruption::EPOCH;
+use super::{SimNode, Simulation};
+
+/// What the API server holds at one simulated second.
+pub(super) struct Objects {
+    nodes: Vec<Node>,
+    node_claims: Vec<NodeClaim>,
+    pods: Vec<Pod>,
+    daemonsets: Vec<DaemonSet>,
+    pdbs: Vec<PodDisruptionBudget>,
+    marked_for_deletion: BTreeSet<String>,
+}
+
+impl Objects {
+    /// The core's snapshot over these objects.
+    pub(super) fn snapshot<'a>(
+        &'a self,
+        node_pools: &'a [NodePoolInput],
+        provider_labels: &'a [String],
+    ) -> Snapshot<'a, Pod> {
+        Snapshot::new(Observed {
+            nodes: self.nodes.iter().collect(),
+            node_claims: self.node_claims.iter().collect(),
+            pods: self.pods.iter().collect(),
+            daemonsets: self.daemonsets.iter().collect(),
+            pdbs: self.pdbs.iter().collect(),
+            node_pools,
+            provider_labels,
+            nominated: BTreeSet::new(),
+            marked_for_deletion: self.marked_for_deletion.clone(),
+        })
+    }
+}
+
+/// Virtual second `t` as an API timestamp.
+pub(super) fn time(t: u64) -> Option<Time> {
+    Timestamp::from_second(EPOCH + t as i64).ok().map(Time)
+}
+
+fn condition(type_: &str, at: u64) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: "True".into(),
+        reason: type_.into(),
+        message: String::new(),
+        last_transition_time: time(at).unwrap_or(Time(Timestamp::UNIX_EPOCH)),
+        observed_generation: None,
+    }
+}
+
+fn provider_id(node: &SimNode) -> String {
+    format!("sim:///{}", node.name)
+}
+
+impl Simulation {
+    /// The cluster now, as API objects.
+    pub(super) fn objects(&self) -> Objects {
+        let mut objects = Objects {
+            nodes: Vec::new(),
+            node_claims: Vec::new(),
+            pods: Vec::new(),
+            daemonsets: self
+                .daemonsets
+                .iter()
+                .map(|(key, template)| DaemonSet {
+                    metadata: ObjectMeta {
+                        name: Some(key.name.clone()),
+                        namespace: Some(key.namespace.clone()),
+                        uid: Some(key.name.clone()),
+                        ..Default::default()
+                    },
+                    spec: Some(DaemonSetSpec {
+                        template: template.clone(),
+                        ..Default::default()
+                    }),
+                    status: None,
+                })
+                .collect(),
+            pdbs: self.pdbs_with_status(),
+            marked_for_deletion: self
+                .nodes
+                .iter()
+                .filter(|n| n.alive() && n.disrupted && !n.draining)
+                .map(|n| n.name.clone())
+                .collect(),
+        };
+        // Upstream's pod-events controller: when a pod last bound to or left each node.
+        let mut last_pod_event: Vec<u64> = self.nodes.iter().map(|n| n.ready_at).collect();
+        for p in self.pods.iter().filter(|p| !p.is_daemonset_pod()) {
+            if let Some(n) = p.node {
+                let at = p.ended_at.or(p.bound_at).unwrap_or_default();
+                last_pod_event[n] = last_pod_event[n].max(at);
+            }
+        }
+        for (n, node) in self.nodes.iter().enumerate().filter(|(_, n)| n.alive()) {
+            if node.ready(self.now) {
+                objects.nodes.push(self.node_object(node));
+            }
+            if let Some(claim) = self.node_claim_object(node, last_pod_event[n]) {
+                objects.node_claims.push(claim);
+            }
+        }
+        for (i, p) in self.pods.iter().enumerate().filter(|(_, p)| !p.done) {
+            let mut pod = p.pod.clone();
+            pod.metadata.uid = Some(format!("pod-{i}"));
+            pod.metadata.creation_timestamp = time(p.created_at);
+            let spec = pod.spec.get_or_insert_with(Default::default);
+            spec.node_name = p.node.map(|n| self.nodes[n].name.clone());
+            pod.status = Some(match p.bound_at {
+                Some(at) => PodStatus {
+                    phase: Some("Running".into()),
+                    start_time: time(at),
+                    ..Default::default()
+                },
+                // The scheduler stand-in has tried every pending pod by now.
+                None => PodStatus {
+                    phase: Some("Pending".into()),
+                    conditions: Some(vec![PodCondition {
+                        type_: "PodScheduled".into(),
+                        status: "False".into(),
+                        reason: Some("Unschedulable".into()),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                },
+            });
+            objects.pods.push(pod);
+        }
+        objects
+    }
+
+    fn node_object(&self, node: &SimNode) -> Node {
+        let mut labels = node.labels.clone();
+        if node.node_pool.is_some() {
+            labels.insert(NODE_INITIALIZED_LABEL.into(), "true".into());
+        }
+        Node {
+            metadata: ObjectMeta {
+                name: Some(node.name.clone()),
+                labels: Some(labels),
+                creation_timestamp: time(node.launched_at),
+                deletion_timestamp: node.draining.then(|| time(self.now)).flatten(),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: Some(provider_id(node)),
+                taints: Some(node.taints.clone()),
+                ..Default::default()
+            }),
+            status: Some(NodeStatus {
+                allocatable: Some(node.allocatable.to_list()),
+                capacity: Some(node.capacity.to_list()),
+                conditions: Some(vec![NodeCondition {
+                    type_: "Ready".into(),
+                    status: "True".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// The NodeClaim karpenter created for a node it launched, with the status its lifecycle
+    /// and drift controllers would have given it by now.
+    fn node_claim_object(&self, node: &SimNode, last_pod_event: u64) -> Option<NodeClaim> {
+        let mut claim = node.claim.clone()?;
+        claim.metadata.name = Some(node.name.clone());
+        claim.metadata.labels = Some(node.labels.clone());
+        claim.metadata.creation_timestamp = time(node.launched_at);
+        claim.metadata.deletion_timestamp = node.draining.then(|| time(self.now)).flatten();
+        let ready = node.ready(self.now);
+        let mut conditions = vec![condition(LAUNCHED, node.launched_at)];
+        if ready {
+            conditions.push(condition(INITIALIZED, node.ready_at));
+        }
+        let status = claim.status.get_or_insert_with(Default::default);
+        status.provider_id = Some(provider_id(node));
+        status.node_name = ready.then(|| node.name.clone());
+        status.allocatable = node.allocatable.to_list();
+        status.capacity = node.capacity.to_list();
+        status.last_pod_event_time = time(last_pod_event);
+        status.conditions = conditions;
+        let pool = node.node_pool.as_ref().and_then(|p| self.pools.get(p));
+        let drifted = pool.and_then(|pool| {
+            template_drift(pool, &claim)
+                .or_else(|| instance_type_not_found(&self.catalog.instance_types, &claim))
+        });
+        if drifted.is_some()
+            && let Some(status) = claim.status.as_mut()
+        {
+            status.conditions.push(condition(DRIFTED, self.now));
+        }
+        Some(claim)
+    }
+}
