@@ -15,6 +15,7 @@ use k8s_openapi::jiff::Timestamp;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, DISRUPTED_TAINT_KEY, NODE_POOL_LABEL};
 use karpenter_api::nodeclaim::condition::INITIALIZED;
 use karpenter_api::{DisruptionReason, NodeClaim};
+use karpenter_core::disruption::orchestration::{Effect, Orchestrator, Replacement};
 use karpenter_core::disruption::{Command, decide};
 use karpenter_core::provisioning::node_claim_for;
 use karpenter_core::provisioning::scheduling::NodePoolInput;
@@ -28,31 +29,7 @@ use crate::metrics::labels;
 use crate::provisioning::{pool_inputs, scheduler_options};
 use crate::{Context, Error, conditions};
 
-/// Upstream's wait before a consolidation decision is acted on.
-pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
-/// How long replacements may take to initialize before the command is rolled back.
-pub const REPLACEMENT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
-
-/// A command whose replacements are launching.
-#[derive(Debug)]
-struct InFlight {
-    command: Command,
-    replacements: Vec<String>,
-    started: Instant,
-}
-
-/// What the orchestration remembers between passes.
-#[derive(Debug, Default)]
-pub struct Orchestrator {
-    /// A consolidation waiting out its validation delay.
-    pending: Option<(Instant, Command)>,
-    in_flight: Option<InFlight>,
-}
-
-fn same_command(a: &Command, b: &Command) -> bool {
-    let set = |c: &Command| c.candidates.iter().cloned().collect::<BTreeSet<_>>();
-    a.reason == b.reason && set(a) == set(b) && a.replacements.len() == b.replacements.len()
-}
+pub use karpenter_core::disruption::orchestration::{REPLACEMENT_TIMEOUT, VALIDATION_DELAY};
 
 fn reason_label(reason: DisruptionReason) -> String {
     reason.as_str().to_lowercase()
@@ -129,42 +106,20 @@ impl<P: CloudProvider> Context<P> {
         Ok(())
     }
 
-    /// Taints the candidates, launches the replacements, and deletes the candidates at once
-    /// when there are none.
-    async fn execute(
+    /// Creates the command's replacement NodeClaims; their names, in order.
+    async fn launch(
         &self,
-        command: Command,
+        command: &Command,
         pools: &[NodePoolInput],
-    ) -> Result<Option<InFlight>, Error> {
-        self.metrics
-            .disruption_decisions
-            .get_or_create(&labels(&[
-                (
-                    "decision",
-                    if command.replacements.is_empty() {
-                        "delete"
-                    } else {
-                        "replace"
-                    },
-                ),
-                ("reason", &reason_label(command.reason)),
-                ("consolidation_type", command.method.consolidation_type()),
-            ]))
-            .inc();
-        for node in &command.candidates {
-            self.set_disrupted_taint(node, true).await?;
-        }
-        self.cluster
-            .set_marked_for_deletion(command.candidates.iter().cloned().collect());
-        if command.replacements.is_empty() {
-            self.terminate_candidates(&command).await?;
-            return Ok(None);
-        }
+    ) -> Result<Vec<String>, Error> {
         let api: Api<NodeClaim> = Api::all(self.client.clone());
         let mut replacements = Vec::new();
         for r in &command.replacements {
             let Some(pool) = pools.iter().find(|p| p.node_pool.name() == r.node_pool) else {
-                continue;
+                return Err(Error::NotSynced(format!(
+                    "nodepool {} of a replacement is gone",
+                    r.node_pool
+                )));
             };
             let made = api
                 .create(&PostParams::default(), &node_claim_for(r, &pool.node_pool))
@@ -185,52 +140,105 @@ impl<P: CloudProvider> Context<P> {
             self.publish_on_node(node, normal("DisruptionLaunching", message))
                 .await;
         }
-        Ok(Some(InFlight {
-            command,
-            replacements,
-            started: Instant::now(),
-        }))
+        Ok(replacements)
     }
 
-    /// Moves a command in flight along: candidates go once every replacement is initialized;
-    /// a replacement that vanished or a timeout rolls the taint back.
-    async fn advance(&self, flight: InFlight) -> Result<Option<InFlight>, Error> {
-        let claims: Vec<Option<Arc<NodeClaim>>> = flight
-            .replacements
-            .iter()
-            .map(|name| self.cluster.node_claims.get(name))
-            .collect();
-        let failed = claims.iter().any(|c| {
-            c.as_ref()
-                .is_none_or(|c| c.metadata.deletion_timestamp.is_some())
-        });
-        if failed || flight.started.elapsed() > REPLACEMENT_TIMEOUT {
-            tracing::warn!(candidates = ?flight.command.candidates, "replacement failed, rolling back the disruption");
-            for node in &flight.command.candidates {
-                self.set_disrupted_taint(node, false).await?;
+    /// How a replacement NodeClaim is doing, as state has it.
+    fn replacement(&self, name: &str) -> Replacement {
+        match self.cluster.node_claims.get(name) {
+            None => Replacement::Failed,
+            Some(c) if c.metadata.deletion_timestamp.is_some() => Replacement::Failed,
+            Some(c)
+                if c.status
+                    .as_ref()
+                    .is_some_and(|s| conditions::is_true(&s.conditions, INITIALIZED)) =>
+            {
+                Replacement::Initialized
             }
-            return Ok(None);
+            Some(_) => Replacement::Launching,
         }
-        let ready = claims.iter().flatten().all(|c| {
-            c.status
-                .as_ref()
-                .is_some_and(|s| conditions::is_true(&s.conditions, INITIALIZED))
-        });
-        if !ready {
-            for node in &flight.command.candidates {
-                self.publish_on_node(
-                    node,
-                    normal(
-                        "DisruptionWaitingReadiness",
-                        "Waiting on readiness to continue disruption",
-                    ),
-                )
-                .await;
+    }
+
+    /// Carries out what the orchestrator asked, in order. A failure to start a command gives
+    /// it back (untainted) before the error is returned.
+    async fn carry_out(
+        &self,
+        orchestrator: &mut Orchestrator,
+        effects: Vec<Effect>,
+        pools: &[NodePoolInput],
+    ) -> Result<(), Error> {
+        for effect in effects {
+            match effect {
+                Effect::Validating(command) => {
+                    tracing::debug!(candidates = ?command.candidates, method = %command.method, "consolidation decided; validating");
+                }
+                Effect::Abandoned(command) => {
+                    tracing::debug!(candidates = ?command.candidates, method = %command.method, "consolidation no longer valid");
+                    self.metrics.disruption_failed_validations.inc();
+                }
+                Effect::Taint(command) => {
+                    self.metrics
+                        .disruption_decisions
+                        .get_or_create(&labels(&[
+                            (
+                                "decision",
+                                if command.replacements.is_empty() {
+                                    "delete"
+                                } else {
+                                    "replace"
+                                },
+                            ),
+                            ("reason", &reason_label(command.reason)),
+                            ("consolidation_type", command.method.consolidation_type()),
+                        ]))
+                        .inc();
+                    for node in &command.candidates {
+                        if let Err(e) = self.set_disrupted_taint(node, true).await {
+                            self.give_back(orchestrator, &command, &e).await;
+                            return Err(e);
+                        }
+                    }
+                }
+                Effect::Launch(command) => match self.launch(&command, pools).await {
+                    Ok(names) => orchestrator.launched(names),
+                    Err(e) => {
+                        self.give_back(orchestrator, &command, &e).await;
+                        return Err(e);
+                    }
+                },
+                Effect::Waiting(command) => {
+                    for node in &command.candidates {
+                        self.publish_on_node(
+                            node,
+                            normal(
+                                "DisruptionWaitingReadiness",
+                                "Waiting on readiness to continue disruption",
+                            ),
+                        )
+                        .await;
+                    }
+                }
+                Effect::Delete(command) => self.terminate_candidates(&command).await?,
+                Effect::RollBack { command, why } => {
+                    tracing::warn!(candidates = ?command.candidates, reason = %why, "rolling back the disruption");
+                    for node in &command.candidates {
+                        self.set_disrupted_taint(node, false).await?;
+                    }
+                }
             }
-            return Ok(Some(flight));
         }
-        self.terminate_candidates(&flight.command).await?;
-        Ok(None)
+        Ok(())
+    }
+
+    /// Gives a command that could not start back: the orchestrator forgets it and its
+    /// candidates lose the taint (best effort: `release_stale_taints` finishes the job).
+    async fn give_back(&self, orchestrator: &mut Orchestrator, command: &Command, error: &Error) {
+        orchestrator.launch_failed(error.to_string());
+        for node in &command.candidates {
+            if let Err(e) = self.set_disrupted_taint(node, false).await {
+                tracing::warn!(node = %node, error = %e, "removing the disruption taint");
+            }
+        }
     }
 }
 
@@ -260,48 +268,49 @@ async fn release_stale_taints<P: CloudProvider>(ctx: &Context<P>) -> Result<(), 
     Ok(())
 }
 
-/// One pass: advance what is in flight, or decide anew (re-validating a consolidation that has
-/// waited out its delay).
+/// One pass: the orchestrator moves a command in flight along, or acts on a fresh decision
+/// (holding a consolidation until it is decided again after the validation delay). `now` is
+/// the orchestrator's clock.
 pub async fn pass<P: CloudProvider>(
     ctx: &Context<P>,
     orchestrator: &mut Orchestrator,
+    now: Duration,
 ) -> Result<(), Error> {
     if !ctx.cluster.synced() {
         return Err(Error::NotSynced("cluster state".into()));
     }
-    let advanced = match orchestrator.in_flight.take() {
-        Some(flight) => {
-            orchestrator.in_flight = ctx.advance(flight).await?;
-            true
-        }
-        None => false,
-    };
-    // The nodes taken are exactly those of the command in flight, whatever happened since.
-    ctx.cluster.set_marked_for_deletion(
-        orchestrator
-            .in_flight
-            .iter()
-            .flat_map(|f| f.command.candidates.iter().cloned())
-            .collect(),
-    );
-    if advanced {
-        return Ok(());
-    }
-    if orchestrator.pending.is_none() {
+    if !orchestrator.busy() {
         release_stale_taints(ctx).await?;
     }
     let (pools, _) = pool_inputs(ctx).await;
+    let command = if orchestrator.in_flight() {
+        None
+    } else {
+        decide_now(ctx, &pools).await
+    };
+    let effects = orchestrator.step(now, |name| ctx.replacement(name), || command);
+    let done = ctx.carry_out(orchestrator, effects, &pools).await;
+    // The nodes taken are exactly those of the command in flight, whatever happened.
+    ctx.cluster
+        .set_marked_for_deletion(orchestrator.marked_for_deletion());
+    done
+}
+
+/// The core's decision over the state now; its blocked nodes get upstream's events.
+async fn decide_now<P: CloudProvider>(
+    ctx: &Context<P>,
+    pools: &[NodePoolInput],
+) -> Option<Command> {
     let provider_labels = ctx.provider.provider_labels();
     let objects = ctx.cluster.objects();
     let now = Timestamp::now().as_second();
-    let inputs = objects.snapshot(&pools, &provider_labels).disruption(now);
-    let input = inputs.input(
+    let inputs = objects.snapshot(pools, &provider_labels).disruption(now);
+    let decision = decide(&inputs.input(
         now,
-        &pools,
+        pools,
         scheduler_options(ctx),
         ctx.options.feature_gates.spot_to_spot_consolidation,
-    );
-    let decision = decide(&input);
+    ));
     ctx.metrics
         .disruption_eligible_nodes
         .set(decision.eligible_nodes() as i64);
@@ -315,33 +324,7 @@ pub async fn pass<P: CloudProvider>(
         }
         ctx.publish_on_node(node, note).await;
     }
-    let Some(command) = decision.commands.into_iter().next() else {
-        orchestrator.pending = None;
-        return Ok(());
-    };
-    let validated = match (command.reason, orchestrator.pending.take()) {
-        (DisruptionReason::Drifted, _) => true,
-        (_, Some((at, earlier))) if same_command(&earlier, &command) => {
-            if at.elapsed() < ctx.options.consolidation_validation {
-                orchestrator.pending = Some((at, earlier));
-                return Ok(());
-            }
-            true
-        }
-        (_, earlier) => {
-            if earlier.is_some() {
-                ctx.metrics.disruption_failed_validations.inc();
-            }
-            false
-        }
-    };
-    if !validated {
-        tracing::debug!(candidates = ?command.candidates, method = %command.method, "consolidation decided; validating");
-        orchestrator.pending = Some((Instant::now(), command));
-        return Ok(());
-    }
-    orchestrator.in_flight = ctx.execute(command, &pools).await?;
-    Ok(())
+    decision.commands.into_iter().next()
 }
 
 /// Runs disruption until `shutdown`: a pass every `disruption_poll`, faster while a command is
@@ -350,10 +333,11 @@ pub async fn run<P: CloudProvider>(
     ctx: Arc<Context<P>>,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
-    let mut orchestrator = Orchestrator::default();
+    let mut orchestrator =
+        Orchestrator::new(ctx.options.consolidation_validation, REPLACEMENT_TIMEOUT);
+    let origin = Instant::now();
     loop {
-        let busy = orchestrator.in_flight.is_some() || orchestrator.pending.is_some();
-        let wait = if busy {
+        let wait = if orchestrator.busy() {
             ctx.options.resync
         } else {
             ctx.options.disruption_poll
@@ -363,11 +347,11 @@ pub async fn run<P: CloudProvider>(
             _ = tokio::time::sleep(wait) => {}
         }
         if !ctx.is_leader() {
-            orchestrator = Orchestrator::default();
+            orchestrator.reset();
             ctx.cluster.set_marked_for_deletion(BTreeSet::new());
             continue;
         }
-        if let Err(e) = pass(&ctx, &mut orchestrator).await
+        if let Err(e) = pass(&ctx, &mut orchestrator, origin.elapsed()).await
             && !e.is_conflict()
         {
             tracing::warn!(error = %e, "disruption pass");

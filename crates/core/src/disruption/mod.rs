@@ -9,6 +9,7 @@ mod candidates;
 mod consolidation;
 pub mod drift;
 mod methods;
+pub mod orchestration;
 pub mod pdb;
 
 use std::collections::BTreeMap;

@@ -1,13 +1,18 @@
 //! The disruption controller's stand-in: every pass it builds the same snapshot the controller
-//! would, asks the core's [`decide`] what to do, and executes the answer as upstream does —
-//! consolidation waits 15 s and is re-validated, candidates are tainted, replacements launch,
-//! and only once they are Ready are the candidates drained (evictions respect
-//! PodDisruptionBudgets) and terminated. Expired nodes are drained without replacement.
+//! would, asks the core's [`decide`] what to do, and lets the core's orchestrator carry the
+//! answer through as the controller does — consolidation waits 15 s and is re-validated,
+//! candidates are tainted, replacements launch, and only once they are Ready are the candidates
+//! drained (evictions respect PodDisruptionBudgets) and terminated; a replacement that fails
+//! or takes over 10 minutes rolls the command back. Expired nodes are drained without
+//! replacement.
 
 use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
+use karpenter_api::NodePool;
 use karpenter_api::labels::DISRUPTED_TAINT_KEY;
-use karpenter_api::{DisruptionReason, NodePool};
+use karpenter_core::disruption::orchestration::{
+    Effect, Orchestrator, Replacement, VALIDATION_DELAY,
+};
 use karpenter_core::disruption::pdb::{disruptions_allowed, selects};
 use karpenter_core::disruption::{Command, NodeState, decide, expired};
 use karpenter_core::termination;
@@ -17,8 +22,6 @@ use crate::report::Event;
 
 /// How often a disruption pass runs, as upstream's controller polls.
 const PASS_EVERY_SECONDS: u64 = 10;
-/// Upstream re-validates a consolidation this long after deciding it.
-const VALIDATION_SECONDS: u64 = 15;
 /// Virtual time 0 is this Unix time (Monday 2024-06-03 00:00 UTC), so budget schedules read
 /// naturally: `@daily` fires at t=0, `0 9 * * 1-5` nine hours in.
 pub const EPOCH: i64 = 1_717_372_800;
@@ -27,73 +30,153 @@ pub const EPOCH: i64 = 1_717_372_800;
 #[derive(Clone, Debug, Default)]
 pub(super) struct State {
     next_pass: u64,
-    /// A consolidation decided and waiting for re-validation.
-    queued: Option<(u64, Command)>,
-    /// Commands whose replacements are launching.
-    in_flight: Vec<InFlight>,
-}
-
-#[derive(Clone, Debug)]
-struct InFlight {
-    command: Command,
-    candidates: Vec<usize>,
-    replacements: Vec<usize>,
+    /// The controller's orchestration: a consolidation held for re-validation, or a command
+    /// whose replacements are launching.
+    orchestrator: Orchestrator,
 }
 
 impl Simulation {
-    /// Runs every second: moves in-flight commands along, drains, and every
+    /// Runs every second: drains, moves a command in flight along, and every
     /// [`PASS_EVERY_SECONDS`] decides anew.
     pub(super) fn disrupt(&mut self) {
         self.expire();
-        self.advance_in_flight();
+        let in_flight = self.disruption.orchestrator.in_flight();
+        if in_flight || self.now >= self.disruption.next_pass {
+            if !in_flight {
+                self.disruption.next_pass = self.now + PASS_EVERY_SECONDS;
+            }
+            let now = std::time::Duration::from_secs(self.now);
+            let mut orchestrator = std::mem::take(&mut self.disruption.orchestrator);
+            let effects = orchestrator.step(
+                now,
+                |name| self.replacement(name),
+                || self.decision().into_iter().next(),
+            );
+            self.carry_out(&mut orchestrator, effects);
+            self.disruption.orchestrator = orchestrator;
+        }
         self.drain();
-        if self.now < self.disruption.next_pass {
-            return;
+    }
+
+    /// How a replacement node is doing.
+    fn replacement(&self, name: &str) -> Replacement {
+        match self.nodes.iter().find(|n| n.name == name) {
+            Some(n) if n.ready(self.now) => Replacement::Initialized,
+            Some(n) if n.alive() => Replacement::Launching,
+            _ => Replacement::Failed,
         }
-        self.disruption.next_pass = self.now + PASS_EVERY_SECONDS;
-        // Upstream waits for a synced cluster; here: nothing launching and no command running.
-        // Pending pods do not stop a pass: the decision counts them, so it never removes
-        // capacity they need.
-        let launching = self
-            .nodes
-            .iter()
-            .any(|n| n.alive() && n.reason != "existing" && !n.ready(self.now));
-        if launching || !self.disruption.in_flight.is_empty() {
-            return;
-        }
-        let decision = self.decision();
-        match self.disruption.queued.take() {
-            None => {
-                let Some(command) = decision.into_iter().next() else {
-                    return;
-                };
-                if command.reason == DisruptionReason::Drifted {
-                    self.execute(command);
-                } else {
-                    self.disruption.queued = Some((self.now, command));
+    }
+
+    /// Applies what the orchestrator asked to the model, as the controller does through the
+    /// API server.
+    fn carry_out(&mut self, orchestrator: &mut Orchestrator, effects: Vec<Effect>) {
+        let mut queue: std::collections::VecDeque<Effect> = effects.into();
+        while let Some(effect) = queue.pop_front() {
+            match effect {
+                Effect::Validating(_) | Effect::Waiting(_) => {}
+                Effect::Abandoned(command) => self.event(
+                    "DisruptionBlocked",
+                    format!(
+                        "{} of {} abandoned: no longer valid after {}s",
+                        command.method,
+                        command.candidates.join(", "),
+                        VALIDATION_DELAY.as_secs()
+                    ),
+                ),
+                Effect::Taint(command) => {
+                    for name in &command.candidates {
+                        let Some(n) = self.node_index(name) else {
+                            continue;
+                        };
+                        self.nodes[n].disrupted = true;
+                        self.nodes[n].taints.push(Taint {
+                            key: DISRUPTED_TAINT_KEY.into(),
+                            effect: "NoSchedule".into(),
+                            ..Default::default()
+                        });
+                    }
+                    if command.replacements.is_empty() {
+                        self.record(&command, &[]);
+                    }
                 }
-            }
-            Some((at, command)) if self.now < at + VALIDATION_SECONDS => {
-                self.disruption.queued = Some((at, command));
-            }
-            Some((_, command)) => {
-                let still = decision.into_iter().find(|c| {
-                    c.candidates == command.candidates
-                        && c.replacements.len() == command.replacements.len()
-                });
-                match still {
-                    Some(fresh) => self.execute(fresh),
-                    None => self.event(
+                Effect::Launch(command) => {
+                    let launched: Vec<usize> = command
+                        .replacements
+                        .iter()
+                        .filter_map(|claim| self.launch(claim, "replacement"))
+                        .collect();
+                    let names: Vec<String> = launched
+                        .iter()
+                        .map(|&r| self.nodes[r].name.clone())
+                        .collect();
+                    self.record(&command, &names);
+                    if launched.len() < command.replacements.len() {
+                        queue.extend(orchestrator.launch_failed("a replacement failed to launch"));
+                    } else {
+                        orchestrator.launched(names);
+                    }
+                }
+                Effect::Delete(command) => {
+                    if !command.replacements.is_empty() {
+                        self.event(
+                            "DisruptionTerminating",
+                            format!("{}: replacements Ready", command.candidates.join(", ")),
+                        );
+                    }
+                    for name in &command.candidates {
+                        if let Some(n) = self.node_index(name) {
+                            self.start_drain(n);
+                        }
+                    }
+                }
+                Effect::RollBack { command, why } => {
+                    self.event(
                         "DisruptionBlocked",
                         format!(
-                            "{} of {} abandoned: no longer valid after {VALIDATION_SECONDS}s",
+                            "{} of {}: {why}",
                             command.method,
                             command.candidates.join(", ")
                         ),
-                    ),
+                    );
+                    for name in &command.candidates {
+                        if let Some(n) = self.node_index(name) {
+                            self.nodes[n].disrupted = false;
+                            self.nodes[n]
+                                .taints
+                                .retain(|t| t.key != DISRUPTED_TAINT_KEY);
+                        }
+                    }
                 }
             }
         }
+    }
+
+    /// Reports a command as it starts.
+    fn record(&mut self, command: &Command, replacements: &[String]) {
+        let action = if replacements.is_empty() {
+            format!("delete {}", command.candidates.join(", "))
+        } else {
+            format!(
+                "replace {} with {}",
+                command.candidates.join(", "),
+                replacements.join(", ")
+            )
+        };
+        let message = format!(
+            "{}: {action}, saving ${:.4}/h",
+            command.method, command.savings_per_hour
+        );
+        self.disruptions.push(Event {
+            t_s: self.now,
+            kind: command.reason.as_str().into(),
+            message: message.clone(),
+        });
+        let kind = if replacements.is_empty() {
+            "DisruptionTerminating"
+        } else {
+            "DisruptionLaunching"
+        };
+        self.event(kind, message);
     }
 
     /// The snapshot the controller would see, and the core's decision over it.
@@ -150,112 +233,6 @@ impl Simulation {
 
     fn node_index(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.alive() && n.name == name)
-    }
-
-    /// Taints the candidates and launches the replacements.
-    fn execute(&mut self, command: Command) {
-        let candidates: Vec<usize> = command
-            .candidates
-            .iter()
-            .filter_map(|name| self.node_index(name))
-            .collect();
-        for &n in &candidates {
-            self.nodes[n].disrupted = true;
-            self.nodes[n].taints.push(Taint {
-                key: DISRUPTED_TAINT_KEY.into(),
-                effect: "NoSchedule".into(),
-                ..Default::default()
-            });
-        }
-        let replacements: Vec<usize> = command
-            .replacements
-            .iter()
-            .filter_map(|claim| self.launch(claim, "replacement"))
-            .collect();
-        let launched: Vec<&str> = replacements
-            .iter()
-            .map(|&r| self.nodes[r].name.as_str())
-            .collect();
-        let action = if launched.is_empty() {
-            format!("delete {}", command.candidates.join(", "))
-        } else {
-            format!(
-                "replace {} with {}",
-                command.candidates.join(", "),
-                launched.join(", ")
-            )
-        };
-        let message = format!(
-            "{}: {action}, saving ${:.4}/h",
-            command.method, command.savings_per_hour
-        );
-        self.disruptions.push(Event {
-            t_s: self.now,
-            kind: command.reason.as_str().into(),
-            message: message.clone(),
-        });
-        if replacements.len() < command.replacements.len() {
-            // A replacement could not launch: untaint and let the next pass decide again.
-            self.event(
-                "DisruptionBlocked",
-                format!("{message}: a replacement failed to launch"),
-            );
-            self.roll_back(&candidates);
-            return;
-        }
-        let kind = if replacements.is_empty() {
-            "DisruptionTerminating"
-        } else {
-            "DisruptionLaunching"
-        };
-        self.event(kind, message);
-        self.disruption.in_flight.push(InFlight {
-            command,
-            candidates,
-            replacements,
-        });
-    }
-
-    fn roll_back(&mut self, candidates: &[usize]) {
-        for &n in candidates {
-            self.nodes[n].disrupted = false;
-            self.nodes[n]
-                .taints
-                .retain(|t| t.key != DISRUPTED_TAINT_KEY);
-        }
-    }
-
-    /// Candidates start draining once every replacement is Ready.
-    fn advance_in_flight(&mut self) {
-        let in_flight = std::mem::take(&mut self.disruption.in_flight);
-        for f in in_flight {
-            if f.replacements.iter().any(|&r| !self.nodes[r].alive()) {
-                self.event(
-                    "DisruptionBlocked",
-                    format!(
-                        "replacement for {} terminated",
-                        f.command.candidates.join(", ")
-                    ),
-                );
-                self.roll_back(&f.candidates);
-            } else if f
-                .replacements
-                .iter()
-                .all(|&r| self.nodes[r].ready(self.now))
-            {
-                if !f.replacements.is_empty() {
-                    self.event(
-                        "DisruptionTerminating",
-                        format!("{}: replacements Ready", f.command.candidates.join(", ")),
-                    );
-                }
-                for &n in &f.candidates {
-                    self.start_drain(n);
-                }
-            } else {
-                self.disruption.in_flight.push(f);
-            }
-        }
     }
 
     /// Starts draining node `n`; its NodePool's `terminationGracePeriod` sets when the pods

@@ -1,0 +1,363 @@
+//! Upstream's orchestration of a disruption command, as a state machine the caller drives with
+//! its own clock: a consolidation is held for [`VALIDATION_DELAY`] and acted on only if the
+//! next decision still makes it; acting taints the candidates, launches the replacements, and
+//! deletes the candidates only once every replacement has initialized; a replacement that
+//! fails or does not initialize within [`REPLACEMENT_TIMEOUT`] rolls the taint back. The
+//! controller carries the [`Effect`]s out through the API server, the simulator on its model.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use karpenter_api::DisruptionReason;
+
+use super::Command;
+
+/// Upstream's wait before a consolidation decision is acted on.
+pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
+/// How long replacements may take to initialize before the command is rolled back.
+pub const REPLACEMENT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// How a replacement NodeClaim is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replacement {
+    /// Launching or registering.
+    Launching,
+    /// Initialized: its node takes pods.
+    Initialized,
+    /// Gone or being deleted.
+    Failed,
+}
+
+/// What the caller must do, in order.
+#[derive(Clone, Debug)]
+pub enum Effect {
+    /// A consolidation is held until it is re-validated.
+    Validating(Command),
+    /// A held consolidation was not decided again: nothing is done (a failed validation).
+    Abandoned(Command),
+    /// Taint the candidates `karpenter.sh/disrupted:NoSchedule`: the command starts.
+    Taint(Command),
+    /// Create the replacement NodeClaims, then report their names with
+    /// [`Orchestrator::launched`] (or [`Orchestrator::launch_failed`]).
+    Launch(Command),
+    /// The replacements are not initialized yet.
+    Waiting(Command),
+    /// Delete the candidates' NodeClaims; termination drains and removes them.
+    Delete(Command),
+    /// Remove the taint again: the command is given up.
+    RollBack {
+        /// The command given up.
+        command: Command,
+        /// Why.
+        why: String,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct InFlight {
+    command: Command,
+    replacements: Vec<String>,
+    started: Duration,
+}
+
+/// The orchestration queue: at most one command held for validation or in flight.
+#[derive(Clone, Debug)]
+pub struct Orchestrator {
+    validation_delay: Duration,
+    replacement_timeout: Duration,
+    held: Option<(Duration, Command)>,
+    in_flight: Option<InFlight>,
+}
+
+impl Default for Orchestrator {
+    fn default() -> Self {
+        Self::new(VALIDATION_DELAY, REPLACEMENT_TIMEOUT)
+    }
+}
+
+/// Whether a fresh decision makes the held one again: same reason, same candidates, as many
+/// replacements.
+fn same_command(a: &Command, b: &Command) -> bool {
+    let set = |c: &Command| c.candidates.iter().cloned().collect::<BTreeSet<_>>();
+    a.reason == b.reason && set(a) == set(b) && a.replacements.len() == b.replacements.len()
+}
+
+impl Orchestrator {
+    /// An orchestrator with the given validation delay and replacement timeout.
+    pub fn new(validation_delay: Duration, replacement_timeout: Duration) -> Self {
+        Self {
+            validation_delay,
+            replacement_timeout,
+            held: None,
+            in_flight: None,
+        }
+    }
+
+    /// A command is held or in flight: step again soon.
+    pub fn busy(&self) -> bool {
+        self.held.is_some() || self.in_flight.is_some()
+    }
+
+    /// A command is in flight.
+    pub fn in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// The nodes the command in flight has taken (upstream's `MarkedForDeletion`).
+    pub fn marked_for_deletion(&self) -> BTreeSet<String> {
+        self.in_flight
+            .iter()
+            .flat_map(|f| f.command.candidates.iter().cloned())
+            .collect()
+    }
+
+    /// Forgets everything (leadership lost).
+    pub fn reset(&mut self) {
+        self.held = None;
+        self.in_flight = None;
+    }
+
+    /// One pass at `now`: a command in flight moves along by how its replacements are doing;
+    /// otherwise `decide` gives the first command of a fresh decision, if any, and it is held,
+    /// validated or started.
+    pub fn step(
+        &mut self,
+        now: Duration,
+        replacement: impl Fn(&str) -> Replacement,
+        decide: impl FnOnce() -> Option<Command>,
+    ) -> Vec<Effect> {
+        if let Some(flight) = self.in_flight.take() {
+            return self.advance(now, flight, replacement);
+        }
+        let Some(command) = decide() else {
+            return self
+                .held
+                .take()
+                .map(|(_, held)| vec![Effect::Abandoned(held)])
+                .unwrap_or_default();
+        };
+        if command.reason == DisruptionReason::Drifted {
+            self.held = None;
+            return self.start(now, command);
+        }
+        match self.held.take() {
+            Some((at, held)) if same_command(&held, &command) => {
+                if now.saturating_sub(at) < self.validation_delay {
+                    self.held = Some((at, held));
+                    Vec::new()
+                } else {
+                    self.start(now, command)
+                }
+            }
+            earlier => {
+                self.held = Some((now, command.clone()));
+                let mut effects: Vec<Effect> = earlier
+                    .map(|(_, e)| Effect::Abandoned(e))
+                    .into_iter()
+                    .collect();
+                effects.push(Effect::Validating(command));
+                effects
+            }
+        }
+    }
+
+    fn start(&mut self, now: Duration, command: Command) -> Vec<Effect> {
+        if command.replacements.is_empty() {
+            return vec![Effect::Taint(command.clone()), Effect::Delete(command)];
+        }
+        self.in_flight = Some(InFlight {
+            command: command.clone(),
+            replacements: Vec::new(),
+            started: now,
+        });
+        vec![Effect::Taint(command.clone()), Effect::Launch(command)]
+    }
+
+    /// The replacements of the command in flight were created with these names.
+    pub fn launched(&mut self, names: Vec<String>) {
+        if let Some(f) = self.in_flight.as_mut() {
+            f.replacements = names;
+        }
+    }
+
+    /// The replacements could not all be created: the command is given up.
+    pub fn launch_failed(&mut self, why: impl Into<String>) -> Vec<Effect> {
+        self.in_flight
+            .take()
+            .map(|f| {
+                vec![Effect::RollBack {
+                    command: f.command,
+                    why: why.into(),
+                }]
+            })
+            .unwrap_or_default()
+    }
+
+    fn advance(
+        &mut self,
+        now: Duration,
+        flight: InFlight,
+        replacement: impl Fn(&str) -> Replacement,
+    ) -> Vec<Effect> {
+        let states: Vec<Replacement> = flight.replacements.iter().map(|r| replacement(r)).collect();
+        let roll_back = |why: String| {
+            vec![Effect::RollBack {
+                command: flight.command.clone(),
+                why,
+            }]
+        };
+        if flight.replacements.len() != flight.command.replacements.len() {
+            return roll_back("its replacements were not all launched".into());
+        }
+        if let Some(i) = states.iter().position(|s| *s == Replacement::Failed) {
+            return roll_back(format!("replacement {} failed", flight.replacements[i]));
+        }
+        if now.saturating_sub(flight.started) > self.replacement_timeout {
+            return roll_back(format!(
+                "replacements did not initialize within {}s",
+                self.replacement_timeout.as_secs()
+            ));
+        }
+        if states.iter().all(|s| *s == Replacement::Initialized) {
+            return vec![Effect::Delete(flight.command)];
+        }
+        let waiting = Effect::Waiting(flight.command.clone());
+        self.in_flight = Some(flight);
+        vec![waiting]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disruption::Method;
+    use crate::provisioning::scheduling::NewNodeClaim;
+
+    fn command(reason: DisruptionReason, candidates: &[&str], replacements: usize) -> Command {
+        Command {
+            reason,
+            method: Method::SingleNodeConsolidation,
+            candidates: candidates.iter().map(|c| c.to_string()).collect(),
+            replacements: (0..replacements)
+                .map(|_| NewNodeClaim {
+                    node_pool: "default".into(),
+                    requirements: Default::default(),
+                    instance_types: Vec::new(),
+                    pods: Vec::new(),
+                    requests: Default::default(),
+                    labels: Default::default(),
+                    taints: Vec::new(),
+                    startup_taints: Vec::new(),
+                })
+                .collect(),
+            savings_per_hour: 1.0,
+        }
+    }
+
+    fn s(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    fn kinds(effects: &[Effect]) -> Vec<&'static str> {
+        effects
+            .iter()
+            .map(|e| match e {
+                Effect::Validating(_) => "validating",
+                Effect::Abandoned(_) => "abandoned",
+                Effect::Taint(_) => "taint",
+                Effect::Launch(_) => "launch",
+                Effect::Waiting(_) => "waiting",
+                Effect::Delete(_) => "delete",
+                Effect::RollBack { .. } => "roll back",
+            })
+            .collect()
+    }
+
+    const UNDERUTILIZED: DisruptionReason = DisruptionReason::Underutilized;
+
+    #[test]
+    fn a_consolidation_acts_only_when_decided_again_after_the_delay() {
+        let mut o = Orchestrator::default();
+        let delete = || Some(command(UNDERUTILIZED, &["a"], 0));
+        let never = |_: &str| Replacement::Launching;
+        assert_eq!(kinds(&o.step(s(0), never, delete)), ["validating"]);
+        assert_eq!(kinds(&o.step(s(10), never, delete)), [] as [&str; 0]);
+        assert_eq!(kinds(&o.step(s(15), never, delete)), ["taint", "delete"]);
+        assert!(!o.busy());
+    }
+
+    #[test]
+    fn a_changed_or_vanished_decision_abandons_the_held_one() {
+        let mut o = Orchestrator::default();
+        let never = |_: &str| Replacement::Launching;
+        o.step(s(0), never, || Some(command(UNDERUTILIZED, &["a"], 0)));
+        assert_eq!(
+            kinds(&o.step(s(15), never, || Some(command(UNDERUTILIZED, &["b"], 0)))),
+            ["abandoned", "validating"],
+            "another candidate starts its own delay"
+        );
+        assert_eq!(kinds(&o.step(s(20), never, || None)), ["abandoned"]);
+        assert!(!o.busy());
+    }
+
+    #[test]
+    fn drift_starts_at_once_and_candidates_go_when_replacements_initialize() {
+        let mut o = Orchestrator::default();
+        let effects = o.step(
+            s(0),
+            |_| Replacement::Launching,
+            || Some(command(DisruptionReason::Drifted, &["a"], 1)),
+        );
+        assert_eq!(kinds(&effects), ["taint", "launch"]);
+        o.launched(vec!["r1".into()]);
+        assert_eq!(o.marked_for_deletion(), BTreeSet::from(["a".to_string()]));
+        let no_decision = || -> Option<Command> { panic!("no decision while in flight") };
+        assert_eq!(
+            kinds(&o.step(s(30), |_| Replacement::Launching, no_decision)),
+            ["waiting"]
+        );
+        assert_eq!(
+            kinds(&o.step(s(60), |_| Replacement::Initialized, no_decision)),
+            ["delete"]
+        );
+        assert!(!o.busy() && o.marked_for_deletion().is_empty());
+    }
+
+    #[test]
+    fn a_failed_or_late_replacement_rolls_the_command_back() {
+        let drift = || Some(command(DisruptionReason::Drifted, &["a"], 1));
+        let mut o = Orchestrator::default();
+        o.step(s(0), |_| Replacement::Launching, drift);
+        o.launched(vec!["r1".into()]);
+        let effects = o.step(s(5), |_| Replacement::Failed, || None);
+        assert_eq!(kinds(&effects), ["roll back"]);
+        assert!(!o.busy());
+
+        let mut o = Orchestrator::default();
+        o.step(s(0), |_| Replacement::Launching, drift);
+        o.launched(vec!["r1".into()]);
+        assert_eq!(
+            kinds(&o.step(s(600), |_| Replacement::Launching, || None)),
+            ["waiting"]
+        );
+        assert_eq!(
+            kinds(&o.step(s(601), |_| Replacement::Launching, || None)),
+            ["roll back"],
+            "ten minutes is the limit"
+        );
+
+        let mut o = Orchestrator::default();
+        o.step(s(0), |_| Replacement::Launching, drift);
+        assert_eq!(kinds(&o.launch_failed("quota")), ["roll back"]);
+        assert!(!o.busy());
+
+        // A caller that never reported the launch gets the command back, not its candidates
+        // deleted for want of replacements to wait on.
+        let mut o = Orchestrator::default();
+        o.step(s(0), |_| Replacement::Launching, drift);
+        assert_eq!(
+            kinds(&o.step(s(1), |_| Replacement::Initialized, || None)),
+            ["roll back"]
+        );
+    }
+}
