@@ -39,14 +39,16 @@ enum Command {
         #[arg(long, value_enum)]
         compare: Option<commands::simulate::Compare>,
     },
-    /// Plan from a cluster snapshot (`kubectl get nodes,pods,nodepools,nodeclaims,pdb,daemonsets
-    /// -A -o yaml`): what provisioning would launch now, which pending pods fit on existing
-    /// nodes, and why the rest cannot be scheduled.
+    /// What karpenter would do now: the NodeClaims provisioning would launch, where pending
+    /// pods would go and why the rest cannot be scheduled, the disruption command it would
+    /// start and why every other node stays. Without `-f`, from the live cluster of the
+    /// kubeconfig (or in-cluster), read-only, through the controller's own code; with `-f`,
+    /// from a dump (`kubectl get nodes,pods,nodepools,nodeclaims,pdb,daemonsets -A -o yaml`).
     Plan {
-        /// The snapshot file (`-` for standard input).
+        /// A dump to plan from (`-` for standard input) instead of the live cluster.
         #[arg(short = 'f', long = "filename")]
-        file: PathBuf,
-        /// The instance-type catalog to plan launches from (a provider's name: kwok, aws, …).
+        file: Option<PathBuf>,
+        /// With `-f`: the instance-type catalog to plan launches from (kwok, aws, …).
         #[arg(long, default_value = "kwok")]
         catalog: String,
         /// Report format.
@@ -55,6 +57,11 @@ enum Command {
         /// Upstream's feature gates, as the controller takes them (`SpotToSpotConsolidation=true`).
         #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = <karpenter_core::feature_gates::FeatureGates as std::str::FromStr>::from_str)]
         feature_gates: karpenter_core::feature_gates::FeatureGates,
+        /// Without `-f`: the cloud provider whose instance types launches come from.
+        #[arg(long, env = "CLOUD_PROVIDER", default_value = "kwok", value_parser = clap::builder::PossibleValuesParser::new(registry::CONTROLLERS))]
+        cloud_provider: String,
+        #[command(flatten)]
+        settings: Box<registry::ProviderSettings>,
     },
     /// Print the CustomResourceDefinitions (NodePool, NodeClaim and every provider's
     /// NodeClasses) as YAML.
@@ -318,23 +325,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             catalog,
             output,
             feature_gates,
+            cloud_provider,
+            settings,
         } => {
-            let text = if file == std::path::Path::new("-") {
-                std::io::read_to_string(std::io::stdin())?
-            } else {
-                std::fs::read_to_string(&file)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?
-            };
-            let catalog = registry::catalog(&catalog)?;
-            let plan = karpenter_sim::plan::plan(
-                &file,
-                &text,
-                &catalog,
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs() as i64),
+            let options = karpenter_controller::Options {
                 feature_gates,
-            )?;
+                ..Default::default()
+            };
+            let plan = match file {
+                Some(file) => commands::plan::from_file(&file, &catalog, &options)?,
+                None => commands::plan::from_cluster(&cloud_provider, *settings, options)?,
+            };
             match output {
                 commands::simulate::Output::Text => print!("{}", plan.to_text()),
                 commands::simulate::Output::Json => {

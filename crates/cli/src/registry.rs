@@ -49,6 +49,33 @@ macro_rules! controllers {
                 ),
             }
         }
+
+        /// Builds the provider named `name` and asks the controller's own code what it would
+        /// do now on the cluster `client` talks to (read-only).
+        pub async fn plan_live(
+            name: &str,
+            client: kube::Client,
+            settings: ProviderSettings,
+            options: karpenter_controller::Options,
+        ) -> anyhow::Result<karpenter_sim::plan::Plan> {
+            match name {
+                $(
+                    stringify!($name) => {
+                        let provider = <$provider as karpenter_controller::Provider>::build(
+                            client.clone(),
+                            settings.$name,
+                        )
+                        .await
+                        .map_err(|e| anyhow::anyhow!("the {} provider: {e}", stringify!($name)))?;
+                        crate::commands::plan::live(client, provider, options).await
+                    }
+                )*
+                other => anyhow::bail!(
+                    "unknown cloud provider {other:?}; available: {}",
+                    CONTROLLERS.join(", ")
+                ),
+            }
+        }
     };
 }
 

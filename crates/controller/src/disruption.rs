@@ -16,7 +16,7 @@ use karpenter_api::labels::{CAPACITY_TYPE_LABEL, DISRUPTED_TAINT_KEY, NODE_POOL_
 use karpenter_api::nodeclaim::condition::INITIALIZED;
 use karpenter_api::{DisruptionReason, NodeClaim};
 use karpenter_core::disruption::orchestration::{Effect, Orchestrator, Replacement};
-use karpenter_core::disruption::{Command, decide};
+use karpenter_core::disruption::{Command, Decision, decide};
 use karpenter_core::provisioning::node_claim_for;
 use karpenter_core::provisioning::scheduling::NodePoolInput;
 use kube::api::{DeleteParams, PostParams};
@@ -282,7 +282,7 @@ pub async fn pass<P: CloudProvider>(
     if !orchestrator.busy() {
         release_stale_taints(ctx).await?;
     }
-    let (pools, _) = pool_inputs(ctx).await;
+    let pools = pool_inputs(ctx).await;
     let command = if orchestrator.in_flight() {
         None
     } else {
@@ -296,21 +296,27 @@ pub async fn pass<P: CloudProvider>(
     done
 }
 
-/// The core's decision over the state now; its blocked nodes get upstream's events.
-async fn decide_now<P: CloudProvider>(
-    ctx: &Context<P>,
-    pools: &[NodePoolInput],
-) -> Option<Command> {
+/// The core's decision over the state now, exactly as a disruption pass makes it, without
+/// writing anything (`plan` reports it).
+pub fn decision<P: CloudProvider>(ctx: &Context<P>, pools: &[NodePoolInput]) -> Decision {
     let provider_labels = ctx.provider.provider_labels();
     let objects = ctx.cluster.objects();
     let now = Timestamp::now().as_second();
     let inputs = objects.snapshot(pools, &provider_labels).disruption(now);
-    let decision = decide(&inputs.input(
+    decide(&inputs.input(
         now,
         pools,
         scheduler_options(ctx),
         ctx.options.feature_gates.spot_to_spot_consolidation,
-    ));
+    ))
+}
+
+/// The decision now; its blocked nodes get upstream's events.
+async fn decide_now<P: CloudProvider>(
+    ctx: &Context<P>,
+    pools: &[NodePoolInput],
+) -> Option<Command> {
+    let decision = decision(ctx, pools);
     ctx.metrics
         .disruption_eligible_nodes
         .set(decision.eligible_nodes() as i64);

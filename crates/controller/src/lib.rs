@@ -10,6 +10,7 @@ pub mod cloudprovider;
 pub mod conditions;
 pub mod disruption;
 pub mod drift;
+pub mod dry_run;
 pub mod events;
 pub mod garbage;
 pub mod leader;

@@ -2,14 +2,17 @@
 //! most), the scheduling simulation decides which fit on nodes that exist or are launching and
 //! which need new NodeClaims, and those NodeClaims are created.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use karpenter_api::{NodeClaim, NodePool};
-use karpenter_core::provisioning::scheduling::{NodePoolInput, Scheduler, SchedulerOptions};
+use karpenter_core::provisioning::scheduling::{
+    NodePoolInput, Results, Scheduler, SchedulerOptions,
+};
 use karpenter_core::provisioning::{Batcher, node_claim_for};
+use karpenter_core::state::Counts;
 use karpenter_core::state::pods;
 use kube::Api;
 use kube::api::PostParams;
@@ -32,32 +35,25 @@ pub struct Provisioned {
     pub unschedulable: usize,
 }
 
-/// The NodePools the provisioner may use, each with its instance types, and the same by name.
-pub(crate) async fn pool_inputs<P: CloudProvider>(
-    ctx: &Context<P>,
-) -> (Vec<NodePoolInput>, HashMap<String, Arc<NodePool>>) {
-    let cluster = &ctx.cluster;
+/// The NodePools the provisioner may use, each with its instance types.
+pub(crate) async fn pool_inputs<P: CloudProvider>(ctx: &Context<P>) -> Vec<NodePoolInput> {
     let mut pools = Vec::new();
-    let mut by_name = HashMap::new();
-    for pool in cluster.node_pools.all() {
+    for pool in ctx.cluster.node_pools.all() {
         if pool.metadata.deletion_timestamp.is_some() || !pools::usable(&pool) {
             continue;
         }
         match ctx.provider.instance_types(&pool).await {
-            Ok(types) if !types.is_empty() => {
-                by_name.insert(pool.name().to_string(), pool.clone());
-                pools.push(NodePoolInput {
-                    node_pool: (*pool).clone(),
-                    instance_types: types,
-                });
-            }
+            Ok(types) if !types.is_empty() => pools.push(NodePoolInput {
+                node_pool: (*pool).clone(),
+                instance_types: types,
+            }),
             Ok(_) => {}
             Err(e) => {
                 tracing::warn!(nodepool = pool.name(), error = %e, "skipping nodepool, no instance types")
             }
         }
     }
-    (pools, by_name)
+    pools
 }
 
 /// The scheduling options the controller's flags set, for provisioning and disruption alike.
@@ -70,15 +66,32 @@ pub(crate) fn scheduler_options<P: CloudProvider>(ctx: &Context<P>) -> Scheduler
     }
 }
 
-/// One provisioning round over the current state.
-pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned, Error> {
+/// What a provisioning round decides, before anything is written.
+pub struct Scheduled {
+    /// The NodePools used, with their instance types.
+    pub pools: Vec<NodePoolInput>,
+    /// The pods scheduled: provisionable ones, oldest first, then those of nodes being deleted.
+    pub batch: Vec<Pod>,
+    /// Where they go.
+    pub results: Results,
+    /// The existing nodes that are NodeClaims still launching (by name).
+    pub launching: BTreeSet<String>,
+    /// What state held.
+    pub counts: Counts,
+    /// When the simulation started.
+    pub started: Instant,
+}
+
+/// The scheduling simulation over the current state, exactly as a provisioning round runs it,
+/// without writing anything (`plan` reports it).
+pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, Error> {
     let cluster = &ctx.cluster;
     if !cluster.synced() {
         return Err(Error::NotSynced(
             "cluster state has not listed every kind yet".into(),
         ));
     }
-    let (pools, by_name) = pool_inputs(ctx).await;
+    let pools = pool_inputs(ctx).await;
     let provider_labels = ctx.provider.provider_labels();
     let objects = cluster.objects();
     let snapshot = objects.snapshot(&pools, &provider_labels);
@@ -88,21 +101,71 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
             c.metadata.name.as_deref().unwrap_or_default()
         )));
     }
-    let stored = snapshot.pods_to_schedule();
-    if stored.is_empty() {
+    // Whole pods only for the batch: the scheduler reads their affinities and spread.
+    let batch: Vec<Pod> = snapshot
+        .pods_to_schedule()
+        .iter()
+        .map(|p| p.to_pod())
+        .collect();
+    let started = Instant::now();
+    let results = if batch.is_empty() {
+        Results::default()
+    } else {
+        let existing = snapshot.existing_nodes();
+        Scheduler::new(
+            &pools,
+            &existing,
+            &snapshot.daemonset_pods(),
+            scheduler_options(ctx),
+        )
+        .solve(&batch, &|| started.elapsed() > SOLVE_TIMEOUT)
+    };
+    let launching = snapshot
+        .nodes
+        .iter()
+        .filter(|n| n.launching())
+        .map(|n| n.name().to_string())
+        .collect();
+    let counts = snapshot.counts();
+    drop(snapshot);
+    Ok(Scheduled {
+        pools,
+        batch,
+        results,
+        launching,
+        counts,
+        started,
+    })
+}
+
+fn reference(pod: &Pod) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: pod.metadata.name.clone(),
+        namespace: pod.metadata.namespace.clone(),
+        uid: pod.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
+/// One provisioning round over the current state.
+pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned, Error> {
+    let Scheduled {
+        pools,
+        batch,
+        results,
+        started,
+        ..
+    } = schedule(ctx).await?;
+    if batch.is_empty() {
         return Ok(Provisioned::default());
     }
-    let existing = snapshot.existing_nodes();
-    // Whole pods only for the batch: the scheduler reads their affinities and spread.
-    let batch: Vec<Pod> = stored.iter().map(|p| p.to_pod()).collect();
-    let started = Instant::now();
-    let results = Scheduler::new(
-        &pools,
-        &existing,
-        &snapshot.daemonset_pods(),
-        scheduler_options(ctx),
-    )
-    .solve(&batch, &|| started.elapsed() > SOLVE_TIMEOUT);
+    let by_name: HashMap<&str, &NodePool> = pools
+        .iter()
+        .map(|p| (p.node_pool.name(), &p.node_pool))
+        .collect();
+    let stored: Vec<ObjectReference> = batch.iter().map(reference).collect();
     ctx.metrics
         .scheduling_duration
         .get_or_create(&labels(&[("controller", "provisioner")]))
@@ -127,7 +190,7 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
                 format!("Failed to schedule pod, {reason}"),
             )
         };
-        ctx.recorder.publish_to(stored[*i].reference(), note).await;
+        ctx.recorder.publish_to(stored[*i].clone(), note).await;
     }
     // Upstream's window: twice the longest batch, at least 10 s.
     let window = (ctx.options.batch_max_duration * 2).max(Duration::from_secs(10));
@@ -140,7 +203,7 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
                 rate_limited: true,
                 ..normal("Nominated", format!("Pod should schedule on: node/{node}"))
             };
-            ctx.recorder.publish_to(stored[i].reference(), note).await;
+            ctx.recorder.publish_to(stored[i].clone(), note).await;
         }
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
@@ -149,7 +212,7 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
     // the errors together); the pods of a failed one are provisioned again next round.
     let mut failed: Option<kube::Error> = None;
     for claim in &results.new_node_claims {
-        let Some(pool) = by_name.get(&claim.node_pool) else {
+        let Some(pool) = by_name.get(claim.node_pool.as_str()) else {
             continue;
         };
         let object = node_claim_for(claim, pool);
@@ -179,7 +242,7 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
                     format!("Pod should schedule on: nodeclaim/{name}"),
                 )
             };
-            ctx.recorder.publish_to(stored[i].reference(), note).await;
+            ctx.recorder.publish_to(stored[i].clone(), note).await;
         }
         tracing::info!(nodeclaim = %name, nodepool = %claim.node_pool, pods = claim.pods.len(), "created nodeclaim");
         created.push(name);

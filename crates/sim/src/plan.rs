@@ -9,11 +9,15 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_api::{NodeClaim, NodePool};
-use karpenter_core::disruption;
+use karpenter_core::cloudprovider::cheapest_launch;
+use karpenter_core::disruption::{self, Decision};
 use karpenter_core::feature_gates::FeatureGates;
-use karpenter_core::provisioning::scheduling::{NodePoolInput, Scheduler, SchedulerOptions};
+use karpenter_core::provisioning::node_claim_for;
+use karpenter_core::provisioning::scheduling::{
+    NewNodeClaim, NodePoolInput, Results, Scheduler, SchedulerOptions,
+};
 use karpenter_core::state::pods::{self, ObservedPod};
-use karpenter_core::state::{Observed, Snapshot};
+use karpenter_core::state::{Counts, Observed, Snapshot};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -34,6 +38,22 @@ pub struct PlannedNodeClaim {
     pub pods: Vec<String>,
     /// Its requirements, as `key op [values]`.
     pub requirements: Vec<String>,
+    /// What a launch would pick where the provider takes the lowest price (KWOK; AWS for
+    /// on-demand): the cheapest offering of the types that fit.
+    pub launch: Option<PlannedLaunch>,
+}
+
+/// The instance type and offering a launch would pick.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PlannedLaunch {
+    /// The instance type.
+    pub instance_type: String,
+    /// The zone.
+    pub zone: String,
+    /// `spot`, `on-demand` or `reserved`.
+    pub capacity_type: String,
+    /// Its price per hour.
+    pub price_per_hour: f64,
 }
 
 /// A pod that fits on a node already there (or launching).
@@ -242,22 +262,11 @@ pub fn plan_objects(
         provider_labels,
         ..Default::default()
     });
-    let summary = SnapshotSummary {
-        nodes: objects.nodes.len(),
-        launching: snapshot.nodes.iter().filter(|n| n.launching()).count()
-            + snapshot.not_launched.len(),
-        bound_pods: snapshot.nodes.iter().map(|n| n.pods.len()).sum(),
-        pending_pods: snapshot.provisionable.len(),
-        displaced_pods: snapshot.displaced.len(),
-        ignored_pods: snapshot.ignored,
-        nodepools: objects.node_pools.len(),
-        ignored: objects.ignored,
-    };
-    let launching: BTreeSet<&str> = snapshot
+    let launching: BTreeSet<String> = snapshot
         .nodes
         .iter()
         .filter(|n| n.launching())
-        .map(|n| n.name())
+        .map(|n| n.name().to_string())
         .collect();
     let pending: Vec<Pod> = snapshot
         .pods_to_schedule()
@@ -272,39 +281,6 @@ pub fn plan_objects(
     let ds_pods = snapshot.daemonset_pods();
     let results =
         Scheduler::new(pools, &existing, &ds_pods, options.clone()).solve(&pending, &|| false);
-    let mut provisioning = Provisioning::default();
-    for claim in &results.new_node_claims {
-        provisioning.nodeclaims.push(PlannedNodeClaim {
-            nodepool: claim.node_pool.clone(),
-            instance_types: claim
-                .instance_types
-                .iter()
-                .map(|it| it.name.clone())
-                .collect(),
-            price_per_hour: claim.cheapest_price(),
-            pods: claim.pods.iter().map(|&p| pod_name(&pending[p])).collect(),
-            requirements: claim.requirements.iter().map(ToString::to_string).collect(),
-        });
-    }
-    for (node, placed) in &results.existing_nodes {
-        let node = if launching.contains(node.as_str()) {
-            format!("nodeclaim/{node}")
-        } else {
-            node.clone()
-        };
-        for &p in placed {
-            provisioning.existing_node_placements.push(Placement {
-                pod: pod_name(&pending[p]),
-                node: node.clone(),
-            });
-        }
-    }
-    for (p, reason) in &results.pod_errors {
-        provisioning.unschedulable.push(Unschedulable {
-            pod: pod_name(&pending[*p]),
-            reason: reason.clone(),
-        });
-    }
     let inputs = snapshot.disruption(now);
     let decision = disruption::decide(&inputs.input(
         now,
@@ -312,45 +288,128 @@ pub fn plan_objects(
         options,
         feature_gates.spot_to_spot_consolidation,
     ));
-    let disruption = Disruption {
-        actions: decision
-            .commands
+    Plan::from_decisions(
+        SnapshotSummary::new(snapshot.counts(), objects.node_pools.len(), objects.ignored),
+        &pending,
+        &results,
+        &launching,
+        pools,
+        decision,
+    )
+}
+
+impl SnapshotSummary {
+    /// The summary of a snapshot's counts, with the NodePools and the objects not used.
+    pub fn new(counts: Counts, nodepools: usize, ignored: usize) -> Self {
+        Self {
+            nodes: counts.nodes,
+            launching: counts.launching,
+            bound_pods: counts.bound_pods,
+            pending_pods: counts.pending_pods,
+            displaced_pods: counts.displaced_pods,
+            ignored_pods: counts.ignored_pods,
+            nodepools,
+            ignored,
+        }
+    }
+}
+
+/// A decided NodeClaim as the plan shows it, with the launch it would get.
+fn planned(claim: &NewNodeClaim, pools: &[NodePoolInput], pods: Vec<String>) -> PlannedNodeClaim {
+    let launch = pools
+        .iter()
+        .find(|p| p.node_pool.name() == claim.node_pool)
+        .and_then(|p| {
+            let object = node_claim_for(claim, &p.node_pool);
+            cheapest_launch(&claim.instance_types, &object).map(|(it, o)| PlannedLaunch {
+                instance_type: it.name.clone(),
+                zone: o.zone.clone(),
+                capacity_type: o.capacity_type.clone(),
+                price_per_hour: o.price,
+            })
+        });
+    PlannedNodeClaim {
+        nodepool: claim.node_pool.clone(),
+        instance_types: claim
+            .instance_types
             .iter()
-            .map(|c| DisruptionAction {
-                reason: c.reason.as_str().into(),
-                method: c.method.as_str().into(),
-                nodes: c.candidates.clone(),
-                replacements: c
-                    .replacements
-                    .iter()
-                    .map(|r| PlannedNodeClaim {
-                        nodepool: r.node_pool.clone(),
-                        instance_types: r.instance_types.iter().map(|it| it.name.clone()).collect(),
-                        price_per_hour: r.cheapest_price(),
-                        pods: Vec::new(),
-                        requirements: r.requirements.iter().map(ToString::to_string).collect(),
-                    })
-                    .collect(),
-                savings_per_hour: c.savings_per_hour,
-            })
+            .map(|it| it.name.clone())
             .collect(),
-        blocked: decision
-            .blocked
-            .into_iter()
-            .map(|(node, block)| Kept {
-                node,
-                reason: block.reason,
-            })
-            .collect(),
-    };
-    Plan {
-        provisioning,
-        disruption,
-        snapshot: summary,
+        price_per_hour: claim.cheapest_price(),
+        pods,
+        requirements: claim.requirements.iter().map(ToString::to_string).collect(),
+        launch,
     }
 }
 
 impl Plan {
+    /// The plan from a provisioning result over `pending` (existing nodes in `launching` are
+    /// NodeClaims not yet registered) and a disruption decision — whoever computed them: `plan`
+    /// over a dump, or the controller's own code over a live cluster.
+    pub fn from_decisions(
+        snapshot: SnapshotSummary,
+        pending: &[Pod],
+        results: &Results,
+        launching: &BTreeSet<String>,
+        pools: &[NodePoolInput],
+        decision: Decision,
+    ) -> Self {
+        let mut provisioning = Provisioning::default();
+        for claim in &results.new_node_claims {
+            let pods = claim.pods.iter().map(|&p| pod_name(&pending[p])).collect();
+            provisioning.nodeclaims.push(planned(claim, pools, pods));
+        }
+        for (node, placed) in &results.existing_nodes {
+            let node = if launching.contains(node) {
+                format!("nodeclaim/{node}")
+            } else {
+                node.clone()
+            };
+            for &p in placed {
+                provisioning.existing_node_placements.push(Placement {
+                    pod: pod_name(&pending[p]),
+                    node: node.clone(),
+                });
+            }
+        }
+        for (p, reason) in &results.pod_errors {
+            provisioning.unschedulable.push(Unschedulable {
+                pod: pod_name(&pending[*p]),
+                reason: reason.clone(),
+            });
+        }
+        let disruption = Disruption {
+            actions: decision
+                .commands
+                .iter()
+                .map(|c| DisruptionAction {
+                    reason: c.reason.as_str().into(),
+                    method: c.method.as_str().into(),
+                    nodes: c.candidates.clone(),
+                    replacements: c
+                        .replacements
+                        .iter()
+                        .map(|r| planned(r, pools, Vec::new()))
+                        .collect(),
+                    savings_per_hour: c.savings_per_hour,
+                })
+                .collect(),
+            blocked: decision
+                .blocked
+                .into_iter()
+                .map(|(node, block)| Kept {
+                    node,
+                    reason: block.reason,
+                })
+                .collect(),
+        };
+        Plan {
+            provisioning,
+            disruption,
+            snapshot,
+        }
+    }
+
     /// The plan for people.
     pub fn to_text(&self) -> String {
         use std::fmt::Write;
@@ -399,6 +458,13 @@ impl Plan {
                 c.pods.len(),
                 c.pods.join(", ")
             );
+            if let Some(l) = &c.launch {
+                let _ = writeln!(
+                    out,
+                    "    launching {} {} in {} at {:.4}/h",
+                    l.instance_type, l.capacity_type, l.zone, l.price_per_hour
+                );
+            }
         }
         let _ = writeln!(
             out,

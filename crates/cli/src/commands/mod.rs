@@ -5,5 +5,6 @@ pub mod bench;
 pub mod controller;
 pub mod convert;
 pub mod crds;
+pub mod plan;
 pub mod simulate;
 pub mod validate;

@@ -463,6 +463,23 @@ impl Cluster {
         self.pods.by_secondary_key(node)
     }
 
+    /// Lists every kind once, read-only (for `plan`: the state a controller would start from).
+    pub async fn list(&self, client: &Client) -> Result<(), kube::Error> {
+        fn same<K>(_: &Cluster, k: K) -> K {
+            k
+        }
+        fn pod(c: &Cluster, p: Pod) -> StoredPod {
+            StoredPod::new(p, &c.specs)
+        }
+        list_into(self, Api::all(client.clone()), |c| &c.nodes, same).await?;
+        list_into(self, Api::all(client.clone()), |c| &c.pods, pod).await?;
+        list_into(self, Api::all(client.clone()), |c| &c.node_pools, same).await?;
+        list_into(self, Api::all(client.clone()), |c| &c.node_claims, same).await?;
+        list_into(self, Api::all(client.clone()), |c| &c.pdbs, same).await?;
+        list_into(self, Api::all(client.clone()), |c| &c.daemonsets, same).await?;
+        Ok(())
+    }
+
     /// Starts one watch per kind, feeding the indexes until the tasks are aborted.
     pub fn watch(self: &Arc<Self>, client: &Client) -> Vec<tokio::task::JoinHandle<()>> {
         fn same<K>(_: &Cluster, k: K) -> K {
@@ -505,6 +522,27 @@ fn first_by_name<K: Resource>(objects: Vec<Arc<K>>) -> Option<Arc<K>> {
 
 /// Feeds one index from a watch; `convert` turns what the API server sends into what the
 /// index keeps.
+/// Lists every object of a kind once into its index.
+async fn list_into<K, T>(
+    cluster: &Cluster,
+    api: Api<K>,
+    index: fn(&Cluster) -> &Index<T>,
+    convert: fn(&Cluster, K) -> T,
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    T: Stored,
+{
+    let listed = api.list(&Default::default()).await?;
+    let objects = listed
+        .items
+        .into_iter()
+        .map(|o| Arc::new(convert(cluster, o)))
+        .collect();
+    index(cluster).reset(objects);
+    Ok(())
+}
+
 fn spawn_watch<K, T>(
     cluster: Arc<Cluster>,
     api: Api<K>,

@@ -130,6 +130,35 @@ impl InstanceType {
     }
 }
 
+/// The launch a NodeClaim gets where the provider takes the lowest price (KWOK, and AWS for
+/// on-demand): the cheapest available offering, among the instance types its requirements
+/// allow and whose allocatable holds its requests. `plan` names the same one.
+pub fn cheapest_launch<'a>(
+    types: &'a [std::sync::Arc<InstanceType>],
+    claim: &karpenter_api::NodeClaim,
+) -> Option<(&'a InstanceType, &'a Offering)> {
+    let requirements = Requirements::from_node_claim(&claim.spec.requirements);
+    let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
+    let mut best: Option<(&InstanceType, &Offering)> = None;
+    for it in types
+        .iter()
+        .filter(|it| requirements.intersects(&it.requirements).is_ok())
+        .filter(|it| requests.fits(it.allocatable()))
+    {
+        let cheapest = it
+            .offerings
+            .iter()
+            .filter(|o| o.available && o.is_compatible(&requirements))
+            .min_by(|a, b| a.price.total_cmp(&b.price));
+        if let Some(o) = cheapest
+            && best.is_none_or(|(_, b)| o.price < b.price)
+        {
+            best = Some((&**it, o));
+        }
+    }
+    best
+}
+
 /// Orders instance types by their cheapest compatible available offering; types without one go
 /// last. Ties keep their order (upstream's sort is unstable; a stable order is reproducible).
 pub fn order_by_price<T: std::borrow::Borrow<InstanceType>>(

@@ -5,4 +5,4 @@
 pub mod pods;
 mod snapshot;
 
-pub use snapshot::{DisruptionInputs, Observed, Snapshot, StateNode, price_of};
+pub use snapshot::{Counts, DisruptionInputs, Observed, Snapshot, StateNode, price_of};

@@ -371,6 +371,19 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
         }
     }
 
+    /// How much of each kind the snapshot holds.
+    pub fn counts(&self) -> Counts {
+        Counts {
+            nodes: self.nodes.iter().filter(|n| !n.launching()).count(),
+            launching: self.nodes.iter().filter(|n| n.launching()).count()
+                + self.not_launched.len(),
+            bound_pods: self.nodes.iter().map(|n| n.pods.len()).sum(),
+            pending_pods: self.provisionable.len(),
+            displaced_pods: self.displaced.len(),
+            ignored_pods: self.ignored,
+        }
+    }
+
     /// The pods provisioning places: the provisionable ones, oldest first, then those of nodes
     /// being deleted.
     pub fn pods_to_schedule(&self) -> Vec<&'a P> {
@@ -492,6 +505,23 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             pdbs: self.pdbs(),
         }
     }
+}
+
+/// How much of each kind a snapshot holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Registered nodes.
+    pub nodes: usize,
+    /// NodeClaims without a node yet.
+    pub launching: usize,
+    /// Pods bound to nodes, not finished.
+    pub bound_pods: usize,
+    /// Pods kube-scheduler could not place.
+    pub pending_pods: usize,
+    /// Pods of nodes being deleted.
+    pub displaced_pods: usize,
+    /// Pods neither bound nor provisionable.
+    pub ignored_pods: usize,
 }
 
 /// The owned inputs of one disruption pass; [`DisruptionInputs::input`] lends them to

@@ -22,8 +22,7 @@ use karpenter_controller::cloudprovider::Provider;
 
 use crate::KWOKNodeClass;
 use crate::catalog::{KWOK_LABELS, instance_types};
-use karpenter_core::resources::Resources;
-use karpenter_core::scheduling::Requirements;
+use karpenter_core::cloudprovider::cheapest_launch;
 use karpenter_core::scheduling::requirements::node_claim_labels;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
@@ -46,33 +45,6 @@ fn other(e: kube::Error) -> CloudProviderError {
 
 fn not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
-}
-
-/// The cheapest (type, offering) the claim allows whose allocatable holds its requests.
-pub fn choose<'a>(
-    types: &'a [Arc<InstanceType>],
-    claim: &NodeClaim,
-) -> Option<(&'a InstanceType, &'a Offering)> {
-    let requirements = Requirements::from_node_claim(&claim.spec.requirements);
-    let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
-    let mut best: Option<(&InstanceType, &Offering)> = None;
-    for it in types
-        .iter()
-        .filter(|it| requirements.intersects(&it.requirements).is_ok())
-        .filter(|it| requests.fits(it.allocatable()))
-    {
-        let cheapest = it
-            .offerings
-            .iter()
-            .filter(|o| o.available && o.is_compatible(&requirements))
-            .min_by(|a, b| a.price.total_cmp(&b.price));
-        if let Some(o) = cheapest
-            && best.is_none_or(|(_, b)| o.price < b.price)
-        {
-            best = Some((&**it, o));
-        }
-    }
-    best
 }
 
 /// The Node KWOK would run for a claim launched as `it` in `offering`.
@@ -222,7 +194,7 @@ impl CloudProvider for KwokProvider {
             }
             Err(e) => return Err(other(e)),
         };
-        let (it, offering) = choose(&self.instance_types, claim).ok_or_else(|| {
+        let (it, offering) = cheapest_launch(&self.instance_types, claim).ok_or_else(|| {
             CloudProviderError::insufficient_capacity(
                 "no instance type satisfies the requirements and requests",
             )
@@ -328,6 +300,7 @@ impl Provider for KwokProvider {
 mod tests {
     use super::*;
     use karpenter_api::{NodeSelectorRequirementWithMinValues, Operator};
+    use karpenter_core::resources::Resources;
 
     fn claim(requirements: &[(&str, &[&str])], cpu: &str) -> NodeClaim {
         let mut c = NodeClaim::default();
@@ -348,12 +321,12 @@ mod tests {
     #[test]
     fn launches_the_cheapest_type_and_offering_that_fit() {
         let types: Vec<Arc<InstanceType>> = instance_types().into_iter().map(Arc::new).collect();
-        let (it, o) = choose(&types, &claim(&[], "3")).unwrap();
+        let (it, o) = cheapest_launch(&types, &claim(&[], "3")).unwrap();
         assert_eq!(
             (it.name.as_str(), o.capacity_type.as_str()),
             ("c-4x-amd64-linux", "spot")
         );
-        let (it, o) = choose(
+        let (it, o) = cheapest_launch(
             &types,
             &claim(
                 &[
@@ -370,7 +343,7 @@ mod tests {
             "1 cpu + overhead needs 2"
         );
         assert!(
-            choose(
+            cheapest_launch(
                 &types,
                 &claim(
                     &[("node.kubernetes.io/instance-type", &["c-1x-amd64-linux"])],
@@ -385,7 +358,7 @@ mod tests {
     fn the_node_carries_the_offering_and_the_unregistered_taint() {
         let types: Vec<Arc<InstanceType>> = instance_types().into_iter().map(Arc::new).collect();
         let c = claim(&[("topology.kubernetes.io/zone", &["test-zone-b"])], "1");
-        let (it, o) = choose(&types, &c).unwrap();
+        let (it, o) = cheapest_launch(&types, &c).unwrap();
         let node = node_for(&c, it, o);
         let labels = node.metadata.labels.as_ref().unwrap();
         assert_eq!(labels[ZONE_LABEL], "test-zone-b");

@@ -14,6 +14,8 @@ use karpenter_controller::cloudprovider::{
     CloudProvider, CloudProviderError, Provider, ProviderLoop, Result as CloudResult,
 };
 use karpenter_controller::{Context, Controller, Options, provisioning};
+use karpenter_core::cloudprovider::cheapest_launch;
+use karpenter_core::provisioning::node_claim_for;
 use karpenter_kwok::KWOKNodeClass;
 use karpenter_kwok::KwokProvider;
 use karpenter_testkit::{FakeApiServer, Fault, Verb, eventually};
@@ -407,6 +409,145 @@ async fn one_failed_nodeclaim_create_does_not_abort_the_round() {
     for w in watches {
         w.abort();
     }
+}
+
+/// What a NodeClaim asks for and what it launched as: its NodePool, the instance types it
+/// lists, and the type, zone and capacity type of its node.
+type Launch = (String, Vec<String>, String);
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+fn unschedulable(mut p: Pod) -> Pod {
+    p.status = Some(
+        serde_json::from_value(json!({"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"},
+        ]}))
+        .unwrap(),
+    );
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_predicts_the_nodeclaims_the_controller_then_creates() {
+    // Pods whose places cannot differ between karpenter's simulation and the scheduler
+    // stand-in that binds them (a pod it put elsewhere would start a second round), yet which
+    // exercise packing, anti-affinity and a zone: two pods that must not share a node, and one
+    // that must run in zone c beside either.
+    let server = setup(json!({}));
+    for i in 0..2 {
+        let mut p = pod(&format!("solo{i}"), "3", json!({"app": "solo"}));
+        p.spec.as_mut().unwrap().affinity = Some(
+            serde_json::from_value(json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "solo"}}, "topologyKey": "kubernetes.io/hostname"},
+            ]}}))
+            .unwrap(),
+        );
+        server.create(&unschedulable(p)).unwrap();
+    }
+    let mut zoned = pod("zoned", "2", json!({"app": "zoned"}));
+    zoned.spec.as_mut().unwrap().node_selector = Some(
+        [(
+            "topology.kubernetes.io/zone".to_string(),
+            "test-zone-c".to_string(),
+        )]
+        .into(),
+    );
+    server.create(&unschedulable(zoned)).unwrap();
+
+    // The plan: the controller's own code over one list of the cluster, with nothing running.
+    let planner = Controller::new(
+        server.client(),
+        Arc::new(KwokProvider::new(server.client())),
+        options(),
+    );
+    let run = karpenter_controller::dry_run::dry_run(&planner.context())
+        .await
+        .expect("the plan");
+    let scheduled = &run.provisioning;
+    let mut predicted: Vec<Launch> = scheduled
+        .results
+        .new_node_claims
+        .iter()
+        .map(|c| {
+            let pool = scheduled
+                .pools
+                .iter()
+                .find(|p| p.node_pool.name() == c.node_pool)
+                .unwrap();
+            let object = node_claim_for(c, &pool.node_pool);
+            let (it, o) = cheapest_launch(&c.instance_types, &object).expect("a launch");
+            (
+                c.node_pool.clone(),
+                sorted(c.instance_types.iter().map(|it| it.name.clone()).collect()),
+                format!("{} {} {}", it.name, o.zone, o.capacity_type),
+            )
+        })
+        .collect();
+    predicted.sort();
+    assert_eq!(
+        predicted.len(),
+        2,
+        "two solo nodes, one in zone c: {predicted:?}"
+    );
+    assert!(
+        predicted
+            .iter()
+            .any(|(_, _, launch)| launch.contains("test-zone-c")),
+        "{predicted:?}"
+    );
+    assert!(
+        server.list::<NodeClaim>().is_empty(),
+        "planning writes nothing"
+    );
+
+    // The controller, on the same cluster.
+    let running = start(&server, options());
+    // Its first round; a later one (10 s on, for a pod the scheduler stand-in, which ignores
+    // anti-affinity, put elsewhere) is not what was planned.
+    let launched = eventually(WAIT, || {
+        let claims = server.list::<NodeClaim>();
+        let registered = claims
+            .iter()
+            .filter(|c| c.status.as_ref().is_some_and(|s| s.node_name.is_some()))
+            .count();
+        (registered == predicted.len()).then_some(claims)
+    })
+    .await
+    .expect("the claims launch and register");
+    let nodes = server.list::<Node>();
+    let mut created: Vec<Launch> = launched
+        .iter()
+        .map(|c| {
+            let node = nodes
+                .iter()
+                .find(|n| n.metadata.name == c.status.as_ref().unwrap().node_name)
+                .expect("the claim's node");
+            let label = |k: &str| node.metadata.labels.as_ref().unwrap()[k].clone();
+            let types = c
+                .spec
+                .requirements
+                .iter()
+                .find(|r| r.key == "node.kubernetes.io/instance-type")
+                .map(|r| r.values.clone())
+                .unwrap_or_default();
+            (
+                label("karpenter.sh/nodepool"),
+                sorted(types),
+                format!(
+                    "{} {} {}",
+                    label("node.kubernetes.io/instance-type"),
+                    label("topology.kubernetes.io/zone"),
+                    label("karpenter.sh/capacity-type")
+                ),
+            )
+        })
+        .collect();
+    created.sort();
+    assert_eq!(predicted, created);
+    running.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

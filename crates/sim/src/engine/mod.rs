@@ -8,7 +8,6 @@
 //! after the launch and registration delays; cost accrues per second.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -16,8 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use karpenter_api::NodeClaim;
 use karpenter_api::NodePool;
 use karpenter_api::duration::parse_go_duration;
-use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, NODE_POOL_LABEL, ZONE_LABEL};
-use karpenter_core::cloudprovider::InstanceType;
+use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, ZONE_LABEL};
+use karpenter_core::cloudprovider::cheapest_launch;
 use karpenter_core::disruption::drift::node_pool_hash_annotations;
 use karpenter_core::provisioning::scheduling::{
     BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
@@ -25,6 +24,7 @@ use karpenter_core::provisioning::scheduling::{
 use karpenter_core::provisioning::{Batcher, node_claim_for};
 use karpenter_core::resources::{Resources, pod_requests};
 use karpenter_core::scheduling::Requirements;
+use karpenter_core::scheduling::requirements::node_claim_labels;
 
 pub mod cluster_autoscaler;
 mod disruption;
@@ -820,26 +820,15 @@ impl Simulation {
     /// Launches a node for a NodeClaim: its cheapest instance type in its cheapest allowed
     /// offering, Ready after the launch and registration delays.
     fn launch(&mut self, claim: &NewNodeClaim, reason: &'static str) -> Option<usize> {
-        let it: &Arc<InstanceType> = claim.instance_types.first()?;
-        let offering = it
-            .compatible_offerings(&claim.requirements)
-            .min_by(|a, b| a.price.total_cmp(&b.price))?;
+        let object = node_claim_for(claim, self.pools.get(&claim.node_pool)?);
+        let (it, offering) = cheapest_launch(&claim.instance_types, &object)?;
         let name = format!("{}-{}", claim.node_pool, self.nodes.len());
-        let mut labels = claim.labels.clone();
-        for r in it
-            .requirements
-            .iter()
-            .filter(|r| r.operator() == karpenter_api::Operator::In && r.values().len() == 1)
-        {
-            labels.insert(
-                r.key().to_string(),
-                r.values().next().unwrap_or_default().to_string(),
-            );
-        }
+        // The node's labels as the provider sets them: the instance type's, then the claim's.
+        let mut labels = it.requirements.single_valued_labels();
+        labels.extend(node_claim_labels(&object, &self.catalog.provider_labels));
         labels.insert(ZONE_LABEL.into(), offering.zone.clone());
         labels.insert(CAPACITY_TYPE_LABEL.into(), offering.capacity_type.clone());
         labels.insert(HOSTNAME_LABEL.into(), name.clone());
-        labels.insert(NODE_POOL_LABEL.into(), claim.node_pool.clone());
         let message = format!(
             "nodeclaim/{name} {} {} {} ${:.4}/h for {} pods",
             it.name,
@@ -863,10 +852,7 @@ impl Simulation {
             ready_at: self.now + self.timing.launch_delay + self.timing.registration_delay,
             terminated_at: None,
             reason,
-            claim: self
-                .pools
-                .get(&claim.node_pool)
-                .map(|np| node_claim_for(claim, np)),
+            claim: Some(object),
             disrupted: false,
             draining: false,
             drain_deadline: None,

@@ -1,0 +1,27 @@
+//! What the controller would do now, computed by its own provisioning and disruption code over
+//! state listed once, with nothing written: `karpenter-rs plan` against a live cluster.
+
+use karpenter_core::disruption::Decision;
+
+use crate::cloudprovider::CloudProvider;
+use crate::provisioning::{Scheduled, schedule};
+use crate::{Context, Error, disruption};
+
+/// The decisions of one provisioning round and one disruption pass.
+pub struct DryRun {
+    /// What provisioning would launch, and where pending pods would go.
+    pub provisioning: Scheduled,
+    /// What disruption would start, and why the other nodes stay.
+    pub disruption: Decision,
+}
+
+/// Lists the cluster into `ctx`'s state and decides as the loops would.
+pub async fn dry_run<P: CloudProvider>(ctx: &Context<P>) -> Result<DryRun, Error> {
+    ctx.cluster.list(&ctx.client).await?;
+    let provisioning = schedule(ctx).await?;
+    let disruption = disruption::decision(ctx, &provisioning.pools);
+    Ok(DryRun {
+        provisioning,
+        disruption,
+    })
+}
