@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
@@ -17,8 +17,7 @@ use karpenter_api::labels::{
     DISRUPTED_TAINT_KEY, EXCLUDE_FROM_LOAD_BALANCERS_LABEL,
     NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION, NODE_POOL_LABEL, TERMINATION_FINALIZER,
 };
-use karpenter_core::scheduling::taints;
-use karpenter_core::termination;
+use karpenter_core::termination::{self, DrainStep, disrupted_taint};
 use kube::api::{DeleteParams, EvictParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -29,10 +28,6 @@ use crate::metrics::labels;
 use crate::state::StoredPod;
 use crate::writes::{allow_missing_write, without_finalizer};
 use crate::{Context, Error};
-use karpenter_core::state::pods;
-
-/// A pod deleted more than this long ago is stuck (its kubelet is gone) and not waited for.
-const STUCK_TERMINATING: Duration = Duration::from_secs(60);
 
 /// When each node's drain came up empty, to hold it for the minimum drain time.
 #[derive(Default)]
@@ -54,38 +49,6 @@ impl DrainClock {
             .unwrap_or_else(|e| e.into_inner())
             .remove(node);
     }
-}
-
-fn disrupted_taint() -> Taint {
-    Taint {
-        key: DISRUPTED_TAINT_KEY.into(),
-        effect: "NoSchedule".into(),
-        ..Default::default()
-    }
-}
-
-/// Pods the drain waits for: not finished, not a static pod, not tolerating the disrupted
-/// taint (those would come straight back), not stuck terminating.
-pub fn drainable(pod: &StoredPod, now: Timestamp) -> bool {
-    let tolerations = pod.spec.spec.tolerations.clone().unwrap_or_default();
-    let stuck =
-        pod.metadata.deletion_timestamp.as_ref().is_some_and(|t| {
-            now.duration_since(t.0).as_secs() >= STUCK_TERMINATING.as_secs() as i64
-        });
-    !pods::is_terminal(pod)
-        && !pods::is_mirror_pod(pod)
-        && taints::first_untolerated(&[disrupted_taint()], &tolerations).is_some()
-        && !stuck
-}
-
-/// The group drained first: non-critical non-DaemonSet, non-critical DaemonSet, critical
-/// non-DaemonSet, critical DaemonSet.
-pub fn drain_group<'a>(pods: &[&'a StoredPod]) -> Vec<&'a StoredPod> {
-    let tier = |p: &StoredPod| (pods::is_critical(p) as u8) * 2 + pods::is_daemonset_pod(p) as u8;
-    let Some(first) = pods.iter().map(|p| tier(p)).min() else {
-        return Vec::new();
-    };
-    pods.iter().copied().filter(|p| tier(p) == first).collect()
 }
 
 fn termination_deadline(claim: Option<&NodeClaim>) -> Option<Timestamp> {
@@ -133,16 +96,13 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
         });
         return ctx.patch_node(&name, patch).await;
     }
-    let deadline = termination_deadline(claim.as_deref());
+    let deadline = termination_deadline(claim.as_deref()).map(|d| d.as_second());
     let on_node = ctx.cluster.pods_on(&name);
-    let waiting: Vec<&StoredPod> = on_node
-        .iter()
-        .map(|p| &**p)
-        .filter(|p| drainable(p, now))
-        .collect();
-    if !waiting.is_empty() {
+    let on_node: Vec<&StoredPod> = on_node.iter().map(|p| &**p).collect();
+    let step = termination::drain_step(&on_node, deadline, now.as_second());
+    if step.waiting > 0 {
         ctx.drains.reset(&name);
-        drain(ctx, node, &waiting, deadline, now).await;
+        drain(ctx, node, step, deadline, now.as_second()).await;
         return Ok(());
     }
     if ctx.drains.empty_since(&name).elapsed() < ctx.options.min_drain_time {
@@ -181,25 +141,16 @@ fn pod_name(pod: &StoredPod) -> String {
 async fn drain<P: CloudProvider>(
     ctx: &Context<P>,
     node: &Node,
-    waiting: &[&StoredPod],
-    deadline: Option<Timestamp>,
-    now: Timestamp,
+    step: DrainStep<'_, StoredPod>,
+    deadline: Option<i64>,
+    now: i64,
 ) {
-    // Past the grace period every pod goes, whatever its tier, budget or annotation.
-    let forced: Vec<&StoredPod> = waiting
-        .iter()
-        .copied()
-        .filter(|p| {
-            let grace = p.spec.spec.termination_grace_period_seconds.unwrap_or(30);
-            termination::forced(deadline.map(|d| d.as_second()), grace, now.as_second())
-        })
-        .collect();
-    for pod in &forced {
+    for pod in &step.delete {
         let api: Api<Pod> = Api::namespaced(
             ctx.client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or("default"),
         );
-        let grace = deadline.map_or(1, |d| (d.as_second() - now.as_second()).max(1)) as u32;
+        let grace = deadline.map_or(1, |d| (d - now).max(1)) as u32;
         let params = DeleteParams {
             grace_period_seconds: Some(grace),
             ..Default::default()
@@ -220,17 +171,7 @@ async fn drain<P: CloudProvider>(
                 .inc();
         }
     }
-    // A do-not-disrupt pod is waited for, never evicted: only the deadline above removes it.
-    let evictable: Vec<&StoredPod> = waiting
-        .iter()
-        .copied()
-        .filter(|p| termination::evictable(p.metadata.annotations.as_ref()))
-        .collect();
-    let group = drain_group(&evictable);
-    for pod in group
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-    {
+    for pod in step.evict {
         let api: Api<Pod> = Api::namespaced(
             ctx.client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or("default"),
@@ -345,8 +286,10 @@ mod tests {
         p
     }
 
+    /// The drain reads what state keeps of a pod (its trimmed spec): priority class, owner,
+    /// tolerations and grace period survive the trim.
     #[test]
-    fn drain_order_is_upstreams() {
+    fn the_drain_order_holds_for_pods_as_state_keeps_them() {
         let all = [
             pod("crit-ds", true, true),
             pod("crit", true, false),
@@ -356,7 +299,8 @@ mod tests {
         let mut remaining: Vec<&StoredPod> = all.iter().collect();
         let mut order = Vec::new();
         while !remaining.is_empty() {
-            let group: Vec<String> = drain_group(&remaining)
+            let group: Vec<String> = termination::drain_step(&remaining, None, 0)
+                .evict
                 .iter()
                 .map(|p| pod_name(p))
                 .collect();
@@ -364,28 +308,25 @@ mod tests {
             order.push(group);
         }
         assert_eq!(order, [["app"], ["ds"], ["crit"], ["crit-ds"]]);
-    }
-
-    #[test]
-    fn pods_tolerating_the_disrupted_taint_are_not_waited_for() {
-        let now = Timestamp::now();
-        let mut p = raw("a", false, false);
-        assert!(drainable(&stored(p.clone()), now));
-        p.spec.as_mut().unwrap().tolerations = Some(vec![
+        let mut tolerant = raw("t", false, false);
+        tolerant.spec.as_mut().unwrap().tolerations = Some(vec![
             serde_json::from_value(json!({"operator": "Exists"})).unwrap(),
         ]);
-        assert!(!drainable(&stored(p), now), "tolerates everything");
-        let mut stuck = raw("b", false, false);
-        stuck.metadata.deletion_timestamp =
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                Timestamp::from_second(now.as_second() - 120).unwrap(),
-            ));
-        assert!(
-            !drainable(&stored(stuck), now),
-            "stuck terminating for two minutes"
+        let mut short = raw("s", false, false);
+        short
+            .spec
+            .as_mut()
+            .unwrap()
+            .termination_grace_period_seconds = Some(5);
+        let (tolerant, short) = (stored(tolerant), stored(short));
+        let step = termination::drain_step(&[&tolerant, &short], Some(100), 90);
+        assert_eq!(
+            step.waiting, 1,
+            "a pod tolerating everything is not waited for"
         );
-        let mut done = raw("c", false, false);
-        done.status = Some(serde_json::from_value(json!({"phase": "Succeeded"})).unwrap());
-        assert!(!drainable(&stored(done), now));
+        assert!(
+            step.delete.is_empty(),
+            "5 s of grace still fit before the deadline"
+        );
     }
 }

@@ -317,8 +317,8 @@ impl ObservedPod for StoredPod {
         self.nominated_node_name.as_deref()
     }
 
-    fn priority_class_name(&self) -> Option<&str> {
-        self.spec.spec.priority_class_name.as_deref()
+    fn pod_spec(&self) -> Option<&PodSpec> {
+        Some(&self.spec.spec)
     }
 
     fn start_time(&self) -> Option<&Time> {

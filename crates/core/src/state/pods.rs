@@ -1,7 +1,7 @@
 //! What karpenter asks of a pod, in upstream's terms (`pkg/utils/pod`), over any form a caller
 //! keeps pods in: a whole `Pod`, or the controller's trimmed copy.
 
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use crate::provisioning::scheduling::BoundPod;
@@ -19,8 +19,8 @@ pub trait ObservedPod {
     fn unschedulable(&self) -> bool;
     /// `status.nominatedNodeName`.
     fn nominated_node_name(&self) -> Option<&str>;
-    /// `spec.priorityClassName`.
-    fn priority_class_name(&self) -> Option<&str>;
+    /// Its spec (`nodeName` may be elsewhere: see [`ObservedPod::node_name`]).
+    fn pod_spec(&self) -> Option<&PodSpec>;
     /// `status.startTime`.
     fn start_time(&self) -> Option<&Time>;
     /// As scheduling sees it on its node; `None` once it finished.
@@ -65,10 +65,8 @@ impl ObservedPod for Pod {
         status(self).and_then(|s| s.nominated_node_name.as_deref())
     }
 
-    fn priority_class_name(&self) -> Option<&str> {
-        self.spec
-            .as_ref()
-            .and_then(|s| s.priority_class_name.as_deref())
+    fn pod_spec(&self) -> Option<&PodSpec> {
+        self.spec.as_ref()
     }
 
     fn start_time(&self) -> Option<&Time> {
@@ -101,8 +99,8 @@ impl<T: ObservedPod + ?Sized> ObservedPod for std::sync::Arc<T> {
     fn nominated_node_name(&self) -> Option<&str> {
         (**self).nominated_node_name()
     }
-    fn priority_class_name(&self) -> Option<&str> {
-        (**self).priority_class_name()
+    fn pod_spec(&self) -> Option<&PodSpec> {
+        (**self).pod_spec()
     }
     fn start_time(&self) -> Option<&Time> {
         (**self).start_time()
@@ -171,7 +169,8 @@ pub fn is_reschedulable(pod: &(impl ObservedPod + ?Sized)) -> bool {
 /// `system-cluster-critical` or `system-node-critical`: drained last.
 pub fn is_critical(pod: &(impl ObservedPod + ?Sized)) -> bool {
     matches!(
-        pod.priority_class_name(),
+        pod.pod_spec()
+            .and_then(|s| s.priority_class_name.as_deref()),
         Some("system-cluster-critical" | "system-node-critical")
     )
 }

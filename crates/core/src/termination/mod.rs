@@ -1,9 +1,101 @@
 //! Termination decisions shared by the controller's drain and the simulator's: which pods a
-//! drain may evict and when the NodeClaim's `terminationGracePeriod` forces the rest out.
+//! drain waits for, in what order it evicts them, which it may never evict, and when the
+//! NodeClaim's `terminationGracePeriod` forces the rest out.
 
 use std::collections::BTreeMap;
 
-use karpenter_api::labels::DO_NOT_DISRUPT_ANNOTATION;
+use k8s_openapi::api::core::v1::Taint;
+use karpenter_api::labels::{DISRUPTED_TAINT_KEY, DO_NOT_DISRUPT_ANNOTATION};
+
+use crate::scheduling::taints;
+use crate::state::pods::{self, ObservedPod};
+
+/// A pod deleted more than this long ago is stuck (its kubelet is gone) and not waited for.
+pub const STUCK_TERMINATING_SECONDS: i64 = 60;
+
+/// What one pass over a draining node does.
+#[derive(Debug)]
+pub struct DrainStep<'a, P> {
+    /// Pods to delete now: the termination deadline leaves no time for an eviction.
+    pub delete: Vec<&'a P>,
+    /// Pods to evict now (PodDisruptionBudgets may still refuse): the first group in
+    /// upstream's order, not already terminating.
+    pub evict: Vec<&'a P>,
+    /// Pods the drain still waits for; the node is drained at zero.
+    pub waiting: usize,
+}
+
+/// The `karpenter.sh/disrupted:NoSchedule` taint a draining node carries.
+pub fn disrupted_taint() -> Taint {
+    Taint {
+        key: DISRUPTED_TAINT_KEY.into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    }
+}
+
+/// Whether the drain waits for a pod: not finished, not a static pod, not tolerating the
+/// disrupted taint (it would come straight back), not stuck terminating.
+pub fn drainable(pod: &(impl ObservedPod + ?Sized), now: i64) -> bool {
+    let tolerations = pod
+        .pod_spec()
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or_default();
+    let stuck = pod
+        .meta()
+        .deletion_timestamp
+        .as_ref()
+        .is_some_and(|t| now - t.0.as_second() >= STUCK_TERMINATING_SECONDS);
+    !pods::is_terminal(pod)
+        && !pods::is_mirror_pod(pod)
+        && taints::first_untolerated(&[disrupted_taint()], tolerations).is_some()
+        && !stuck
+}
+
+/// Upstream's drain order: non-critical pods, then non-critical DaemonSet pods, then critical
+/// pods, then critical DaemonSet pods; a group goes only once the one before is gone.
+fn tier(pod: &(impl ObservedPod + ?Sized)) -> u8 {
+    (pods::is_critical(pod) as u8) * 2 + pods::is_daemonset_pod(pod) as u8
+}
+
+/// One pass of a drain over the pods bound to a node, at `now` (seconds), with the node's
+/// termination `deadline` if its NodeClaim has a `terminationGracePeriod`.
+pub fn drain_step<'a, P: ObservedPod>(
+    on_node: &[&'a P],
+    deadline: Option<i64>,
+    now: i64,
+) -> DrainStep<'a, P> {
+    let waiting: Vec<&'a P> = on_node
+        .iter()
+        .copied()
+        .filter(|p| drainable(*p, now))
+        .collect();
+    let grace = |p: &P| {
+        p.pod_spec()
+            .and_then(|s| s.termination_grace_period_seconds)
+            .unwrap_or(30)
+    };
+    // Past the grace period every pod goes, whatever its tier, budget or annotation.
+    let (delete, rest): (Vec<&'a P>, Vec<&'a P>) = waiting
+        .iter()
+        .copied()
+        .partition(|p| forced(deadline, grace(p), now));
+    // A do-not-disrupt pod is waited for, never evicted: only the deadline removes it.
+    let evictable: Vec<&'a P> = rest
+        .into_iter()
+        .filter(|p| evictable(p.meta().annotations.as_ref()))
+        .collect();
+    let first = evictable.iter().map(|p| tier(*p)).min();
+    let evict = evictable
+        .into_iter()
+        .filter(|p| Some(tier(*p)) == first && p.meta().deletion_timestamp.is_none())
+        .collect();
+    DrainStep {
+        delete,
+        evict,
+        waiting: waiting.len(),
+    }
+}
 
 /// Whether a drain may evict a pod with these annotations. A pod annotated
 /// `karpenter.sh/do-not-disrupt: "true"` is never evicted: the drain waits for it, and only
@@ -24,6 +116,68 @@ pub fn forced(deadline: Option<i64>, pod_grace_seconds: i64, now: i64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    fn pod(name: &str, extra: serde_json::Value) -> Pod {
+        let mut v = json!({"metadata": {"name": name}, "spec": {"containers": []}, "status": {"phase": "Running"}});
+        for (k, x) in extra.as_object().unwrap() {
+            for (k2, x2) in x.as_object().unwrap() {
+                v[k][k2] = x2.clone();
+            }
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn names<P: ObservedPod>(pods: &[&P]) -> Vec<String> {
+        pods.iter().map(|p| pods::key(*p)).collect()
+    }
+
+    #[test]
+    fn a_drain_evicts_in_upstreams_order_and_waits_for_what_it_may_not_evict() {
+        let ds = json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "d"}]}});
+        let critical = json!({"spec": {"priorityClassName": "system-node-critical"}});
+        let all = [
+            pod("app", json!({})),
+            pod(
+                "pinned",
+                json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
+            ),
+            pod("ds", ds.clone()),
+            pod("critical", critical),
+            pod("done", json!({"status": {"phase": "Succeeded"}})),
+            pod(
+                "tolerant",
+                json!({"spec": {"tolerations": [{"key": "karpenter.sh/disrupted", "operator": "Exists"}]}}),
+            ),
+            pod(
+                "mirror",
+                json!({"metadata": {"annotations": {"kubernetes.io/config.mirror": "x"}}}),
+            ),
+            pod(
+                "stuck",
+                json!({"metadata": {"deletionTimestamp": "1970-01-01T00:00:00Z"}}),
+            ),
+        ];
+        let refs: Vec<&Pod> = all.iter().collect();
+        let step = drain_step(&refs, None, 120);
+        assert_eq!(
+            names(&step.evict),
+            ["default/app"],
+            "non-critical first; pinned waits"
+        );
+        assert!(step.delete.is_empty());
+        assert_eq!(step.waiting, 4, "app, pinned, ds, critical");
+        // Once the first group is gone, DaemonSet pods go, then critical ones.
+        let step = drain_step(&[&all[1], &all[2], &all[3]], None, 120);
+        assert_eq!(names(&step.evict), ["default/ds"]);
+        let step = drain_step(&[&all[1], &all[3]], None, 120);
+        assert_eq!(names(&step.evict), ["default/critical"]);
+        // At the deadline everything left is deleted, do-not-disrupt included.
+        let step = drain_step(&[&all[1], &all[3]], Some(150), 120);
+        assert_eq!(names(&step.delete), ["default/pinned", "default/critical"]);
+        assert!(step.evict.is_empty());
+    }
 
     #[test]
     fn only_a_true_do_not_disrupt_protects_from_eviction() {

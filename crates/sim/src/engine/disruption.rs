@@ -6,7 +6,7 @@
 //! or takes over 10 minutes rolls the command back. Expired nodes are drained without
 //! replacement.
 
-use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::api::core::v1::{Pod, Taint};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use karpenter_api::NodePool;
 use karpenter_api::labels::DISRUPTED_TAINT_KEY;
@@ -251,9 +251,9 @@ impl Simulation {
         }
     }
 
-    /// Evicts pods from draining nodes as their PodDisruptionBudgets allow, never a
-    /// do-not-disrupt pod; at the drain's deadline every pod left goes. A drained node
-    /// terminates.
+    /// Drains as the controller's termination does (the core's drain step: upstream's order,
+    /// never a do-not-disrupt pod, everything left at the deadline), evicting as
+    /// PodDisruptionBudgets allow. A drained node terminates.
     fn drain(&mut self) {
         let draining: Vec<usize> = (0..self.nodes.len())
             .filter(|&n| self.nodes[n].alive() && self.nodes[n].draining)
@@ -268,42 +268,38 @@ impl Simulation {
             .collect();
         for n in draining {
             let deadline = self.nodes[n].drain_deadline.map(|d| d as i64);
-            let mut left = 0;
-            for p in 0..self.pods.len() {
-                let pod = &self.pods[p];
-                if pod.done
-                    || pod.node != Some(n)
-                    || pod.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet")
-                {
-                    continue;
-                }
-                let grace = pod
-                    .pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.termination_grace_period_seconds)
-                    .unwrap_or(30);
-                if termination::forced(deadline, grace, self.now as i64) {
-                    self.pods[p].end(self.now);
-                    continue;
-                }
-                if !termination::evictable(pod.pod.metadata.annotations.as_ref()) {
-                    left += 1;
-                    continue;
-                }
+            let on_node: Vec<usize> = (0..self.pods.len())
+                .filter(|&p| !self.pods[p].done && self.pods[p].node == Some(n))
+                .collect();
+            // The controller's drain step, over the pods as the API server would hold them.
+            let (delete, evict, mut waiting) = {
+                let refs: Vec<&Pod> = on_node.iter().map(|&p| &self.pods[p].pod).collect();
+                let index = |pod: &Pod| {
+                    let at = refs.iter().position(|r| std::ptr::eq(*r, pod));
+                    on_node[at.expect("the step returns the pods it was given")]
+                };
+                let step = termination::drain_step(&refs, deadline, self.now as i64);
+                let delete: Vec<usize> = step.delete.iter().map(|p| index(p)).collect();
+                let evict: Vec<usize> = step.evict.iter().map(|p| index(p)).collect();
+                (delete, evict, step.waiting)
+            };
+            for p in delete {
+                self.pods[p].end(self.now);
+                waiting -= 1;
+            }
+            for p in evict {
                 let guards: Vec<usize> = (0..self.pdbs.len())
-                    .filter(|&b| selects(&self.pdbs[b], &pod.pod))
+                    .filter(|&b| selects(&self.pdbs[b], &self.pods[p].pod))
                     .collect();
                 if guards.iter().all(|&b| allowed[b] > 0) {
                     for &b in &guards {
                         allowed[b] -= 1;
                     }
                     self.pods[p].end(self.now);
-                } else {
-                    left += 1;
+                    waiting -= 1;
                 }
             }
-            if left == 0 {
+            if waiting == 0 {
                 self.terminate(n, "Disrupted");
             }
         }
