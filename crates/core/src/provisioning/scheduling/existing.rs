@@ -105,7 +105,8 @@ const EPHEMERAL_TAINTS: [&str; 3] = [
 
 pub(super) struct ExistingNode {
     pub name: String,
-    pub requirements: Requirements,
+    /// Shared with topology, which counts the node's domains by them.
+    pub requirements: Arc<Requirements>,
     pub taints: Vec<Taint>,
     pub remaining: Resources,
     pub host_ports: Vec<HostPort>,
@@ -175,7 +176,7 @@ impl ExistingNode {
         remaining.sub(&missing);
         Self {
             name: input.name.clone(),
-            requirements,
+            requirements: Arc::new(requirements),
             taints,
             remaining,
             host_ports,

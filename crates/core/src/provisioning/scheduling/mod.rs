@@ -277,26 +277,28 @@ impl Scheduler {
         }
         let universe = domain_universe(&templates);
         let domain_masks = DomainMasks::new(&universe);
+        let mut existing: Vec<ExistingNode> = existing_nodes
+            .iter()
+            .map(|n| ExistingNode::new(n, &daemons))
+            .collect();
         let counted: Vec<CountedNode<'_>> = existing_nodes
             .iter()
-            .map(|n| CountedNode {
+            .zip(&existing)
+            .map(|(n, e)| CountedNode {
                 name: &n.name,
-                labels: &n.labels,
+                requirements: e.requirements.clone(),
                 taints: &n.taints,
                 pods: &n.pods,
             })
             .collect();
         let mut topology =
             Topology::new(universe, &counted, Vec::new(), options.respect_preferences);
+        drop(counted);
         for node in existing_nodes {
             for pod in &node.pods {
                 topology.track_placed_pod(pod, &node.labels, &node.name);
             }
         }
-        let mut existing: Vec<ExistingNode> = existing_nodes
-            .iter()
-            .map(|n| ExistingNode::new(n, &daemons))
-            .collect();
         existing.sort_by(|a, b| {
             b.initialized
                 .cmp(&a.initialized)

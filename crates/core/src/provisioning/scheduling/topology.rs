@@ -355,8 +355,9 @@ impl PodRef<'_> {
 pub struct CountedNode<'a> {
     /// The node's name (its hostname domain when it has no hostname label).
     pub name: &'a str,
-    /// The node's labels.
-    pub labels: &'a BTreeMap<String, String>,
+    /// Its labels as requirements (with its name as hostname when it has no hostname label),
+    /// shared with the scheduler's view of the node.
+    pub requirements: Arc<Requirements>,
     /// The node's taints.
     pub taints: &'a [Taint],
     /// The pods bound to it.
@@ -365,9 +366,7 @@ pub struct CountedNode<'a> {
 
 /// An existing node as topology counts it.
 struct KnownNode {
-    name: String,
-    requirements: Requirements,
-    labels: BTreeMap<String, String>,
+    requirements: Arc<Requirements>,
     taints: Vec<Taint>,
     /// The pods on it (their namespace and labels count).
     pods: Vec<Arc<BoundPod>>,
@@ -429,19 +428,10 @@ impl Topology {
     ) -> Self {
         let nodes = nodes
             .iter()
-            .map(|n| {
-                let mut requirements = Requirements::from_labels(n.labels);
-                if !n.labels.contains_key(HOSTNAME_LABEL) {
-                    requirements.add(Requirement::new(HOSTNAME_LABEL, Operator::In, &[n.name]));
-                }
-                let pods = n.pods.to_vec();
-                KnownNode {
-                    name: n.name.to_string(),
-                    requirements,
-                    labels: n.labels.clone(),
-                    taints: n.taints.to_vec(),
-                    pods,
-                }
+            .map(|n| KnownNode {
+                requirements: n.requirements.clone(),
+                taints: n.taints.to_vec(),
+                pods: n.pods.to_vec(),
             })
             .collect();
         Self {
@@ -956,18 +946,20 @@ fn register_known_domains(
 /// Counts the pods a new group selects on existing nodes, by the nodes' domains.
 fn count_domains(group: &mut TopologyGroup, nodes: &[KnownNode]) {
     for KnownNode {
-        name,
         requirements,
-        labels,
         taints,
         pods,
     } in nodes
     {
-        let domain = labels
+        // A node's labels are single-valued requirements (its hostname among them).
+        let Some(domain) = requirements
             .get(&group.key)
-            .cloned()
-            .or_else(|| (group.key == HOSTNAME_LABEL).then(|| name.clone()));
-        let Some(domain) = domain else { continue };
+            .filter(|r| r.operator() == Operator::In && r.values().len() == 1)
+            .and_then(|r| r.values().next())
+            .map(str::to_string)
+        else {
+            continue;
+        };
         if !group
             .filter
             .matches(taints, requirements, AllowUndefined::Nothing)
