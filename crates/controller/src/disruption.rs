@@ -8,7 +8,9 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::jiff::Timestamp;

@@ -7,7 +7,9 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use k8s_openapi::jiff::Timestamp;
 use karpenter_api::labels::NODE_POOL_LABEL;

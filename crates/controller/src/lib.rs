@@ -18,13 +18,16 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod options;
 pub mod provisioning;
+pub mod queue;
 pub mod state;
 pub mod termination;
+#[cfg(test)]
+mod testing;
 mod writes;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use kube::Client;
 use tokio::sync::watch;

@@ -8,7 +8,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -30,8 +29,9 @@ use crate::cloudprovider::{CloudProvider, CloudProviderError};
 use crate::conditions;
 use crate::events::warning;
 use crate::metrics::labels;
+use crate::state::Cluster;
 use crate::writes::{allow_missing_write, without_finalizer};
-use crate::{Context, Error};
+use crate::{Context, Error, queue};
 
 /// Upstream's `LaunchTimeout`.
 pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
@@ -527,30 +527,67 @@ async fn finalize<P: CloudProvider>(
     Ok(())
 }
 
-/// Runs the lifecycle over every NodeClaim on each change until `shutdown`.
+/// Runs the lifecycle, one NodeClaim at a time, until `shutdown`: a claim is looked at when it
+/// or its Node changes, every `resync` until it is initialized (or while it is being deleted),
+/// and then at its expiration or every [`IDLE_RESYNC`], whichever comes first.
 pub async fn run<P: CloudProvider>(
     ctx: Arc<Context<P>>,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
-    let mut changes = ctx.cluster.subscribe();
-    while ctx.next_pass(&mut changes, &shutdown).await {
-        if !ctx.is_leader() || !ctx.cluster.node_claims.synced() {
-            continue;
-        }
-        let claims = ctx.cluster.node_claims.all();
-        futures::stream::iter(claims)
-            .for_each_concurrent(64, |claim| {
-                let ctx = ctx.clone();
-                async move {
-                    if let Err(e) = reconcile(&ctx, &claim).await {
-                        if e.is_conflict() {
-                            tracing::debug!(nodeclaim = %claim.name_any(), "conflict, retrying");
-                        } else {
-                            tracing::warn!(nodeclaim = %claim.name_any(), error = %e, "reconciling nodeclaim");
-                        }
-                    }
-                }
-            })
-            .await;
+    let nodes = queue::Related {
+        changes: ctx.cluster.nodes.subscribe(),
+        keys: claims_of_node,
+    };
+    queue::run(
+        ctx,
+        shutdown,
+        "nodeclaim.lifecycle",
+        |c| &c.node_claims,
+        vec![nodes],
+        |ctx, claim| async move {
+            reconcile(&ctx, &claim).await?;
+            Ok(Some(next_look(&ctx.options, &claim, Timestamp::now())))
+        },
+    )
+    .await
+}
+
+/// How often a settled NodeClaim is looked at regardless of events.
+pub const IDLE_RESYNC: Duration = Duration::from_secs(5 * 60);
+
+/// The NodeClaims a change of the Node named `node` concerns: its claim by providerID, or, once
+/// the Node is gone, the claims that registered it.
+fn claims_of_node(cluster: &Cluster, node: &str) -> Vec<String> {
+    let by_provider_id = cluster
+        .nodes
+        .get(node)
+        .and_then(|n| n.spec.as_ref()?.provider_id.clone())
+        .and_then(|id| cluster.node_claim_for_provider_id(&id));
+    match by_provider_id {
+        Some(claim) => vec![claim.name_any()],
+        None => cluster
+            .node_claims
+            .all()
+            .iter()
+            .filter(|c| c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .map(|c| c.name_any())
+            .collect(),
     }
+}
+
+/// When a claim reconciled successfully at `now` needs looking at again.
+fn next_look(options: &crate::Options, claim: &NodeClaim, now: Timestamp) -> Duration {
+    let settled = claim.metadata.deletion_timestamp.is_none()
+        && claim
+            .status
+            .as_ref()
+            .is_some_and(|s| conditions::is_true(&s.conditions, INITIALIZED));
+    if !settled {
+        return options.resync;
+    }
+    let expires_in =
+        claim.spec.expire_after.0.map(|after| {
+            after.saturating_sub(since(claim.metadata.creation_timestamp.as_ref(), now))
+        });
+    expires_in.map_or(IDLE_RESYNC, |left| left.min(IDLE_RESYNC))
 }

@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use karpenter_api::{NodeClaim, NodePool};

@@ -7,9 +7,8 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use tokio::time::Instant;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use k8s_openapi::jiff::Timestamp;
 use karpenter_api::NodeClaim;
@@ -27,7 +26,7 @@ use crate::events::{normal, warning};
 use crate::metrics::labels;
 use crate::state::StoredPod;
 use crate::writes::{allow_missing_write, without_finalizer};
-use crate::{Context, Error};
+use crate::{Context, Error, queue};
 
 /// When each node's drain came up empty, to hold it for the minimum drain time.
 #[derive(Default)]
@@ -222,37 +221,29 @@ async fn drain<P: CloudProvider>(
     }
 }
 
-/// Runs termination over every deleting Node on each change until `shutdown`.
+/// Runs termination, one Node at a time, until `shutdown`: a deleting Node with the
+/// termination finalizer is looked at again every `resync` while its drain goes on.
 pub async fn run<P: CloudProvider>(
     ctx: Arc<Context<P>>,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
-    let mut changes = ctx.cluster.subscribe();
-    while ctx.next_pass(&mut changes, &shutdown).await {
-        if !ctx.is_leader() || !ctx.cluster.synced() {
-            continue;
-        }
-        let deleting: Vec<Arc<Node>> = ctx
-            .cluster
-            .nodes
-            .all()
-            .into_iter()
-            .filter(|n| n.metadata.deletion_timestamp.is_some())
-            .filter(|n| n.finalizers().iter().any(|f| f == TERMINATION_FINALIZER))
-            .collect();
-        futures::stream::iter(deleting)
-            .for_each_concurrent(64, |node| {
-                let ctx = ctx.clone();
-                async move {
-                    if let Err(e) = reconcile(&ctx, &node).await
-                        && !e.is_conflict()
-                    {
-                        tracing::warn!(node = %node.name_any(), error = %e, "terminating node");
-                    }
-                }
-            })
-            .await;
-    }
+    queue::run(
+        ctx,
+        shutdown,
+        "node.termination",
+        |c| &c.nodes,
+        Vec::new(),
+        |ctx, node| async move {
+            let terminating = node.metadata.deletion_timestamp.is_some()
+                && node.finalizers().iter().any(|f| f == TERMINATION_FINALIZER);
+            if !terminating {
+                return Ok(None);
+            }
+            reconcile(&ctx, &node).await?;
+            Ok(Some(ctx.options.resync))
+        },
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -103,17 +103,4 @@ impl<P: CloudProvider> Context<P> {
     pub(crate) async fn delete_node(&self, name: &str) -> Result<(), Error> {
         allow_missing(self.nodes().delete(name, &DeleteParams::default()).await)
     }
-
-    /// Waits for a change in cluster state or the resync period; false once shutting down.
-    pub(crate) async fn next_pass(
-        &self,
-        changes: &mut tokio::sync::watch::Receiver<u64>,
-        shutdown: &tokio_util::sync::CancellationToken,
-    ) -> bool {
-        tokio::select! {
-            _ = shutdown.cancelled() => false,
-            _ = changes.changed() => true,
-            _ = tokio::time::sleep(self.options.resync) => true,
-        }
-    }
 }

@@ -106,6 +106,7 @@ const TOMBSTONES: usize = 16_384;
 pub struct Index<K> {
     state: RwLock<IndexState<K>>,
     synced: AtomicBool,
+    subscribers: crate::queue::Subscribers,
 }
 
 struct IndexState<K> {
@@ -129,6 +130,7 @@ impl<K> Default for Index<K> {
                 by_secondary: HashMap::new(),
             }),
             synced: AtomicBool::new(false),
+            subscribers: Default::default(),
         }
     }
 }
@@ -262,7 +264,9 @@ impl<K: Stored> Index<K> {
         }
         if obj.is_gone() {
             let rv = obj.resource_version().map(str::to_string);
-            state.bury(key, rv);
+            state.bury(key.clone(), rv);
+            drop(state);
+            self.subscribers.key(&key);
             return;
         }
         let newer = state
@@ -270,7 +274,9 @@ impl<K: Stored> Index<K> {
             .get(&key)
             .is_none_or(|old| is_newer(old.resource_version(), obj.resource_version()));
         if newer {
-            state.insert(key, Arc::new(obj));
+            state.insert(key.clone(), Arc::new(obj));
+            drop(state);
+            self.subscribers.key(&key);
         }
     }
 
@@ -278,7 +284,14 @@ impl<K: Stored> Index<K> {
     /// resourceVersion) and ignores older versions of it from then on.
     pub fn remove(&self, obj: &K) {
         let rv = obj.resource_version().map(str::to_string);
-        self.write().bury(obj.key(), rv);
+        let key = obj.key();
+        self.write().bury(key.clone(), rv);
+        self.subscribers.key(&key);
+    }
+
+    /// A subscription to the keys that change from now on (every key after a relist).
+    pub fn subscribe(&self) -> Arc<crate::queue::Changes> {
+        self.subscribers.subscribe()
     }
 
     /// Replaces everything after a (re)list: objects deleted while the watch was away go.
@@ -299,6 +312,7 @@ impl<K: Stored> Index<K> {
         tombstone_order.retain(|key| tombstones.contains_key(key));
         drop(state);
         self.synced.store(true, Ordering::Release);
+        self.subscribers.all();
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, IndexState<K>> {
@@ -338,21 +352,21 @@ pub struct Cluster {
 /// node, that node is not a disruption candidate for a while, so consolidation does not remove
 /// capacity the scheduler is about to use.
 #[derive(Debug, Default)]
-pub struct Nominations(std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>);
+pub struct Nominations(std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>);
 
 impl Nominations {
     /// Nominates `node` until `window` from now (a later nomination extends it).
     pub fn nominate(&self, node: &str, window: std::time::Duration) {
-        let until = std::time::Instant::now() + window;
+        let until = tokio::time::Instant::now() + window;
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.retain(|_, t| *t > std::time::Instant::now());
+        map.retain(|_, t| *t > tokio::time::Instant::now());
         let entry = map.entry(node.to_string()).or_insert(until);
         *entry = (*entry).max(until);
     }
 
     /// The nodes nominated now.
     pub fn nominated(&self) -> std::collections::BTreeSet<String> {
-        let now = std::time::Instant::now();
+        let now = tokio::time::Instant::now();
         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         map.iter()
             .filter(|(_, until)| **until > now)
@@ -366,7 +380,7 @@ impl Nominations {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(node)
-            .is_some_and(|t| *t > std::time::Instant::now())
+            .is_some_and(|t| *t > tokio::time::Instant::now())
     }
 }
 
