@@ -359,7 +359,9 @@ pub async fn run<P: CloudProvider>(
             ctx.cluster.set_marked_for_deletion(BTreeSet::new());
             continue;
         }
-        if let Err(e) = pass(&ctx, &mut orchestrator, origin.elapsed()).await
+        let result = pass(&ctx, &mut orchestrator, origin.elapsed()).await;
+        ctx.metrics.reconciled("disruption", result.is_ok());
+        if let Err(e) = result
             && !e.is_conflict()
         {
             tracing::warn!(error = %e, "disruption pass");

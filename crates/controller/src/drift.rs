@@ -262,7 +262,10 @@ pub async fn run<P: CloudProvider>(
         if !ctx.is_leader() {
             continue;
         }
-        match reconcile(&ctx, &mut checks).await {
+        let result = reconcile(&ctx, &mut checks).await;
+        ctx.metrics
+            .reconciled("nodeclaim.disruption", result.is_ok());
+        match result {
             Ok(_) | Err(Error::NotSynced(_)) => {}
             Err(e) => tracing::warn!(error = %e, "drift"),
         }

@@ -106,9 +106,13 @@ pub async fn run<P: CloudProvider>(
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(ctx.options.garbage_collection_interval) => {}
         }
-        if ctx.is_leader()
-            && let Err(e) = collect(&ctx).await
-        {
+        if !ctx.is_leader() {
+            continue;
+        }
+        let result = collect(&ctx).await;
+        ctx.metrics
+            .reconciled("nodeclaim.garbagecollection", result.is_ok());
+        if let Err(e) = result {
             tracing::warn!(error = %e, "garbage collection");
         }
     }

@@ -64,6 +64,9 @@ pub struct Metrics {
     pub cloudprovider_duration: Histograms,
     /// `karpenter_cloudprovider_errors_total{controller,method,provider,error}`
     pub cloudprovider_errors: Family<Labels, Counter>,
+    /// `controller_runtime_reconcile_total{controller,result}`: every reconcile (or pass) of
+    /// each loop, `success` or `error`, under controller-runtime's name.
+    pub reconcile_total: Family<Labels, Counter>,
     /// `karpenter_interruption_received_messages_total{message_type}`
     pub interruption_received_messages: Family<Labels, Counter>,
     /// `karpenter_interruption_deleted_messages_total`
@@ -82,7 +85,8 @@ impl Default for Metrics {
 impl Metrics {
     /// A registry with every metric registered.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("karpenter");
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("karpenter");
         let build_info = Family::<Labels, Gauge>::default();
         build_info
             .get_or_create(&labels(&[("version", env!("CARGO_PKG_VERSION"))]))
@@ -110,9 +114,10 @@ impl Metrics {
             interruption_received_messages: Family::default(),
             interruption_deleted_messages: Counter::default(),
             interruption_message_queue_duration: histogram(),
+            reconcile_total: Family::default(),
             registry: Registry::default(),
         };
-        let r = &mut registry;
+        let r = registry;
         r.register(
             "nodeclaims_created",
             "NodeClaims created.",
@@ -214,7 +219,37 @@ impl Metrics {
             "Time from an interruption message being sent to its handling.",
             m.interruption_message_queue_duration.clone(),
         );
-        Self { registry, ..m }
+        root.register(
+            "controller_runtime_reconcile",
+            "Reconciles (or passes) of each controller, by result.",
+            m.reconcile_total.clone(),
+        );
+        Self {
+            registry: root,
+            ..m
+        }
+    }
+
+    /// Counts one reconcile of `controller`.
+    pub fn reconciled(&self, controller: &str, ok: bool) {
+        self.reconcile_total
+            .get_or_create(&labels(&[
+                ("controller", controller),
+                ("result", if ok { "success" } else { "error" }),
+            ]))
+            .inc();
+    }
+
+    /// How many reconciles of `controller` have finished, whatever their result.
+    pub fn reconciles(&self, controller: &str) -> u64 {
+        ["success", "error"]
+            .iter()
+            .map(|result| {
+                self.reconcile_total
+                    .get_or_create(&labels(&[("controller", controller), ("result", result)]))
+                    .get()
+            })
+            .sum()
     }
 
     /// The OpenMetrics text exposition.
@@ -243,12 +278,16 @@ mod tests {
         m.scheduling_duration
             .get_or_create(&labels(&[("controller", "provisioner")]))
             .observe(0.2);
+        m.reconciled("nodeclaim.lifecycle", true);
+        m.reconciled("nodeclaim.lifecycle", false);
+        assert_eq!(m.reconciles("nodeclaim.lifecycle"), 2);
         let text = m.encode();
         for name in [
             "karpenter_nodeclaims_created_total{reason=\"provisioned\",nodepool=\"default\",min_values_relaxed=\"false\"} 1",
             "karpenter_scheduler_scheduling_duration_seconds_count{controller=\"provisioner\"} 1",
             "karpenter_build_info{version=",
             "karpenter_cluster_state_synced 0",
+            "controller_runtime_reconcile_total{controller=\"nodeclaim.lifecycle\",result=\"error\"} 1",
         ] {
             assert!(text.contains(name), "{name} missing from\n{text}");
         }

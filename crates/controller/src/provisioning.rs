@@ -290,7 +290,9 @@ pub async fn run<P: CloudProvider>(
         if !batcher.observe(origin.elapsed(), pending.iter().map(String::as_str)) {
             continue;
         }
-        match provision(&ctx).await {
+        let result = provision(&ctx).await;
+        ctx.metrics.reconciled("provisioner", result.is_ok());
+        match result {
             Ok(_) => {}
             Err(Error::NotSynced(why)) => {
                 tracing::debug!(reason = %why, "waiting for cluster state before provisioning");

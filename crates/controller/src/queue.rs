@@ -255,6 +255,7 @@ pub(crate) async fn run<P, K, R, Fut>(
             .await;
         let now = Instant::now();
         for (key, result) in results {
+            ctx.metrics.reconciled(name, result.is_ok());
             match result {
                 Ok(requeue) => {
                     queue.succeeded(&key);

@@ -127,6 +127,18 @@ fn ready_claims(server: &FakeApiServer) -> Vec<NodeClaim> {
         .collect()
 }
 
+/// Waits until `controller` has finished `n` more reconciles than it had: proof that it looked
+/// again, so what a test then finds unchanged, it left unchanged.
+async fn more_passes<P>(running: &Running<P>, controller: &str, n: u64) {
+    let metrics = &running.ctx.metrics;
+    let start = metrics.reconciles(controller);
+    eventually(WAIT, || {
+        (metrics.reconciles(controller) >= start + n).then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("{controller} ran {n} more times"));
+}
+
 async fn provision(server: &FakeApiServer, pods: usize) {
     for i in 0..pods {
         server
@@ -281,7 +293,20 @@ async fn a_pod_disruption_budget_holds_the_drain() {
     .await
     .expect("a FailedDraining event");
     assert!(refused.message.unwrap().contains("violates a PDB"));
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let evictions = |running: &Running| {
+        running
+            .ctx
+            .metrics
+            .pods_eviction_requests
+            .get_or_create(&karpenter_controller::metrics::labels(&[("code", "429")]))
+            .get()
+    };
+    let refused_so_far = evictions(&running);
+    eventually(WAIT, || {
+        (evictions(&running) >= refused_so_far + 2).then_some(())
+    })
+    .await
+    .expect("the drain tries again and the PDB refuses again");
     let node = server
         .get::<Node>("", &node_name)
         .expect("the node stays while the PDB holds");
@@ -820,7 +845,11 @@ async fn readiness_waits_for_cluster_state() {
         StatusCode::INTERNAL_SERVER_ERROR,
     ));
     let running = start(&server, options());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    eventually(WAIT, || {
+        (server.count(Verb::List, "pods") >= 2).then_some(())
+    })
+    .await
+    .expect("the pod watch lists, fails and lists again");
     let ready = karpenter_controller::admin::health_router(running.ctx.clone())
         .oneshot(
             axum::http::Request::get("/readyz")
@@ -1071,7 +1100,7 @@ async fn do_not_disrupt_blocks_disruption_with_an_event() {
     })
     .await
     .expect("a DisruptionBlocked event naming do-not-disrupt");
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    more_passes(&running, "disruption", 2).await;
     assert_eq!(server.list::<NodeClaim>().len(), 1, "the node stays");
     running.stop().await;
 }
@@ -1267,7 +1296,13 @@ async fn a_changed_nodepool_template_drifts_and_replaces_its_nodes() {
             ]}}}}),
         )
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    eventually(WAIT, || {
+        let pool = running.ctx.cluster.node_pools.get("default")?;
+        (pool.spec.weight == Some(10)).then_some(())
+    })
+    .await
+    .expect("state has the widened NodePool");
+    more_passes(&running, "nodeclaim.disruption", 2).await;
     let name = claim.metadata.name.clone().unwrap();
     let now = server.get::<NodeClaim>("", &name).expect("still there");
     assert!(
@@ -1339,7 +1374,7 @@ async fn nodes_stamped_by_another_hash_version_are_adopted_not_replaced() {
         annotation(&adopted, "karpenter.sh/nodepool-hash"),
         Some(current)
     );
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    more_passes(&running, "nodeclaim.disruption", 2).await;
     let c = server.get::<NodeClaim>("", &name).expect("kept");
     assert!(condition(&c, "Drifted").is_none(), "{:?}", c.status);
     assert!(
@@ -1460,7 +1495,7 @@ async fn provider_drift_marks_and_replaces_the_node() {
     let running = start_with(&server, provider.clone(), options);
     let claim = one_ready_node(&server).await;
     let name = claim.metadata.name.clone().unwrap();
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    more_passes(&running, "nodeclaim.disruption", 2).await;
     let c = server.get::<NodeClaim>("", &name).unwrap();
     assert!(condition(&c, "Drifted").is_none(), "not drifted yet");
     provider.outdated.lock().unwrap().push(name.clone());
