@@ -118,7 +118,7 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
             &pools,
             &existing,
             &snapshot.daemonset_pods(),
-            scheduler_options(ctx),
+            snapshot.scheduler_options(&scheduler_options(ctx)),
         )
         .solve(&batch, &|| started.elapsed() > SOLVE_TIMEOUT)
     };

@@ -436,8 +436,59 @@ fn pod_affinity_namespaces() {
             .build(),
         pod().affinity_to_term(term).build(),
     ];
-    let o = Env::new(pool).provision(&pods);
+    let o = Env::new(pool.clone()).provision(&pods);
     assert_eq!(o.node(0).name, o.node(1).name);
+
+    // A namespaceSelector picks namespaces by their labels (upstream's "should support
+    // namespace selectors"); it needs the cluster's namespaces to answer.
+    let by_label = |selector: LabelSelector| PodAffinityTerm {
+        label_selector: Some(LabelSelector {
+            match_labels: Some([("security".to_string(), "s2".to_string())].into()),
+            ..Default::default()
+        }),
+        topology_key: HOSTNAME.into(),
+        namespace_selector: Some(selector),
+        ..Default::default()
+    };
+    let team_cache = LabelSelector {
+        match_labels: Some([("team".to_string(), "cache".to_string())].into()),
+        ..Default::default()
+    };
+    let pods = |term: PodAffinityTerm| {
+        vec![
+            pod()
+                .namespace("other")
+                .labels(&[("security", "s2")])
+                .build(),
+            pod().affinity_to_term(term).build(),
+        ]
+    };
+    let namespaces = vec![
+        (
+            "other".to_string(),
+            [("team".to_string(), "cache".to_string())].into(),
+        ),
+        ("default".to_string(), Default::default()),
+    ];
+    let with_namespaces = |pool| {
+        let mut env = Env::new(pool);
+        env.options.namespaces = namespaces.clone();
+        env
+    };
+    let o = with_namespaces(pool.clone()).provision(&pods(by_label(team_cache.clone())));
+    assert_eq!(
+        o.node(0).name,
+        o.node(1).name,
+        "the labelled namespace matches"
+    );
+    let o = Env::new(pool.clone()).provision(&pods(by_label(team_cache)));
+    assert!(!o.scheduled(1), "no namespace is known to carry the label");
+    let o = with_namespaces(pool).provision(&pods(by_label(LabelSelector::default())));
+    assert_eq!(
+        o.node(0).name,
+        o.node(1).name,
+        "an empty namespaceSelector selects every namespace"
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::cloudprovider::cheapest_launch;
@@ -183,6 +183,8 @@ pub struct ClusterObjects {
     pub daemonsets: Vec<DaemonSet>,
     /// PodDisruptionBudgets.
     pub pdbs: Vec<PodDisruptionBudget>,
+    /// Namespaces.
+    pub namespaces: Vec<Namespace>,
     /// Objects of kinds the planner does not use.
     pub ignored: usize,
 }
@@ -206,6 +208,7 @@ impl ClusterObjects {
                 "NodeClaim" => objects.node_claims.push(read(file, doc.index, doc.object)?),
                 "DaemonSet" => objects.daemonsets.push(read(file, doc.index, doc.object)?),
                 "PodDisruptionBudget" => objects.pdbs.push(read(file, doc.index, doc.object)?),
+                "Namespace" => objects.namespaces.push(read(file, doc.index, doc.object)?),
                 _ => objects.ignored += 1,
             }
         }
@@ -258,6 +261,7 @@ pub fn plan_objects(
         pods: objects.pods.iter().collect(),
         daemonsets: objects.daemonsets.iter().collect(),
         pdbs: objects.pdbs.iter().collect(),
+        namespaces: objects.namespaces.iter().collect(),
         node_pools: pools,
         provider_labels,
         ..Default::default()
@@ -279,8 +283,13 @@ pub fn plan_objects(
     };
     let existing = snapshot.existing_nodes();
     let ds_pods = snapshot.daemonset_pods();
-    let results =
-        Scheduler::new(pools, &existing, &ds_pods, options.clone()).solve(&pending, &|| false);
+    let results = Scheduler::new(
+        pools,
+        &existing,
+        &ds_pods,
+        snapshot.scheduler_options(&options),
+    )
+    .solve(&pending, &|| false);
     let inputs = snapshot.disruption(now);
     let decision = disruption::decide(&inputs.input(
         now,

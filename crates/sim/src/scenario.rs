@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_api::NodePool;
 use karpenter_api::crd::Crd;
@@ -236,6 +236,8 @@ pub enum Object {
     PodDisruptionBudget(Box<PodDisruptionBudget>),
     /// A node that exists from the start (not managed by karpenter).
     Node(Box<Node>),
+    /// A Namespace (its labels answer affinity terms' `namespaceSelector`).
+    Namespace(Box<Namespace>),
 }
 
 /// The annotation giving a Job's run time.
@@ -383,6 +385,7 @@ pub fn parse_object(
         ("batch/v1", "Job") => Object::Job(Box::new(typed(file, document, prefix, value)?)),
         ("v1", "Pod") => Object::Pod(Box::new(typed(file, document, prefix, value)?)),
         ("v1", "Node") => Object::Node(Box::new(typed(file, document, prefix, value)?)),
+        ("v1", "Namespace") => Object::Namespace(Box::new(typed(file, document, prefix, value)?)),
         ("policy/v1", "PodDisruptionBudget") => {
             Object::PodDisruptionBudget(Box::new(typed(file, document, prefix, value)?))
         }
@@ -392,7 +395,7 @@ pub fn parse_object(
                 document,
                 at("kind"),
                 format!(
-                    "{api_version} {kind} is not supported in scenarios (NodePool, NodeClasses, Deployment, ReplicaSet, StatefulSet, Job, Pod, DaemonSet, PodDisruptionBudget, Node, Scenario)"
+                    "{api_version} {kind} is not supported in scenarios (NodePool, NodeClasses, Deployment, ReplicaSet, StatefulSet, Job, Pod, DaemonSet, PodDisruptionBudget, Node, Namespace, Scenario)"
                 ),
             ));
         }

@@ -702,3 +702,72 @@ spec:
     );
     assert_eq!(report.summary.pods_pending, 0, "the pods found a new node");
 }
+
+/// Pods that must sit next to a cache in another namespace, chosen by the namespace's labels
+/// (a required pod affinity with a `namespaceSelector`), get a place beside it: namespaces reach
+/// the scheduling simulation through the snapshot, as in the controller.
+#[test]
+fn pod_affinity_with_a_namespace_selector_follows_the_namespace_labels() {
+    let text = r#"
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {name: default}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+        - {key: kubernetes.io/os, operator: In, values: [linux]}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: caches, labels: {team: cache}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: cache, namespace: caches}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: cache}}
+  template:
+    metadata: {labels: {app: cache}}
+    spec:
+      containers:
+        - {name: cache, image: cache, resources: {requests: {cpu: "1", memory: 1Gi}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: app}}
+  template:
+    metadata: {labels: {app: app}}
+    spec:
+      affinity:
+        podAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - labelSelector: {matchLabels: {app: cache}}
+              namespaceSelector: {matchLabels: {team: cache}}
+              topologyKey: kubernetes.io/hostname
+      containers:
+        - {name: app, image: app, resources: {requests: {cpu: "1", memory: 1Gi}}}
+---
+apiVersion: simulation.karpenter-rs.dev/v1alpha1
+kind: Scenario
+metadata: {name: namespace-selector}
+spec:
+  duration: 10m
+"#;
+    let s = scenario::parse(Path::new("ns.yaml"), text, &crds()).unwrap_or_else(|e| panic!("{e}"));
+    let report = run(&s);
+    assert_eq!(
+        report.summary.pods_pending, 0,
+        "the app pods find the cache: {:?}",
+        report.events
+    );
+}

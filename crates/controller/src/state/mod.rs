@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_api::{NodeClaim, NodePool};
 use kube::runtime::WatchStreamExt;
@@ -65,7 +65,7 @@ macro_rules! stored_resource_without_secondary_key {
     )*};
 }
 
-stored_resource_without_secondary_key!(NodePool, PodDisruptionBudget, DaemonSet);
+stored_resource_without_secondary_key!(NodePool, PodDisruptionBudget, DaemonSet, Namespace);
 
 impl Stored for Node {
     stored_resource!(@common);
@@ -340,6 +340,8 @@ pub struct Cluster {
     pub pdbs: Index<PodDisruptionBudget>,
     /// DaemonSets (their pods' overhead lands on every new node).
     pub daemonsets: Index<DaemonSet>,
+    /// Namespaces (their labels answer affinity terms' `namespaceSelector`).
+    pub namespaces: Index<Namespace>,
     /// Nodes a provisioning result counted on, and until when.
     pub nominations: Nominations,
     /// Nodes a disruption command has taken and not yet deleted (upstream's
@@ -394,6 +396,7 @@ impl Default for Cluster {
             node_claims: Index::default(),
             pdbs: Index::default(),
             daemonsets: Index::default(),
+            namespaces: Index::default(),
             nominations: Nominations::default(),
             marked: Default::default(),
             changes: watch::channel(0).0,
@@ -410,6 +413,7 @@ impl Cluster {
             && self.node_claims.synced()
             && self.pdbs.synced()
             && self.daemonsets.synced()
+            && self.namespaces.synced()
     }
 
     /// Sets the nodes disruption has taken: the candidates of the command in flight, none
@@ -491,6 +495,7 @@ impl Cluster {
         list_into(self, Api::all(client.clone()), |c| &c.node_claims, same).await?;
         list_into(self, Api::all(client.clone()), |c| &c.pdbs, same).await?;
         list_into(self, Api::all(client.clone()), |c| &c.daemonsets, same).await?;
+        list_into(self, Api::all(client.clone()), |c| &c.namespaces, same).await?;
         Ok(())
     }
 
@@ -522,6 +527,12 @@ impl Cluster {
                 self.clone(),
                 Api::all(client.clone()),
                 |c| &c.daemonsets,
+                same,
+            ),
+            spawn_watch(
+                self.clone(),
+                Api::all(client.clone()),
+                |c| &c.namespaces,
                 same,
             ),
         ]

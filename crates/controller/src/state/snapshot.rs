@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_api::NodeClaim;
 use karpenter_core::provisioning::scheduling::NodePoolInput;
@@ -21,6 +21,7 @@ pub struct Objects {
     pods: Vec<Arc<StoredPod>>,
     daemonsets: Vec<Arc<DaemonSet>>,
     pdbs: Vec<Arc<PodDisruptionBudget>>,
+    namespaces: Vec<Arc<Namespace>>,
     nominated: BTreeSet<String>,
     marked_for_deletion: BTreeSet<String>,
 }
@@ -34,6 +35,7 @@ impl Cluster {
             pods: self.pods.all(),
             daemonsets: self.daemonsets.all(),
             pdbs: self.pdbs.all(),
+            namespaces: self.namespaces.all(),
             nominated: self.nominations.nominated(),
             marked_for_deletion: self.marked_for_deletion(),
         }
@@ -53,6 +55,7 @@ impl Objects {
             pods: self.pods.iter().map(|p| &**p).collect(),
             daemonsets: self.daemonsets.iter().map(|d| &**d).collect(),
             pdbs: self.pdbs.iter().map(|p| &**p).collect(),
+            namespaces: self.namespaces.iter().map(|n| &**n).collect(),
             node_pools,
             provider_labels,
             nominated: self.nominated.clone(),

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
 use karpenter_api::NodeClaim;
@@ -18,7 +18,7 @@ use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED};
 
 use super::pods::{self, ObservedPod};
 use crate::disruption::NodeState;
-use crate::provisioning::scheduling::{ExistingNodeInput, NodePoolInput};
+use crate::provisioning::scheduling::{ExistingNodeInput, NodePoolInput, SchedulerOptions};
 use crate::resources::Resources;
 use crate::scheduling::requirements::node_claim_labels;
 
@@ -34,6 +34,8 @@ pub struct Observed<'a, P> {
     pub daemonsets: Vec<&'a DaemonSet>,
     /// Every PodDisruptionBudget, with the status kube-controller-manager gave it.
     pub pdbs: Vec<&'a PodDisruptionBudget>,
+    /// Every Namespace (their labels answer affinity terms' `namespaceSelector`).
+    pub namespaces: Vec<&'a Namespace>,
     /// The NodePools in use, with their instance types (prices come from them).
     pub node_pools: &'a [NodePoolInput],
     /// The labels a launching claim's instance will decide (the provider's well-known ones).
@@ -53,6 +55,7 @@ impl<P> Default for Observed<'_, P> {
             pods: Vec::new(),
             daemonsets: Vec::new(),
             pdbs: Vec::new(),
+            namespaces: Vec::new(),
             node_pools: &[],
             provider_labels: &[],
             nominated: BTreeSet::new(),
@@ -477,6 +480,28 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             .collect()
     }
 
+    /// Every namespace with its labels, as [`SchedulerOptions::namespaces`] takes them.
+    pub fn namespaces(&self) -> Vec<(String, BTreeMap<String, String>)> {
+        self.observed
+            .namespaces
+            .iter()
+            .map(|n| {
+                (
+                    n.metadata.name.clone().unwrap_or_default(),
+                    n.metadata.labels.clone().unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    /// `options` with the cluster's namespaces, as scheduling here takes them.
+    pub fn scheduler_options(&self, options: &SchedulerOptions) -> SchedulerOptions {
+        SchedulerOptions {
+            namespaces: self.namespaces(),
+            ..options.clone()
+        }
+    }
+
     /// The PodDisruptionBudgets.
     pub fn pdbs(&self) -> Vec<PodDisruptionBudget> {
         self.observed.pdbs.iter().map(|p| (*p).clone()).collect()
@@ -503,6 +528,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
                 .collect(),
             daemonset_pods: self.daemonset_pods(),
             pdbs: self.pdbs(),
+            namespaces: self.namespaces(),
         }
     }
 }
@@ -537,15 +563,17 @@ pub struct DisruptionInputs {
     pub daemonset_pods: Vec<Pod>,
     /// PodDisruptionBudgets.
     pub pdbs: Vec<PodDisruptionBudget>,
+    /// Namespaces with their labels.
+    pub namespaces: Vec<(String, BTreeMap<String, String>)>,
 }
 
 impl DisruptionInputs {
-    /// The decision's input over these.
+    /// The decision's input over these; `options` gain the namespaces.
     pub fn input<'a>(
         &'a self,
         now: i64,
         node_pools: &'a [NodePoolInput],
-        options: crate::provisioning::scheduling::SchedulerOptions,
+        options: SchedulerOptions,
         spot_to_spot: bool,
     ) -> crate::disruption::Input<'a> {
         crate::disruption::Input {
@@ -555,7 +583,10 @@ impl DisruptionInputs {
             pdbs: &self.pdbs,
             pending_pods: &self.pending_pods,
             daemonset_pods: &self.daemonset_pods,
-            options,
+            options: SchedulerOptions {
+                namespaces: self.namespaces.clone(),
+                ..options
+            },
             spot_to_spot,
         }
     }

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, Taint};
+use k8s_openapi::api::core::v1::{Namespace, Pod, PodTemplateSpec, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use karpenter_api::NodeClaim;
@@ -155,6 +155,7 @@ pub struct Simulation {
     workloads: BTreeMap<OwnerKey, Workload>,
     daemonsets: BTreeMap<OwnerKey, PodTemplateSpec>,
     pdbs: Vec<PodDisruptionBudget>,
+    namespaces: BTreeMap<String, Namespace>,
     disruption: disruption::State,
     pods: Vec<SimPod>,
     nodes: Vec<SimNode>,
@@ -214,6 +215,7 @@ impl Simulation {
             workloads: BTreeMap::new(),
             daemonsets: BTreeMap::new(),
             pdbs: Vec::new(),
+            namespaces: BTreeMap::new(),
             disruption: disruption::State::default(),
             pods: Vec::new(),
             nodes: Vec::new(),
@@ -273,6 +275,10 @@ impl Simulation {
                 self.pools.insert(name, *np);
             }
             Object::NodeClass(_) => {}
+            Object::Namespace(ns) => {
+                let name = ns.metadata.name.clone().unwrap_or_default();
+                self.namespaces.insert(name, *ns);
+            }
             Object::PodDisruptionBudget(pdb) => {
                 let key = (pdb.metadata.namespace.clone(), pdb.metadata.name.clone());
                 self.pdbs
@@ -748,7 +754,19 @@ impl Simulation {
             return;
         }
         let batch: Vec<Pod> = pending.iter().map(|&p| self.pods[p].pod.clone()).collect();
-        let results = Scheduler::new(&[], &existing, &[], self.options()).solve(&batch, &|| false);
+        // kube-scheduler knows the namespaces' labels too.
+        let options = SchedulerOptions {
+            namespaces: self
+                .namespaces()
+                .into_iter()
+                .map(|n| {
+                    let labels = n.metadata.labels.unwrap_or_default();
+                    (n.metadata.name.unwrap_or_default(), labels)
+                })
+                .collect(),
+            ..self.options()
+        };
+        let results = Scheduler::new(&[], &existing, &[], options).solve(&batch, &|| false);
         for (name, placed) in results.existing_nodes {
             let n = index[existing
                 .iter()
@@ -788,7 +806,7 @@ impl Simulation {
             &pools,
             &existing,
             &snapshot.daemonset_pods(),
-            self.options(),
+            snapshot.scheduler_options(&self.options()),
         )
         .solve(&batch, &|| false);
         for claim in &results.new_node_claims {

@@ -2,11 +2,11 @@
 //! and PodDisruptionBudgets — so that every karpenter decision in the simulator reads it through
 //! the core's snapshot builder, exactly as the controller reads its watch-fed state.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{
-    Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodCondition, PodStatus,
+    Namespace, Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodCondition, PodStatus,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
@@ -28,6 +28,7 @@ pub(super) struct Objects {
     pods: Vec<Pod>,
     daemonsets: Vec<DaemonSet>,
     pdbs: Vec<PodDisruptionBudget>,
+    namespaces: Vec<Namespace>,
     marked_for_deletion: BTreeSet<String>,
 }
 
@@ -44,6 +45,7 @@ impl Objects {
             pods: self.pods.iter().collect(),
             daemonsets: self.daemonsets.iter().collect(),
             pdbs: self.pdbs.iter().collect(),
+            namespaces: self.namespaces.iter().collect(),
             node_pools,
             provider_labels,
             nominated: BTreeSet::new(),
@@ -97,6 +99,7 @@ impl Simulation {
                 })
                 .collect(),
             pdbs: self.pdbs_with_status(),
+            namespaces: self.namespaces(),
             marked_for_deletion: self
                 .nodes
                 .iter()
@@ -147,6 +150,27 @@ impl Simulation {
             objects.pods.push(pod);
         }
         objects
+    }
+
+    /// The scenario's Namespaces, and every other namespace its pods use (without labels).
+    pub(super) fn namespaces(&self) -> Vec<Namespace> {
+        let mut out: BTreeMap<String, Namespace> = self.namespaces.clone();
+        for p in self.pods.iter().filter(|p| !p.done) {
+            let name = p
+                .pod
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
+            out.entry(name.clone()).or_insert_with(|| Namespace {
+                metadata: ObjectMeta {
+                    name: Some(name),
+                    ..Default::default()
+                },
+                ..Default::default()
+            });
+        }
+        out.into_values().collect()
     }
 
     fn node_object(&self, node: &SimNode) -> Node {

@@ -58,6 +58,9 @@ pub struct SchedulerOptions {
     /// `karpenter.kwok.sh/*`): like the well-known labels, pods may require them without the
     /// NodePool setting them.
     pub provider_labels: Vec<String>,
+    /// The cluster's namespaces with their labels, for pod (anti-)affinity terms with a
+    /// `namespaceSelector`.
+    pub namespaces: Vec<(String, BTreeMap<String, String>)>,
 }
 
 impl Default for SchedulerOptions {
@@ -67,6 +70,7 @@ impl Default for SchedulerOptions {
             strict_min_values: true,
             max_instance_types: MAX_INSTANCE_TYPES,
             provider_labels: Vec::new(),
+            namespaces: Vec::new(),
         }
     }
 }
@@ -291,8 +295,12 @@ impl Scheduler {
                 pods: &n.pods,
             })
             .collect();
-        let mut topology =
-            Topology::new(universe, &counted, Vec::new(), options.respect_preferences);
+        let mut topology = Topology::new(
+            universe,
+            &counted,
+            options.namespaces.clone(),
+            options.respect_preferences,
+        );
         drop(counted);
         for node in existing_nodes {
             for pod in &node.pods {
