@@ -340,6 +340,16 @@ mod tests {
         assert!(subscribers.lock().is_empty(), "dropped subscriptions go");
     }
 
+    /// The next reconcile the loop reports; an hour of paused time without one fails the test.
+    async fn next(
+        calls: &mut tokio::sync::mpsc::UnboundedReceiver<(String, Instant)>,
+    ) -> (String, Instant) {
+        tokio::time::timeout(Duration::from_secs(3600), calls.recv())
+            .await
+            .expect("a reconcile within the hour")
+            .expect("the loop runs")
+    }
+
     /// The loop on tokio's paused clock: a change is reconciled at once, a failure is retried
     /// after 100, 200 and 400 ms, and a reconcile's requeue brings the object back when asked.
     #[tokio::test(start_paused = true)]
@@ -356,15 +366,7 @@ mod tests {
             n
         };
         ctx.cluster.nodes.reset(vec![Arc::new(node("steady", "1"))]);
-        for kind in [
-            &ctx.cluster.pods as &dyn Synced,
-            &ctx.cluster.node_pools,
-            &ctx.cluster.node_claims,
-            &ctx.cluster.pdbs,
-            &ctx.cluster.daemonsets,
-        ] {
-            kind.mark_synced();
-        }
+        ctx.cluster.mark_listed();
         let failures = Arc::new(Mutex::new(3));
         let shutdown = tokio_util::sync::CancellationToken::new();
         let runner = tokio::spawn(run(
@@ -395,13 +397,13 @@ mod tests {
                 }
             },
         ));
-        let (key, t0) = calls.recv().await.unwrap();
+        let (key, t0) = next(&mut calls).await;
         assert_eq!(key, "steady", "everything is looked at once on start");
 
         ctx.cluster.nodes.apply(node("flaky", "2"));
         let mut at = Vec::new();
         for _ in 0..4 {
-            let (key, when) = calls.recv().await.unwrap();
+            let (key, when) = next(&mut calls).await;
             assert_eq!(key, "flaky");
             at.push(when);
         }
@@ -414,8 +416,8 @@ mod tests {
         assert!(at[0] - t0 < ms(10), "a change is reconciled at once");
 
         ctx.cluster.nodes.apply(node("periodic", "3"));
-        let (_, first) = calls.recv().await.unwrap();
-        let (key, again) = calls.recv().await.unwrap();
+        let (_, first) = next(&mut calls).await;
+        let (key, again) = next(&mut calls).await;
         assert_eq!(key, "periodic");
         assert_eq!(
             again - first,
@@ -424,20 +426,9 @@ mod tests {
         );
 
         ctx.cluster.nodes.apply(node("steady", "4"));
-        let (key, _) = calls.recv().await.unwrap();
+        let (key, _) = next(&mut calls).await;
         assert_eq!(key, "steady", "a settled object comes back when it changes");
         shutdown.cancel();
         runner.await.unwrap();
-    }
-
-    /// Marks an index listed, whatever it holds.
-    trait Synced {
-        fn mark_synced(&self);
-    }
-
-    impl<K: Stored> Synced for Index<K> {
-        fn mark_synced(&self) {
-            self.reset(Vec::new());
-        }
     }
 }

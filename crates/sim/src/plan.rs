@@ -6,8 +6,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::cloudprovider::cheapest_launch;
 use karpenter_core::disruption::{self, Decision};
@@ -185,6 +186,12 @@ pub struct ClusterObjects {
     pub pdbs: Vec<PodDisruptionBudget>,
     /// Namespaces.
     pub namespaces: Vec<Namespace>,
+    /// PersistentVolumeClaims.
+    pub volume_claims: Vec<PersistentVolumeClaim>,
+    /// PersistentVolumes.
+    pub volumes: Vec<PersistentVolume>,
+    /// StorageClasses.
+    pub storage_classes: Vec<StorageClass>,
     /// Objects of kinds the planner does not use.
     pub ignored: usize,
 }
@@ -209,6 +216,13 @@ impl ClusterObjects {
                 "DaemonSet" => objects.daemonsets.push(read(file, doc.index, doc.object)?),
                 "PodDisruptionBudget" => objects.pdbs.push(read(file, doc.index, doc.object)?),
                 "Namespace" => objects.namespaces.push(read(file, doc.index, doc.object)?),
+                "PersistentVolumeClaim" => objects
+                    .volume_claims
+                    .push(read(file, doc.index, doc.object)?),
+                "PersistentVolume" => objects.volumes.push(read(file, doc.index, doc.object)?),
+                "StorageClass" => objects
+                    .storage_classes
+                    .push(read(file, doc.index, doc.object)?),
                 _ => objects.ignored += 1,
             }
         }
@@ -262,6 +276,9 @@ pub fn plan_objects(
         daemonsets: objects.daemonsets.iter().collect(),
         pdbs: objects.pdbs.iter().collect(),
         namespaces: objects.namespaces.iter().collect(),
+        volume_claims: objects.volume_claims.iter().collect(),
+        volumes: objects.volumes.iter().collect(),
+        storage_classes: objects.storage_classes.iter().collect(),
         node_pools: pools,
         provider_labels,
         ..Default::default()

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use karpenter_api::NodePool;
 use karpenter_api::crd::Crd;
 use karpenter_api::duration::parse_go_duration;
@@ -238,6 +239,20 @@ pub enum Object {
     Node(Box<Node>),
     /// A Namespace (its labels answer affinity terms' `namespaceSelector`).
     Namespace(Box<Namespace>),
+    /// A PersistentVolumeClaim, PersistentVolume or StorageClass: what pods' volumes require
+    /// of their node.
+    Storage(Storage),
+}
+
+/// The storage objects a scenario may hold.
+#[derive(Clone, Debug)]
+pub enum Storage {
+    /// A PersistentVolumeClaim.
+    Claim(Box<PersistentVolumeClaim>),
+    /// A PersistentVolume.
+    Volume(Box<PersistentVolume>),
+    /// A StorageClass.
+    Class(Box<StorageClass>),
 }
 
 /// The annotation giving a Job's run time.
@@ -386,6 +401,15 @@ pub fn parse_object(
         ("v1", "Pod") => Object::Pod(Box::new(typed(file, document, prefix, value)?)),
         ("v1", "Node") => Object::Node(Box::new(typed(file, document, prefix, value)?)),
         ("v1", "Namespace") => Object::Namespace(Box::new(typed(file, document, prefix, value)?)),
+        ("v1", "PersistentVolumeClaim") => Object::Storage(Storage::Claim(Box::new(typed(
+            file, document, prefix, value,
+        )?))),
+        ("v1", "PersistentVolume") => Object::Storage(Storage::Volume(Box::new(typed(
+            file, document, prefix, value,
+        )?))),
+        ("storage.k8s.io/v1", "StorageClass") => Object::Storage(Storage::Class(Box::new(typed(
+            file, document, prefix, value,
+        )?))),
         ("policy/v1", "PodDisruptionBudget") => {
             Object::PodDisruptionBudget(Box::new(typed(file, document, prefix, value)?))
         }
@@ -395,7 +419,7 @@ pub fn parse_object(
                 document,
                 at("kind"),
                 format!(
-                    "{api_version} {kind} is not supported in scenarios (NodePool, NodeClasses, Deployment, ReplicaSet, StatefulSet, Job, Pod, DaemonSet, PodDisruptionBudget, Node, Namespace, Scenario)"
+                    "{api_version} {kind} is not supported in scenarios (NodePool, NodeClasses, Deployment, ReplicaSet, StatefulSet, Job, Pod, DaemonSet, PodDisruptionBudget, Node, Namespace, PersistentVolumeClaim, PersistentVolume, StorageClass, Scenario)"
                 ),
             ));
         }

@@ -771,3 +771,92 @@ spec:
         report.events
     );
 }
+
+/// A pod whose claim is bound to a zonal volume gets a node in the volume's zone, and one whose
+/// claim waits for its first consumer gets a zone its StorageClass allows.
+#[test]
+fn pods_get_nodes_where_their_volumes_are() {
+    let text = r#"
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {name: default}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+        - {key: kubernetes.io/os, operator: In, values: [linux]}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-db-0}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce]
+  csi: {driver: ebs.csi.aws.com, volumeHandle: vol-0}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+        - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [test-zone-c]}]
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data-db-0}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 10Gi}}
+  volumeName: pv-db-0
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: zone-d-only}
+provisioner: ebs.csi.aws.com
+volumeBindingMode: WaitForFirstConsumer
+allowedTopologies:
+  - matchLabelExpressions: [{key: topology.kubernetes.io/zone, values: [test-zone-d]}]
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data-db-1}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: zone-d-only
+  resources: {requests: {storage: 10Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db-0, labels: {app: db}}
+spec:
+  containers: [{name: db, image: db, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data-db-0}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db-1, labels: {app: db}}
+spec:
+  containers: [{name: db, image: db, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data-db-1}}]
+---
+apiVersion: simulation.karpenter-rs.dev/v1alpha1
+kind: Scenario
+metadata: {name: zonal-volumes}
+spec:
+  duration: 5m
+"#;
+    let s =
+        scenario::parse(Path::new("volumes.yaml"), text, &crds()).unwrap_or_else(|e| panic!("{e}"));
+    let report = run(&s);
+    assert_eq!(report.summary.pods_pending, 0, "{:?}", report.events);
+    let mut zones: Vec<&str> = report.nodeclaims.iter().map(|n| n.zone.as_str()).collect();
+    zones.sort();
+    assert_eq!(
+        zones,
+        ["test-zone-c", "test-zone-d"],
+        "{:?}",
+        report.nodeclaims
+    );
+}

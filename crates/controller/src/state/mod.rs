@@ -12,8 +12,9 @@ use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use karpenter_api::{NodeClaim, NodePool};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -65,7 +66,15 @@ macro_rules! stored_resource_without_secondary_key {
     )*};
 }
 
-stored_resource_without_secondary_key!(NodePool, PodDisruptionBudget, DaemonSet, Namespace);
+stored_resource_without_secondary_key!(
+    NodePool,
+    PodDisruptionBudget,
+    DaemonSet,
+    Namespace,
+    PersistentVolumeClaim,
+    PersistentVolume,
+    StorageClass
+);
 
 impl Stored for Node {
     stored_resource!(@common);
@@ -342,6 +351,13 @@ pub struct Cluster {
     pub daemonsets: Index<DaemonSet>,
     /// Namespaces (their labels answer affinity terms' `namespaceSelector`).
     pub namespaces: Index<Namespace>,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses: what pods' volumes
+    /// require of their node.
+    pub volume_claims: Index<PersistentVolumeClaim>,
+    /// See `volume_claims`.
+    pub volumes: Index<PersistentVolume>,
+    /// See `volume_claims`.
+    pub storage_classes: Index<StorageClass>,
     /// Nodes a provisioning result counted on, and until when.
     pub nominations: Nominations,
     /// Nodes a disruption command has taken and not yet deleted (upstream's
@@ -397,6 +413,9 @@ impl Default for Cluster {
             pdbs: Index::default(),
             daemonsets: Index::default(),
             namespaces: Index::default(),
+            volume_claims: Index::default(),
+            volumes: Index::default(),
+            storage_classes: Index::default(),
             nominations: Nominations::default(),
             marked: Default::default(),
             changes: watch::channel(0).0,
@@ -405,6 +424,25 @@ impl Default for Cluster {
 }
 
 impl Cluster {
+    /// Marks every index listed, whatever it holds (tests that set state by hand).
+    #[cfg(test)]
+    pub(crate) fn mark_listed(&self) {
+        for listed in [
+            &self.nodes.synced,
+            &self.pods.synced,
+            &self.node_pools.synced,
+            &self.node_claims.synced,
+            &self.pdbs.synced,
+            &self.daemonsets.synced,
+            &self.namespaces.synced,
+            &self.volume_claims.synced,
+            &self.volumes.synced,
+            &self.storage_classes.synced,
+        ] {
+            listed.store(true, Ordering::Release);
+        }
+    }
+
     /// Whether every index has its initial list.
     pub fn synced(&self) -> bool {
         self.nodes.synced()
@@ -414,6 +452,9 @@ impl Cluster {
             && self.pdbs.synced()
             && self.daemonsets.synced()
             && self.namespaces.synced()
+            && self.volume_claims.synced()
+            && self.volumes.synced()
+            && self.storage_classes.synced()
     }
 
     /// Sets the nodes disruption has taken: the candidates of the command in flight, none
@@ -496,6 +537,9 @@ impl Cluster {
         list_into(self, Api::all(client.clone()), |c| &c.pdbs, same).await?;
         list_into(self, Api::all(client.clone()), |c| &c.daemonsets, same).await?;
         list_into(self, Api::all(client.clone()), |c| &c.namespaces, same).await?;
+        list_into(self, Api::all(client.clone()), |c| &c.volume_claims, same).await?;
+        list_into(self, Api::all(client.clone()), |c| &c.volumes, same).await?;
+        list_into(self, Api::all(client.clone()), |c| &c.storage_classes, same).await?;
         Ok(())
     }
 
@@ -533,6 +577,19 @@ impl Cluster {
                 self.clone(),
                 Api::all(client.clone()),
                 |c| &c.namespaces,
+                same,
+            ),
+            spawn_watch(
+                self.clone(),
+                Api::all(client.clone()),
+                |c| &c.volume_claims,
+                same,
+            ),
+            spawn_watch(self.clone(), Api::all(client.clone()), |c| &c.volumes, same),
+            spawn_watch(
+                self.clone(),
+                Api::all(client.clone()),
+                |c| &c.storage_classes,
                 same,
             ),
         ]

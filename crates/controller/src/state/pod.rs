@@ -52,6 +52,8 @@ pub struct StoredPod {
     pub start_time: Option<Time>,
     /// The spec, shared.
     pub spec: Arc<SharedSpec>,
+    /// The PersistentVolumeClaims its volumes use (the shared spec keeps no volumes).
+    pub claims: Vec<String>,
 }
 
 /// One shared value per distinct value, kept while someone holds it.
@@ -193,6 +195,10 @@ impl StoredPod {
         if let Some(a) = metadata.annotations.as_mut() {
             a.remove("kubectl.kubernetes.io/last-applied-configuration");
         }
+        let claims = pods::volume_claims(
+            metadata.name.as_deref().unwrap_or_default(),
+            pod.spec.as_ref(),
+        );
         let spec = pod.spec.unwrap_or_default();
         let node_name = spec.node_name.clone().filter(|n| !n.is_empty());
         let status = pod.status.unwrap_or_default();
@@ -216,6 +222,7 @@ impl StoredPod {
             nominated_node_name: status.nominated_node_name,
             start_time: status.start_time,
             spec: specs.intern(spec),
+            claims,
         }
     }
 
@@ -331,6 +338,10 @@ impl ObservedPod for StoredPod {
 
     fn to_pod(&self) -> Pod {
         StoredPod::to_pod(self)
+    }
+
+    fn claim_names(&self) -> Vec<String> {
+        self.claims.clone()
     }
 }
 

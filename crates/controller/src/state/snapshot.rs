@@ -6,8 +6,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use karpenter_api::NodeClaim;
 use karpenter_core::provisioning::scheduling::NodePoolInput;
 use karpenter_core::state::{Observed, Snapshot};
@@ -22,6 +23,9 @@ pub struct Objects {
     daemonsets: Vec<Arc<DaemonSet>>,
     pdbs: Vec<Arc<PodDisruptionBudget>>,
     namespaces: Vec<Arc<Namespace>>,
+    volume_claims: Vec<Arc<PersistentVolumeClaim>>,
+    volumes: Vec<Arc<PersistentVolume>>,
+    storage_classes: Vec<Arc<StorageClass>>,
     nominated: BTreeSet<String>,
     marked_for_deletion: BTreeSet<String>,
 }
@@ -36,6 +40,9 @@ impl Cluster {
             daemonsets: self.daemonsets.all(),
             pdbs: self.pdbs.all(),
             namespaces: self.namespaces.all(),
+            volume_claims: self.volume_claims.all(),
+            volumes: self.volumes.all(),
+            storage_classes: self.storage_classes.all(),
             nominated: self.nominations.nominated(),
             marked_for_deletion: self.marked_for_deletion(),
         }
@@ -56,6 +63,9 @@ impl Objects {
             daemonsets: self.daemonsets.iter().map(|d| &**d).collect(),
             pdbs: self.pdbs.iter().map(|p| &**p).collect(),
             namespaces: self.namespaces.iter().map(|n| &**n).collect(),
+            volume_claims: self.volume_claims.iter().map(|c| &**c).collect(),
+            volumes: self.volumes.iter().map(|v| &**v).collect(),
+            storage_classes: self.storage_classes.iter().map(|c| &**c).collect(),
             node_pools,
             provider_labels,
             nominated: self.nominated.clone(),

@@ -4,5 +4,6 @@
 
 pub mod pods;
 mod snapshot;
+pub mod volumes;
 
 pub use snapshot::{Counts, DisruptionInputs, Observed, Snapshot, StateNode, price_of};

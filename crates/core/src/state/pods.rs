@@ -27,6 +27,28 @@ pub trait ObservedPod {
     fn bound(&self) -> Option<BoundPod>;
     /// The whole pod, as the scheduler and disruption read it.
     fn to_pod(&self) -> Pod;
+    /// The PersistentVolumeClaims its volumes use: named ones, and those of its generic
+    /// ephemeral volumes (`<pod>-<volume>`).
+    fn claim_names(&self) -> Vec<String> {
+        volume_claims(
+            self.meta().name.as_deref().unwrap_or_default(),
+            self.pod_spec(),
+        )
+    }
+}
+
+/// The PersistentVolumeClaims the volumes of pod `pod` (with `spec`) use: named ones, and those
+/// of its generic ephemeral volumes (`<pod>-<volume>`).
+pub fn volume_claims(pod: &str, spec: Option<&PodSpec>) -> Vec<String> {
+    spec.and_then(|s| s.volumes.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|v| match (&v.persistent_volume_claim, &v.ephemeral) {
+            (Some(c), _) => Some(c.claim_name.clone()),
+            (None, Some(_)) => Some(format!("{pod}-{}", v.name)),
+            (None, None) => None,
+        })
+        .collect()
 }
 
 fn status(pod: &Pod) -> Option<&PodStatus> {
@@ -111,6 +133,9 @@ impl<T: ObservedPod + ?Sized> ObservedPod for std::sync::Arc<T> {
     fn to_pod(&self) -> Pod {
         (**self).to_pod()
     }
+    fn claim_names(&self) -> Vec<String> {
+        (**self).claim_names()
+    }
 }
 
 fn owned_by(pod: &(impl ObservedPod + ?Sized), kind: &str) -> bool {
@@ -173,6 +198,11 @@ pub fn is_critical(pod: &(impl ObservedPod + ?Sized)) -> bool {
             .and_then(|s| s.priority_class_name.as_deref()),
         Some("system-cluster-critical" | "system-node-critical")
     )
+}
+
+/// The PersistentVolumeClaims the pod's volumes use.
+pub fn claim_names(pod: &(impl ObservedPod + ?Sized)) -> Vec<String> {
+    pod.claim_names()
 }
 
 /// `namespace/name`.

@@ -4,10 +4,14 @@
 //! cluster whichever of them asks.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Taint,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
 use karpenter_api::NodeClaim;
 use karpenter_api::labels::{
@@ -17,9 +21,11 @@ use karpenter_api::labels::{
 use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED};
 
 use super::pods::{self, ObservedPod};
+use super::volumes::Volumes;
 use crate::disruption::NodeState;
 use crate::provisioning::scheduling::{ExistingNodeInput, NodePoolInput, SchedulerOptions};
 use crate::resources::Resources;
+use crate::scheduling::Requirements;
 use crate::scheduling::requirements::node_claim_labels;
 
 /// What was observed of the cluster, by reference.
@@ -36,6 +42,13 @@ pub struct Observed<'a, P> {
     pub pdbs: Vec<&'a PodDisruptionBudget>,
     /// Every Namespace (their labels answer affinity terms' `namespaceSelector`).
     pub namespaces: Vec<&'a Namespace>,
+    /// Every PersistentVolumeClaim, PersistentVolume and StorageClass (what pods' volumes
+    /// require of their node).
+    pub volume_claims: Vec<&'a PersistentVolumeClaim>,
+    /// See `volume_claims`.
+    pub volumes: Vec<&'a PersistentVolume>,
+    /// See `volume_claims`.
+    pub storage_classes: Vec<&'a StorageClass>,
     /// The NodePools in use, with their instance types (prices come from them).
     pub node_pools: &'a [NodePoolInput],
     /// The labels a launching claim's instance will decide (the provider's well-known ones).
@@ -56,6 +69,9 @@ impl<P> Default for Observed<'_, P> {
             daemonsets: Vec::new(),
             pdbs: Vec::new(),
             namespaces: Vec::new(),
+            volume_claims: Vec::new(),
+            volumes: Vec::new(),
+            storage_classes: Vec::new(),
             node_pools: &[],
             provider_labels: &[],
             nominated: BTreeSet::new(),
@@ -280,8 +296,11 @@ pub struct Snapshot<'a, P> {
     /// The pods of nodes being deleted that must find a new home.
     pub displaced: Vec<&'a P>,
     /// Pods neither bound nor provisionable (not yet seen by kube-scheduler, nominated for
-    /// preemption, DaemonSet or static pods, finished or deleting).
+    /// preemption, DaemonSet or static pods, finished or deleting, or using a volume claim that
+    /// does not exist yet).
     pub ignored: usize,
+    /// What pods' volumes require of their node, by `namespace/name`.
+    pub volume_requirements: Arc<HashMap<String, Requirements>>,
 }
 
 impl<'a, P: ObservedPod> Snapshot<'a, P> {
@@ -291,11 +310,33 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
         let mut pods_by_node: HashMap<&str, Vec<&'a P>> = HashMap::new();
         let mut provisionable = Vec::new();
         let mut ignored = 0;
+        let volumes = Volumes::new(
+            &observed.volume_claims,
+            &observed.volumes,
+            &observed.storage_classes,
+        );
+        let mut volume_requirements = HashMap::new();
         for &pod in &observed.pods {
+            let volumes = || volumes.requirements(pod);
             match pod.node_name() {
                 Some(_) if pods::is_terminal(pod) => {}
-                Some(node) => pods_by_node.entry(node).or_default().push(pod),
-                None if pods::is_provisionable(pod) => provisionable.push(pod),
+                Some(node) => {
+                    // A bound pod's volumes matter when disruption moves it.
+                    if let Ok(Some(r)) = volumes() {
+                        volume_requirements.insert(pods::key(pod), r);
+                    }
+                    pods_by_node.entry(node).or_default().push(pod)
+                }
+                None if pods::is_provisionable(pod) => match volumes() {
+                    Ok(r) => {
+                        if let Some(r) = r {
+                            volume_requirements.insert(pods::key(pod), r);
+                        }
+                        provisionable.push(pod)
+                    }
+                    // As upstream: a pod whose claim is not there yet waits for it.
+                    Err(_) => ignored += 1,
+                },
                 None => ignored += 1,
             }
         }
@@ -371,6 +412,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             provisionable,
             displaced,
             ignored,
+            volume_requirements: Arc::new(volume_requirements),
         }
     }
 
@@ -498,6 +540,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
     pub fn scheduler_options(&self, options: &SchedulerOptions) -> SchedulerOptions {
         SchedulerOptions {
             namespaces: self.namespaces(),
+            volume_requirements: self.volume_requirements.clone(),
             ..options.clone()
         }
     }
@@ -529,6 +572,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             daemonset_pods: self.daemonset_pods(),
             pdbs: self.pdbs(),
             namespaces: self.namespaces(),
+            volume_requirements: self.volume_requirements.clone(),
         }
     }
 }
@@ -565,6 +609,8 @@ pub struct DisruptionInputs {
     pub pdbs: Vec<PodDisruptionBudget>,
     /// Namespaces with their labels.
     pub namespaces: Vec<(String, BTreeMap<String, String>)>,
+    /// What pods' volumes require of their node, by `namespace/name`.
+    pub volume_requirements: Arc<HashMap<String, Requirements>>,
 }
 
 impl DisruptionInputs {
@@ -585,6 +631,7 @@ impl DisruptionInputs {
             daemonset_pods: &self.daemonset_pods,
             options: SchedulerOptions {
                 namespaces: self.namespaces.clone(),
+                volume_requirements: self.volume_requirements.clone(),
                 ..options
             },
             spot_to_spot,

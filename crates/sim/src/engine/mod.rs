@@ -33,7 +33,7 @@ mod objects;
 use crate::catalog::Catalog;
 use crate::report::{Event, LaunchedNodeClaim, Report, Sample, Summary};
 use crate::scenario::{
-    Action, Expectation, Interrupt, Object, RUN_FOR_ANNOTATION, Scale, Scenario,
+    Action, Expectation, Interrupt, Object, RUN_FOR_ANNOTATION, Scale, Scenario, Storage,
 };
 
 /// Upstream's batching: wait this long after the last new pending pod…
@@ -156,6 +156,8 @@ pub struct Simulation {
     daemonsets: BTreeMap<OwnerKey, PodTemplateSpec>,
     pdbs: Vec<PodDisruptionBudget>,
     namespaces: BTreeMap<String, Namespace>,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses, by kind and key.
+    storage: BTreeMap<(&'static str, String), Storage>,
     disruption: disruption::State,
     pods: Vec<SimPod>,
     nodes: Vec<SimNode>,
@@ -216,6 +218,7 @@ impl Simulation {
             daemonsets: BTreeMap::new(),
             pdbs: Vec::new(),
             namespaces: BTreeMap::new(),
+            storage: BTreeMap::new(),
             disruption: disruption::State::default(),
             pods: Vec::new(),
             nodes: Vec::new(),
@@ -278,6 +281,21 @@ impl Simulation {
             Object::Namespace(ns) => {
                 let name = ns.metadata.name.clone().unwrap_or_default();
                 self.namespaces.insert(name, *ns);
+            }
+            Object::Storage(object) => {
+                let key = |kind, meta: &ObjectMeta| {
+                    let ns = meta.namespace.clone().unwrap_or_else(|| "default".into());
+                    (
+                        kind,
+                        format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
+                    )
+                };
+                let k = match &object {
+                    Storage::Claim(c) => key("PersistentVolumeClaim", &c.metadata),
+                    Storage::Volume(v) => key("PersistentVolume", &v.metadata),
+                    Storage::Class(c) => key("StorageClass", &c.metadata),
+                };
+                self.storage.insert(k, object);
             }
             Object::PodDisruptionBudget(pdb) => {
                 let key = (pdb.metadata.namespace.clone(), pdb.metadata.name.clone());
@@ -764,6 +782,14 @@ impl Simulation {
                     (n.metadata.name.unwrap_or_default(), labels)
                 })
                 .collect(),
+            // And what the pods' volumes require of their node.
+            volume_requirements: if self.storage.is_empty() {
+                Default::default()
+            } else {
+                let objects = self.objects();
+                let snapshot = objects.snapshot(&[], &self.catalog.provider_labels);
+                snapshot.volume_requirements.clone()
+            },
             ..self.options()
         };
         let results = Scheduler::new(&[], &existing, &[], options).solve(&batch, &|| false);

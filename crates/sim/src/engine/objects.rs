@@ -6,9 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{
-    Namespace, Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodCondition, PodStatus,
+    Namespace, Node, NodeCondition, NodeSpec, NodeStatus, PersistentVolume, PersistentVolumeClaim,
+    Pod, PodCondition, PodStatus,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use karpenter_api::NodeClaim;
@@ -20,6 +22,7 @@ use karpenter_core::state::{Observed, Snapshot};
 
 use super::disruption::EPOCH;
 use super::{SimNode, Simulation};
+use crate::scenario::Storage;
 
 /// What the API server holds at one simulated second.
 pub(super) struct Objects {
@@ -29,6 +32,9 @@ pub(super) struct Objects {
     daemonsets: Vec<DaemonSet>,
     pdbs: Vec<PodDisruptionBudget>,
     namespaces: Vec<Namespace>,
+    volume_claims: Vec<PersistentVolumeClaim>,
+    volumes: Vec<PersistentVolume>,
+    storage_classes: Vec<StorageClass>,
     marked_for_deletion: BTreeSet<String>,
 }
 
@@ -46,6 +52,9 @@ impl Objects {
             daemonsets: self.daemonsets.iter().collect(),
             pdbs: self.pdbs.iter().collect(),
             namespaces: self.namespaces.iter().collect(),
+            volume_claims: self.volume_claims.iter().collect(),
+            volumes: self.volumes.iter().collect(),
+            storage_classes: self.storage_classes.iter().collect(),
             node_pools,
             provider_labels,
             nominated: BTreeSet::new(),
@@ -100,6 +109,18 @@ impl Simulation {
                 .collect(),
             pdbs: self.pdbs_with_status(),
             namespaces: self.namespaces(),
+            volume_claims: self.storage_of(|s| match s {
+                Storage::Claim(c) => Some((**c).clone()),
+                _ => None,
+            }),
+            volumes: self.storage_of(|s| match s {
+                Storage::Volume(v) => Some((**v).clone()),
+                _ => None,
+            }),
+            storage_classes: self.storage_of(|s| match s {
+                Storage::Class(c) => Some((**c).clone()),
+                _ => None,
+            }),
             marked_for_deletion: self
                 .nodes
                 .iter()
@@ -171,6 +192,10 @@ impl Simulation {
             });
         }
         out.into_values().collect()
+    }
+
+    fn storage_of<T>(&self, pick: impl Fn(&Storage) -> Option<T>) -> Vec<T> {
+        self.storage.values().filter_map(pick).collect()
     }
 
     fn node_object(&self, node: &SimNode) -> Node {

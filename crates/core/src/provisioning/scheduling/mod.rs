@@ -61,6 +61,9 @@ pub struct SchedulerOptions {
     /// The cluster's namespaces with their labels, for pod (anti-)affinity terms with a
     /// `namespaceSelector`.
     pub namespaces: Vec<(String, BTreeMap<String, String>)>,
+    /// What pods' persistent volumes require of their node, by `namespace/name` (see
+    /// [`crate::state::volumes`]); it constrains the node, not the pod's topology.
+    pub volume_requirements: Arc<HashMap<String, Requirements>>,
 }
 
 impl Default for SchedulerOptions {
@@ -71,6 +74,7 @@ impl Default for SchedulerOptions {
             max_instance_types: MAX_INSTANCE_TYPES,
             provider_labels: Vec::new(),
             namespaces: Vec::new(),
+            volume_requirements: Arc::default(),
         }
     }
 }
@@ -218,9 +222,23 @@ pub struct Scheduler {
 #[derive(Debug)]
 struct Rejected;
 
+/// A pod's scheduling data with what its volumes require of the node.
+fn pod_data(pod: &Pod, options: &SchedulerOptions) -> Result<PodData, QuantityError> {
+    let mut data = PodData::new(pod, options.respect_preferences)?;
+    if !options.volume_requirements.is_empty()
+        && let Some(volumes) = options
+            .volume_requirements
+            .get(&crate::state::pods::key(pod))
+    {
+        data.requirements.add_all(volumes);
+        data.strict_requirements.add_all(volumes);
+    }
+    Ok(data)
+}
+
 /// Pods that could not be read (a malformed quantity) are reported, not scheduled.
-fn pod_data_or_error(pod: &Pod, respect: bool) -> Result<PodData, String> {
-    PodData::new(pod, respect).map_err(|e| format!("ignoring pod, {e}"))
+fn pod_data_or_error(pod: &Pod, options: &SchedulerOptions) -> Result<PodData, String> {
+    pod_data(pod, options).map_err(|e| format!("ignoring pod, {e}"))
 }
 
 impl Scheduler {
@@ -336,12 +354,11 @@ impl Scheduler {
     /// far are returned (upstream's one-minute budget, kept out of this pure code).
     pub fn solve(&mut self, pods: &[Pod], interrupt: &dyn Fn() -> bool) -> Results {
         let mut results = Results::default();
-        let respect = self.options.respect_preferences;
         // Pods are copied only when a preference is relaxed; the rest are read in place.
         let mut relaxed: HashMap<usize, Pod> = HashMap::new();
         let mut data: Vec<Option<PodData>> = Vec::with_capacity(pods.len());
         for (i, pod) in pods.iter().enumerate() {
-            match pod_data_or_error(pod, respect) {
+            match pod_data_or_error(pod, &self.options) {
                 Ok(d) => data.push(Some(d)),
                 Err(e) => {
                     results.pod_errors.insert(i, e);
@@ -395,7 +412,7 @@ impl Scheduler {
                     results.pod_errors.insert(i, e);
                     // Retry later from the original pod: another placement may make room.
                     if relaxed.remove(&i).is_some() {
-                        if let Ok(d) = PodData::new(&pods[i], respect) {
+                        if let Ok(d) = pod_data(&pods[i], &self.options) {
                             data[i] = Some(d);
                         }
                         self.topology.update(PodRef {
@@ -429,8 +446,7 @@ impl Scheduler {
             if preferences::relax(pod, self.prefer_no_schedule_taints).is_none() {
                 return Err(err);
             }
-            *data =
-                PodData::new(pod, self.options.respect_preferences).map_err(|e| e.to_string())?;
+            *data = pod_data(pod, &self.options).map_err(|e| e.to_string())?;
             self.topology.update(PodRef { id, pod });
         }
     }

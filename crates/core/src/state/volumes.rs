@@ -1,0 +1,266 @@
+//! Upstream's volume topology: what a pod's persistent volumes require of the node it runs on.
+//! A claim bound to a volume brings the volume's node affinity (a zonal disk: its zone); an
+//! unbound claim whose StorageClass binds `WaitForFirstConsumer` brings the class's allowed
+//! topologies. Like upstream, these constrain the node only, never the pod's own affinity, so
+//! topology spread counts are unaffected.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::{
+    NodeSelectorRequirement, NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim,
+};
+use k8s_openapi::api::storage::v1::StorageClass;
+
+use super::pods::{self, ObservedPod};
+use crate::scheduling::Requirements;
+
+/// The annotation that makes a StorageClass the default for claims that name none.
+pub const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
+
+/// The volumes, claims and classes of the cluster, by name.
+#[derive(Default)]
+pub struct Volumes<'a> {
+    claims: HashMap<(&'a str, &'a str), &'a PersistentVolumeClaim>,
+    volumes: HashMap<&'a str, &'a PersistentVolume>,
+    classes: HashMap<&'a str, &'a StorageClass>,
+    default_class: Option<&'a StorageClass>,
+}
+
+fn name(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> &str {
+    meta.name.as_deref().unwrap_or_default()
+}
+
+impl<'a> Volumes<'a> {
+    /// Indexes the cluster's claims, volumes and classes.
+    pub fn new(
+        claims: &[&'a PersistentVolumeClaim],
+        volumes: &[&'a PersistentVolume],
+        classes: &[&'a StorageClass],
+    ) -> Self {
+        let default_class = classes
+            .iter()
+            .copied()
+            .filter(|c| {
+                c.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
+                    .is_some_and(|v| v == "true")
+            })
+            // Several defaults: the API server picks the newest.
+            .max_by_key(|c| c.metadata.creation_timestamp.as_ref().map(|t| t.0));
+        Self {
+            claims: claims
+                .iter()
+                .map(|c| {
+                    let ns = c.metadata.namespace.as_deref().unwrap_or("default");
+                    ((ns, name(&c.metadata)), *c)
+                })
+                .collect(),
+            volumes: volumes.iter().map(|v| (name(&v.metadata), *v)).collect(),
+            classes: classes.iter().map(|c| (name(&c.metadata), *c)).collect(),
+            default_class,
+        }
+    }
+
+    /// What the pod's volumes require of its node (`None`: nothing), or why the pod cannot be
+    /// placed yet (a claim, volume or class it names does not exist).
+    pub fn requirements(
+        &self,
+        pod: &(impl ObservedPod + ?Sized),
+    ) -> Result<Option<Requirements>, String> {
+        let claims = pods::claim_names(pod);
+        if claims.is_empty() {
+            return Ok(None);
+        }
+        let namespace = pod.meta().namespace.as_deref().unwrap_or("default");
+        let mut out: Option<Requirements> = None;
+        for claim_name in &claims {
+            let claim = self
+                .claims
+                .get(&(namespace, claim_name.as_str()))
+                .ok_or_else(|| {
+                    format!("persistentvolumeclaim \"{namespace}/{claim_name}\" not found")
+                })?;
+            let spec = claim.spec.as_ref();
+            let terms = match spec.and_then(|s| s.volume_name.as_deref()) {
+                Some(volume) if !volume.is_empty() => {
+                    let pv = self.volumes.get(volume).ok_or_else(|| {
+                        format!("persistentvolume \"{volume}\" of claim \"{namespace}/{claim_name}\" not found")
+                    })?;
+                    pv.spec
+                        .as_ref()
+                        .and_then(|s| s.node_affinity.as_ref())
+                        .and_then(|a| a.required.as_ref())
+                        .map(|r| r.node_selector_terms.clone())
+                        .unwrap_or_default()
+                }
+                _ => {
+                    let class = match spec.and_then(|s| s.storage_class_name.as_deref()) {
+                        // An empty class name asks for no dynamic provisioning at all.
+                        Some("") => continue,
+                        Some(class) => *self.classes.get(class).ok_or_else(|| {
+                            format!("storageclass \"{class}\" of claim \"{namespace}/{claim_name}\" not found")
+                        })?,
+                        None => match self.default_class {
+                            Some(c) => c,
+                            None => continue,
+                        },
+                    };
+                    if class.volume_binding_mode.as_deref() != Some("WaitForFirstConsumer") {
+                        continue;
+                    }
+                    class
+                        .allowed_topologies
+                        .iter()
+                        .flatten()
+                        .map(|t| NodeSelectorTerm {
+                            match_expressions: Some(
+                                t.match_label_expressions
+                                    .iter()
+                                    .flatten()
+                                    .map(|e| NodeSelectorRequirement {
+                                        key: e.key.clone(),
+                                        operator: "In".into(),
+                                        values: Some(e.values.clone()),
+                                    })
+                                    .collect(),
+                            ),
+                            match_fields: None,
+                        })
+                        .collect()
+                }
+            };
+            if let Some(requirements) = one_term(&terms) {
+                out.get_or_insert_with(Requirements::new)
+                    .add_all(&requirements);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The requirements of OR-ed terms as one: the first term, widened by the others where every
+/// term constrains the same single key (the usual `zone In [...]`, one term per zone).
+fn one_term(terms: &[NodeSelectorTerm]) -> Option<Requirements> {
+    let expressions = |t: &NodeSelectorTerm| t.match_expressions.clone().unwrap_or_default();
+    let first = expressions(terms.first()?);
+    let single_key = |e: &[NodeSelectorRequirement]| {
+        (e.len() == 1 && e[0].operator == "In").then(|| e[0].key.clone())
+    };
+    if terms.len() > 1
+        && let Some(key) = single_key(&first)
+        && terms
+            .iter()
+            .all(|t| single_key(&expressions(t)).as_ref() == Some(&key))
+    {
+        let mut values: Vec<String> = terms
+            .iter()
+            .flat_map(|t| expressions(t)[0].values.clone().unwrap_or_default())
+            .collect();
+        values.sort();
+        values.dedup();
+        return Some(Requirements::from_node_selector(&[
+            NodeSelectorRequirement {
+                key,
+                operator: "In".into(),
+                values: Some(values),
+            },
+        ]));
+    }
+    Some(Requirements::from_node_selector(&first))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use karpenter_api::labels::ZONE_LABEL;
+    use serde_json::json;
+
+    fn from<T: k8s_openapi::serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn pod(claims: &[&str]) -> Pod {
+        let volumes: Vec<_> = claims
+            .iter()
+            .map(|c| json!({"name": c, "persistentVolumeClaim": {"claimName": c}}))
+            .collect();
+        from(
+            json!({"metadata": {"name": "p", "namespace": "db"}, "spec": {"containers": [], "volumes": volumes}}),
+        )
+    }
+
+    fn zone_of(r: &Requirements) -> Vec<String> {
+        let mut v: Vec<String> = r
+            .get(ZONE_LABEL)
+            .unwrap()
+            .values()
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn volumes_require_their_topology_of_the_node() {
+        let bound: PersistentVolumeClaim = from(
+            json!({"metadata": {"name": "bound", "namespace": "db"}, "spec": {"volumeName": "pv-a"}}),
+        );
+        let waiting: PersistentVolumeClaim = from(
+            json!({"metadata": {"name": "waiting", "namespace": "db"}, "spec": {"storageClassName": "zonal"}}),
+        );
+        let defaulted: PersistentVolumeClaim =
+            from(json!({"metadata": {"name": "defaulted", "namespace": "db"}, "spec": {}}));
+        let immediate: PersistentVolumeClaim = from(
+            json!({"metadata": {"name": "immediate", "namespace": "db"}, "spec": {"storageClassName": "now"}}),
+        );
+        let pv: PersistentVolume = from(
+            json!({"metadata": {"name": "pv-a"}, "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": ["zone-a"]}]}]}}}}),
+        );
+        let zonal: StorageClass = from(
+            json!({"metadata": {"name": "zonal", "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}}, "provisioner": "ebs.csi.aws.com",
+            "volumeBindingMode": "WaitForFirstConsumer", "allowedTopologies": [
+                {"matchLabelExpressions": [{"key": ZONE_LABEL, "values": ["zone-b"]}]},
+                {"matchLabelExpressions": [{"key": ZONE_LABEL, "values": ["zone-c"]}]}]}),
+        );
+        let now: StorageClass = from(
+            json!({"metadata": {"name": "now"}, "provisioner": "x", "volumeBindingMode": "Immediate"}),
+        );
+        let volumes = Volumes::new(
+            &[&bound, &waiting, &defaulted, &immediate],
+            &[&pv],
+            &[&zonal, &now],
+        );
+        let r = |claims: &[&str]| volumes.requirements(&pod(claims));
+        assert_eq!(r(&[]), Ok(None));
+        assert_eq!(
+            zone_of(&r(&["bound"]).unwrap().unwrap()),
+            ["zone-a"],
+            "a bound volume's zone"
+        );
+        assert_eq!(
+            zone_of(&r(&["waiting"]).unwrap().unwrap()),
+            ["zone-b", "zone-c"],
+            "a WaitForFirstConsumer class's topologies, one term per zone"
+        );
+        assert_eq!(
+            zone_of(&r(&["defaulted"]).unwrap().unwrap()),
+            ["zone-b", "zone-c"],
+            "the default class"
+        );
+        assert_eq!(
+            r(&["immediate"]),
+            Ok(None),
+            "Immediate binding: the volume will say"
+        );
+        let both = r(&["bound", "waiting"]).unwrap().unwrap();
+        assert!(both.get(ZONE_LABEL).is_some());
+        assert_eq!(
+            r(&["missing"]),
+            Err("persistentvolumeclaim \"db/missing\" not found".into())
+        );
+    }
+}
