@@ -140,17 +140,6 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
     })
 }
 
-fn reference(pod: &Pod) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
-        name: pod.metadata.name.clone(),
-        namespace: pod.metadata.namespace.clone(),
-        uid: pod.metadata.uid.clone(),
-        ..Default::default()
-    }
-}
-
 /// One provisioning round over the current state.
 pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned, Error> {
     let Scheduled {
@@ -167,7 +156,7 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         .iter()
         .map(|p| (p.node_pool.name(), &p.node_pool))
         .collect();
-    let stored: Vec<ObjectReference> = batch.iter().map(reference).collect();
+    let stored: Vec<ObjectReference> = batch.iter().map(pods::reference).collect();
     ctx.metrics
         .scheduling_duration
         .get_or_create(&labels(&[("controller", "provisioner")]))

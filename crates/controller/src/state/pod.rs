@@ -292,14 +292,7 @@ impl StoredPod {
 
     /// A reference for events about it.
     pub fn reference(&self) -> ObjectReference {
-        ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            name: self.metadata.name.clone(),
-            namespace: self.metadata.namespace.clone(),
-            uid: self.metadata.uid.clone(),
-            ..Default::default()
-        }
+        pods::reference(self)
     }
 }
 

@@ -1,7 +1,7 @@
 //! What karpenter asks of a pod, in upstream's terms (`pkg/utils/pod`), over any form a caller
 //! keeps pods in: a whole `Pod`, or the controller's trimmed copy.
 
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use crate::provisioning::scheduling::BoundPod;
@@ -203,6 +203,19 @@ pub fn is_critical(pod: &(impl ObservedPod + ?Sized)) -> bool {
 /// The PersistentVolumeClaims the pod's volumes use.
 pub fn claim_names(pod: &(impl ObservedPod + ?Sized)) -> Vec<String> {
     pod.claim_names()
+}
+
+/// A reference to the pod, for events about it.
+pub fn reference(pod: &(impl ObservedPod + ?Sized)) -> ObjectReference {
+    let meta = pod.meta();
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        ..Default::default()
+    }
 }
 
 /// `namespace/name`.

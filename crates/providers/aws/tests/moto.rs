@@ -74,20 +74,37 @@ fn start() -> Moto {
             assert!(status.success() && installed(), "installing {MOTO} failed");
         }
     });
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let child = spawn(port).expect("moto starts");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "moto did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(100));
+    // The tests start their servers in parallel. One at a time picks a free port and waits for
+    // its server to answer on it, so no two servers race for the same port (the loser would
+    // exit while the winner answered for it, until the winner's test ended).
+    static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..10 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut child = spawn(port).expect("moto starts");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut listening = true;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if child.try_wait().ok().flatten().is_some() {
+                // Something else took the port first: try another.
+                listening = false;
+                break;
+            }
+            assert!(Instant::now() < deadline, "moto did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if listening {
+            return Moto {
+                child,
+                url: format!("http://127.0.0.1:{port}"),
+            };
+        }
+        let _ = child.wait();
     }
-    Moto {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    }
+    panic!("moto could not get a port of its own in ten tries");
 }
 
 fn http(moto: &Moto) -> AwsHttp {
