@@ -34,12 +34,9 @@ macro_rules! controllers {
             match name {
                 $(
                     stringify!($name) => {
-                        let provider = <$provider as karpenter_controller::Provider>::build(
-                            client.clone(),
-                            settings.$name,
-                        )
-                        .await
-                        .map_err(|e| anyhow::anyhow!("the {} provider: {e}", stringify!($name)))?;
+                        let provider =
+                            build::<$provider>(stringify!($name), client.clone(), settings.$name)
+                                .await?;
                         crate::commands::controller::serve(client, provider, options).await
                     }
                 )*
@@ -61,12 +58,9 @@ macro_rules! controllers {
             match name {
                 $(
                     stringify!($name) => {
-                        let provider = <$provider as karpenter_controller::Provider>::build(
-                            client.clone(),
-                            settings.$name,
-                        )
-                        .await
-                        .map_err(|e| anyhow::anyhow!("the {} provider: {e}", stringify!($name)))?;
+                        let provider =
+                            build::<$provider>(stringify!($name), client.clone(), settings.$name)
+                                .await?;
                         crate::commands::plan::live(client, provider, options).await
                     }
                 )*
@@ -77,6 +71,17 @@ macro_rules! controllers {
             }
         }
     };
+}
+
+/// Builds the provider named `name` from its settings.
+async fn build<P: karpenter_controller::Provider>(
+    name: &str,
+    client: kube::Client,
+    settings: P::Settings,
+) -> anyhow::Result<P> {
+    P::build(client, settings)
+        .await
+        .map_err(|e| anyhow::anyhow!("the {name} provider: {e}"))
 }
 
 /// Every provider, as its crate declares it.
