@@ -152,10 +152,6 @@ pub struct SnapshotSummary {
     pub ignored: usize,
 }
 
-fn pod_name(pod: &Pod) -> String {
-    pods::key(pod)
-}
-
 fn read<T: serde::de::DeserializeOwned>(
     file: &Path,
     document: usize,
@@ -382,7 +378,7 @@ impl Plan {
     ) -> Self {
         let mut provisioning = Provisioning::default();
         for claim in &results.new_node_claims {
-            let pods = claim.pods.iter().map(|&p| pod_name(&pending[p])).collect();
+            let pods = claim.pods.iter().map(|&p| pods::key(&pending[p])).collect();
             provisioning.nodeclaims.push(planned(claim, pools, pods));
         }
         for (node, placed) in &results.existing_nodes {
@@ -393,14 +389,14 @@ impl Plan {
             };
             for &p in placed {
                 provisioning.existing_node_placements.push(Placement {
-                    pod: pod_name(&pending[p]),
+                    pod: pods::key(&pending[p]),
                     node: node.clone(),
                 });
             }
         }
         for (p, reason) in &results.pod_errors {
             provisioning.unschedulable.push(Unschedulable {
-                pod: pod_name(&pending[*p]),
+                pod: pods::key(&pending[*p]),
                 reason: reason.clone(),
             });
         }

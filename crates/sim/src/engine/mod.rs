@@ -783,13 +783,7 @@ impl Simulation {
                 })
                 .collect(),
             // And what the pods' volumes require of their node.
-            volume_requirements: if self.storage.is_empty() {
-                Default::default()
-            } else {
-                let objects = self.objects();
-                let snapshot = objects.snapshot(&[], &self.catalog.provider_labels);
-                snapshot.volume_requirements.clone()
-            },
+            volume_requirements: std::sync::Arc::new(self.volume_requirements(&batch)),
             ..self.options()
         };
         let results = Scheduler::new(&[], &existing, &[], options).solve(&batch, &|| false);

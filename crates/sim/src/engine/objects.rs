@@ -2,7 +2,7 @@
 //! and PodDisruptionBudgets — so that every karpenter decision in the simulator reads it through
 //! the core's snapshot builder, exactly as the controller reads its watch-fed state.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{
@@ -18,6 +18,9 @@ use karpenter_api::labels::NODE_INITIALIZED_LABEL;
 use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED, LAUNCHED};
 use karpenter_core::disruption::drift::{instance_type_not_found, template_drift};
 use karpenter_core::provisioning::scheduling::NodePoolInput;
+use karpenter_core::scheduling::Requirements;
+use karpenter_core::state::pods;
+use karpenter_core::state::volumes::Volumes;
 use karpenter_core::state::{Observed, Snapshot};
 
 use super::disruption::EPOCH;
@@ -194,8 +197,33 @@ impl Simulation {
         out.into_values().collect()
     }
 
-    fn storage_of<T>(&self, pick: impl Fn(&Storage) -> Option<T>) -> Vec<T> {
+    fn storage_of<'a, T>(&'a self, pick: impl Fn(&'a Storage) -> Option<T>) -> Vec<T> {
         self.storage.values().filter_map(pick).collect()
+    }
+
+    /// What `pods`' volumes require of their node, by `namespace/name` (for the scheduler
+    /// stand-in, which does not go through karpenter's snapshot).
+    pub(super) fn volume_requirements(&self, pods: &[Pod]) -> HashMap<String, Requirements> {
+        if self.storage.is_empty() {
+            return HashMap::new();
+        }
+        let volumes = Volumes::new(
+            &self.storage_of(|s| match s {
+                Storage::Claim(c) => Some(&**c),
+                _ => None,
+            }),
+            &self.storage_of(|s| match s {
+                Storage::Volume(v) => Some(&**v),
+                _ => None,
+            }),
+            &self.storage_of(|s| match s {
+                Storage::Class(c) => Some(&**c),
+                _ => None,
+            }),
+        );
+        pods.iter()
+            .filter_map(|p| Some((pods::key(p), volumes.requirements(p).ok()??)))
+            .collect()
     }
 
     fn node_object(&self, node: &SimNode) -> Node {
