@@ -7,6 +7,8 @@ mod snapshot;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -424,37 +426,62 @@ impl Default for Cluster {
 }
 
 impl Cluster {
+    /// Every kind the controller watches, once: a new kind is its field and a line here, and
+    /// syncing, listing and watching follow.
+    fn each_kind(visit: &mut impl EachKind) {
+        fn same<K>(_: &Cluster, k: K) -> K {
+            k
+        }
+        fn pod(c: &Cluster, p: Pod) -> StoredPod {
+            StoredPod::new(p, &c.specs)
+        }
+        visit.kind(|c| &c.nodes, same::<Node>);
+        visit.kind(|c| &c.pods, pod);
+        visit.kind(|c| &c.node_pools, same::<NodePool>);
+        visit.kind(|c| &c.node_claims, same::<NodeClaim>);
+        visit.kind(|c| &c.pdbs, same::<PodDisruptionBudget>);
+        visit.kind(|c| &c.daemonsets, same::<DaemonSet>);
+        visit.kind(|c| &c.namespaces, same::<Namespace>);
+        visit.kind(|c| &c.volume_claims, same::<PersistentVolumeClaim>);
+        visit.kind(|c| &c.volumes, same::<PersistentVolume>);
+        visit.kind(|c| &c.storage_classes, same::<StorageClass>);
+    }
+
     /// Marks every index listed, whatever it holds (tests that set state by hand).
     #[cfg(test)]
     pub(crate) fn mark_listed(&self) {
-        for listed in [
-            &self.nodes.synced,
-            &self.pods.synced,
-            &self.node_pools.synced,
-            &self.node_claims.synced,
-            &self.pdbs.synced,
-            &self.daemonsets.synced,
-            &self.namespaces.synced,
-            &self.volume_claims.synced,
-            &self.volumes.synced,
-            &self.storage_classes.synced,
-        ] {
-            listed.store(true, Ordering::Release);
+        struct Mark<'a>(&'a Cluster);
+        impl EachKind for Mark<'_> {
+            fn kind<K: Kind, T: Stored + Send + Sync + 'static>(
+                &mut self,
+                index: fn(&Cluster) -> &Index<T>,
+                _: fn(&Cluster, K) -> T,
+            ) where
+                K::DynamicType: Default,
+            {
+                index(self.0).synced.store(true, Ordering::Release);
+            }
         }
+        Self::each_kind(&mut Mark(self));
     }
 
     /// Whether every index has its initial list.
     pub fn synced(&self) -> bool {
-        self.nodes.synced()
-            && self.pods.synced()
-            && self.node_pools.synced()
-            && self.node_claims.synced()
-            && self.pdbs.synced()
-            && self.daemonsets.synced()
-            && self.namespaces.synced()
-            && self.volume_claims.synced()
-            && self.volumes.synced()
-            && self.storage_classes.synced()
+        struct Synced<'a>(&'a Cluster, bool);
+        impl EachKind for Synced<'_> {
+            fn kind<K: Kind, T: Stored + Send + Sync + 'static>(
+                &mut self,
+                index: fn(&Cluster) -> &Index<T>,
+                _: fn(&Cluster, K) -> T,
+            ) where
+                K::DynamicType: Default,
+            {
+                self.1 &= index(self.0).synced();
+            }
+        }
+        let mut all = Synced(self, true);
+        Self::each_kind(&mut all);
+        all.1
     }
 
     /// Sets the nodes disruption has taken: the candidates of the command in flight, none
@@ -524,76 +551,67 @@ impl Cluster {
 
     /// Lists every kind once, read-only (for `plan`: the state a controller would start from).
     pub async fn list(&self, client: &Client) -> Result<(), kube::Error> {
-        fn same<K>(_: &Cluster, k: K) -> K {
-            k
+        type Listing<'a> = Pin<Box<dyn Future<Output = Result<(), kube::Error>> + Send + 'a>>;
+        struct List<'a>(&'a Cluster, &'a Client, Vec<Listing<'a>>);
+        impl<'a> EachKind for List<'a> {
+            fn kind<K: Kind, T: Stored + Send + Sync + 'static>(
+                &mut self,
+                index: fn(&Cluster) -> &Index<T>,
+                convert: fn(&Cluster, K) -> T,
+            ) where
+                K::DynamicType: Default,
+            {
+                let api = Api::all(self.1.clone());
+                self.2
+                    .push(Box::pin(list_into(self.0, api, index, convert)));
+            }
         }
-        fn pod(c: &Cluster, p: Pod) -> StoredPod {
-            StoredPod::new(p, &c.specs)
+        let mut listings = List(self, client, Vec::new());
+        Self::each_kind(&mut listings);
+        for listing in listings.2 {
+            listing.await?;
         }
-        list_into(self, Api::all(client.clone()), |c| &c.nodes, same).await?;
-        list_into(self, Api::all(client.clone()), |c| &c.pods, pod).await?;
-        list_into(self, Api::all(client.clone()), |c| &c.node_pools, same).await?;
-        list_into(self, Api::all(client.clone()), |c| &c.node_claims, same).await?;
-        list_into(self, Api::all(client.clone()), |c| &c.pdbs, same).await?;
-        list_into(self, Api::all(client.clone()), |c| &c.daemonsets, same).await?;
-        list_into(self, Api::all(client.clone()), |c| &c.namespaces, same).await?;
-        list_into(self, Api::all(client.clone()), |c| &c.volume_claims, same).await?;
-        list_into(self, Api::all(client.clone()), |c| &c.volumes, same).await?;
-        list_into(self, Api::all(client.clone()), |c| &c.storage_classes, same).await?;
         Ok(())
     }
 
     /// Starts one watch per kind, feeding the indexes until the tasks are aborted.
     pub fn watch(self: &Arc<Self>, client: &Client) -> Vec<tokio::task::JoinHandle<()>> {
-        fn same<K>(_: &Cluster, k: K) -> K {
-            k
+        struct Watch<'a>(
+            &'a Arc<Cluster>,
+            &'a Client,
+            Vec<tokio::task::JoinHandle<()>>,
+        );
+        impl EachKind for Watch<'_> {
+            fn kind<K: Kind, T: Stored + Send + Sync + 'static>(
+                &mut self,
+                index: fn(&Cluster) -> &Index<T>,
+                convert: fn(&Cluster, K) -> T,
+            ) where
+                K::DynamicType: Default,
+            {
+                let api = Api::all(self.1.clone());
+                self.2
+                    .push(spawn_watch(self.0.clone(), api, index, convert));
+            }
         }
-        fn pod(c: &Cluster, p: Pod) -> StoredPod {
-            StoredPod::new(p, &c.specs)
-        }
-        vec![
-            spawn_watch(self.clone(), Api::all(client.clone()), |c| &c.nodes, same),
-            spawn_watch(self.clone(), Api::all(client.clone()), |c| &c.pods, pod),
-            spawn_watch(
-                self.clone(),
-                Api::all(client.clone()),
-                |c| &c.node_pools,
-                same,
-            ),
-            spawn_watch(
-                self.clone(),
-                Api::all(client.clone()),
-                |c| &c.node_claims,
-                same,
-            ),
-            spawn_watch(self.clone(), Api::all(client.clone()), |c| &c.pdbs, same),
-            spawn_watch(
-                self.clone(),
-                Api::all(client.clone()),
-                |c| &c.daemonsets,
-                same,
-            ),
-            spawn_watch(
-                self.clone(),
-                Api::all(client.clone()),
-                |c| &c.namespaces,
-                same,
-            ),
-            spawn_watch(
-                self.clone(),
-                Api::all(client.clone()),
-                |c| &c.volume_claims,
-                same,
-            ),
-            spawn_watch(self.clone(), Api::all(client.clone()), |c| &c.volumes, same),
-            spawn_watch(
-                self.clone(),
-                Api::all(client.clone()),
-                |c| &c.storage_classes,
-                same,
-            ),
-        ]
+        let mut watches = Watch(self, client, Vec::new());
+        Self::each_kind(&mut watches);
+        watches.2
     }
+}
+
+/// What the API serves for a watched kind.
+trait Kind: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static {}
+impl<K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static> Kind for K {}
+
+/// Something done once for each watched kind (see [`Cluster::each_kind`]).
+trait EachKind {
+    fn kind<K: Kind, T: Stored + Send + Sync + 'static>(
+        &mut self,
+        index: fn(&Cluster) -> &Index<T>,
+        convert: fn(&Cluster, K) -> T,
+    ) where
+        K::DynamicType: Default;
 }
 
 fn first_by_name<K: Resource>(objects: Vec<Arc<K>>) -> Option<Arc<K>> {
