@@ -10,6 +10,8 @@
 
 pub mod catalog;
 mod error;
+#[cfg(feature = "fake")]
+pub mod fake;
 mod provider;
 mod registration;
 mod repair;

@@ -10,10 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use k8s_openapi::api::core::v1::Taint;
-use k8s_openapi::jiff::Timestamp;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, DISRUPTED_TAINT_KEY, NODE_POOL_LABEL};
 use karpenter_api::nodeclaim::condition::INITIALIZED;
 use karpenter_api::{DisruptionReason, NodeClaim};
@@ -303,7 +300,7 @@ pub async fn pass<P: CloudProvider>(
 pub fn decision<P: CloudProvider>(ctx: &Context<P>, pools: &[NodePoolInput]) -> Decision {
     let provider_labels = ctx.provider.provider_labels();
     let objects = ctx.cluster.objects();
-    let now = Timestamp::now().as_second();
+    let now = ctx.clock.now().as_second();
     let inputs = objects.snapshot(pools, &provider_labels).disruption(now);
     decide(&inputs.input(
         now,
@@ -343,7 +340,7 @@ pub async fn run<P: CloudProvider>(
 ) {
     let mut orchestrator =
         Orchestrator::new(ctx.options.consolidation_validation, REPLACEMENT_TIMEOUT);
-    let origin = Instant::now();
+    let origin = ctx.clock.instant();
     loop {
         let wait = if orchestrator.busy() {
             ctx.options.resync

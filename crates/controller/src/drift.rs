@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use k8s_openapi::jiff::Timestamp;
 use karpenter_api::labels::NODE_POOL_LABEL;
 use karpenter_api::nodeclaim::condition::DRIFTED;
 use karpenter_api::{NodeClaim, NodePool};
@@ -142,12 +141,12 @@ async fn verdict<P: CloudProvider>(
         return Verdict::Drifted(reason);
     }
     let uid = claim.uid().unwrap_or_default();
-    let now = Instant::now();
+    let now = ctx.clock.instant();
     let age = claim
         .metadata
         .creation_timestamp
         .as_ref()
-        .map_or(0, |t| Timestamp::now().duration_since(t.0).as_secs());
+        .map_or(0, |t| ctx.clock.now().duration_since(t.0).as_secs());
     let recently_found = checks.instance_type_found.get(&uid).is_some_and(|t| {
         now.duration_since(*t).as_secs() < INSTANCE_TYPE_CHECK_EVERY_SECONDS as u64
     });
@@ -222,7 +221,7 @@ async fn apply<P: CloudProvider>(
                 "True",
                 reason,
                 reason,
-                Timestamp::now(),
+                ctx.clock.now(),
             ) {
                 return Ok(());
             }

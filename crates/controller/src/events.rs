@@ -10,9 +10,10 @@ use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::{Api, Client, Resource, ResourceExt};
+
+use crate::Clock;
 
 /// Upstream's default dedupe window.
 pub const DEFAULT_DEDUPE: Duration = Duration::from_secs(120);
@@ -29,6 +30,7 @@ pub enum EventType {
 /// Publishes events as `karpenter` (core/v1 Events, which `kubectl describe` shows).
 pub struct Recorder {
     client: Client,
+    clock: Clock,
     gate: Gate,
 }
 
@@ -89,10 +91,11 @@ pub struct Note<'a> {
 }
 
 impl Recorder {
-    /// A recorder writing through `client`.
-    pub fn new(client: Client) -> Self {
+    /// A recorder writing through `client`, stamping events with `clock`'s time.
+    pub fn new(client: Client, clock: Clock) -> Self {
         Self {
             client,
+            clock,
             gate: Gate::default(),
         }
     }
@@ -125,7 +128,7 @@ impl Recorder {
         if !self.gate.admit(key, &note) {
             return;
         }
-        let now = Time(Timestamp::now());
+        let now = Time(self.clock.now());
         let event = Event {
             metadata: ObjectMeta {
                 generate_name: Some(format!("{name}.")),

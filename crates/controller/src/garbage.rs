@@ -5,7 +5,6 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use k8s_openapi::jiff::Timestamp;
 use karpenter_api::nodeclaim::condition::REGISTERED;
 use kube::ResourceExt;
 
@@ -36,7 +35,7 @@ pub async fn collect<P: CloudProvider>(ctx: &Context<P>) -> Result<Collected, Er
         .filter_map(|c| c.status.as_ref()?.provider_id.clone())
         .collect();
     let claim_names: HashSet<String> = claims.iter().map(|c| c.name_any()).collect();
-    let now = Timestamp::now();
+    let now = ctx.clock.now();
     let mut collected = Collected::default();
     for instance in &instances {
         let id = instance

@@ -12,6 +12,8 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use tokio::sync::watch;
 
+use crate::Clock;
+
 /// Upstream's Lease name.
 pub const LEASE_NAME: &str = "karpenter-leader-election";
 /// How long a lease holds without renewal (client-go's default).
@@ -76,8 +78,12 @@ fn spec(identity: &str, now: Timestamp, previous: Option<&LeaseSpec>) -> LeaseSp
 
 /// One round: reads the lease and renews or takes it when it may. Returns whether this replica
 /// leads. Writes carry the resourceVersion read, so of two replicas taking over only one wins.
-pub async fn try_lead(api: &Api<Lease>, identity: &str) -> Result<bool, kube::Error> {
-    let now = Timestamp::now();
+pub async fn try_lead(
+    api: &Api<Lease>,
+    identity: &str,
+    clock: &Clock,
+) -> Result<bool, kube::Error> {
+    let now = clock.now();
     let current = api.get_opt(LEASE_NAME).await?;
     let spec_read = current.as_ref().and_then(|l| l.spec.as_ref());
     match decide(spec_read, identity, now) {
@@ -116,14 +122,15 @@ pub async fn run(
     namespace: String,
     identity: String,
     leader: watch::Sender<bool>,
+    clock: Clock,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &namespace);
-    let mut last_renewal = tokio::time::Instant::now();
+    let mut last_renewal = clock.instant();
     loop {
-        match try_lead(&api, &identity).await {
+        match try_lead(&api, &identity, &clock).await {
             Ok(true) => {
-                last_renewal = tokio::time::Instant::now();
+                last_renewal = clock.instant();
                 if !*leader.borrow() {
                     tracing::info!(%identity, "acquired the leader lease");
                 }

@@ -6,6 +6,7 @@
 //! carries out the answers through the Kubernetes API and a [`CloudProvider`].
 
 pub mod admin;
+pub mod clock;
 pub mod cloudprovider;
 pub mod conditions;
 pub mod disruption;
@@ -27,12 +28,12 @@ mod writes;
 
 use std::future::Future;
 use std::sync::Arc;
-use tokio::time::Instant;
 
 use kube::Client;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+pub use clock::Clock;
 pub use cloudprovider::{CloudProvider, CloudProviderError, Provider, ProviderLoop};
 pub use options::Options;
 
@@ -71,6 +72,8 @@ pub struct Context<P> {
     pub metrics: Arc<metrics::Metrics>,
     /// Events.
     pub recorder: events::Recorder,
+    /// Where the loops read the time.
+    pub clock: Clock,
     leader: watch::Receiver<bool>,
     launches: lifecycle::LaunchCache,
     drains: termination::DrainClock,
@@ -88,7 +91,7 @@ impl<P: CloudProvider> Context<P> {
         method: &str,
         call: impl Future<Output = cloudprovider::Result<T>>,
     ) -> cloudprovider::Result<T> {
-        let started = Instant::now();
+        let started = self.clock.instant();
         let result = call.await;
         let provider = self.provider.name();
         self.metrics
@@ -128,11 +131,17 @@ pub struct Controller<P> {
 }
 
 impl<P: CloudProvider> Controller<P> {
-    /// A controller acting through `client` and `provider`.
+    /// A controller acting through `client` and `provider`, on the system clock.
     pub fn new(client: Client, provider: Arc<P>, options: Options) -> Self {
+        Self::with_clock(client, provider, options, Clock::system())
+    }
+
+    /// A controller whose loops read the time from `clock` (tests: [`Clock::following_tokio`]).
+    pub fn with_clock(client: Client, provider: Arc<P>, options: Options, clock: Clock) -> Self {
         let (leader, leader_rx) = watch::channel(false);
         let ctx = Context {
-            recorder: events::Recorder::new(client.clone()),
+            recorder: events::Recorder::new(client.clone(), clock.clone()),
+            clock,
             client,
             cluster: Arc::new(state::Cluster::default()),
             provider,
@@ -175,6 +184,7 @@ impl<P: CloudProvider> Controller<P> {
                 ctx.options.system_namespace.clone(),
                 identity,
                 self.leader,
+                ctx.clock.clone(),
                 shutdown.clone(),
             ));
         }

@@ -145,7 +145,7 @@ async fn delete_claim<P: CloudProvider>(
 
 /// One pass over one NodeClaim.
 pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, claim: &NodeClaim) -> Result<(), Error> {
-    let now = Timestamp::now();
+    let now = ctx.clock.now();
     if claim.metadata.deletion_timestamp.is_some() {
         return finalize(ctx, claim, now).await;
     }
@@ -546,7 +546,7 @@ pub async fn run<P: CloudProvider>(
         vec![nodes],
         |ctx, claim| async move {
             reconcile(&ctx, &claim).await?;
-            Ok(Some(next_look(&ctx.options, &claim, Timestamp::now())))
+            Ok(Some(next_look(&ctx.options, &claim, ctx.clock.now())))
         },
     )
     .await

@@ -210,7 +210,7 @@ pub(crate) async fn run<P, K, R, Fut>(
             // Leadership and sync are not events of this index.
             _ = tokio::time::sleep(ctx.options.resync) => {}
         }
-        let now = Instant::now();
+        let now = ctx.clock.instant();
         let (keys, all) = own.take();
         everything |= all;
         for key in keys {
@@ -253,7 +253,7 @@ pub(crate) async fn run<P, K, R, Fut>(
             .buffer_unordered(CONCURRENCY)
             .collect()
             .await;
-        let now = Instant::now();
+        let now = ctx.clock.instant();
         for (key, result) in results {
             ctx.metrics.reconciled(name, result.is_ok());
             match result {

@@ -33,13 +33,14 @@ use crate::{Context, Error, queue};
 pub struct DrainClock(Mutex<HashMap<String, Instant>>);
 
 impl DrainClock {
-    fn empty_since(&self, node: &str) -> Instant {
+    /// When the node's drain first came up empty; `now` if this is the first time.
+    fn empty_since(&self, node: &str, now: Instant) -> Instant {
         *self
             .0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(node.to_string())
-            .or_insert_with(Instant::now)
+            .or_insert(now)
     }
 
     fn reset(&self, node: &str) {
@@ -60,7 +61,7 @@ fn termination_deadline(claim: Option<&NodeClaim>) -> Option<Timestamp> {
 
 /// One pass over a deleting Node.
 pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Result<(), Error> {
-    let now = Timestamp::now();
+    let now = ctx.clock.now();
     let name = node.name_any();
     let provider_id = node
         .spec
@@ -104,7 +105,10 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
         drain(ctx, node, step, deadline, now.as_second()).await;
         return Ok(());
     }
-    if ctx.drains.empty_since(&name).elapsed() < ctx.options.min_drain_time {
+    let now_instant = ctx.clock.instant();
+    if now_instant.duration_since(ctx.drains.empty_since(&name, now_instant))
+        < ctx.options.min_drain_time
+    {
         return Ok(());
     }
     if let Some(claim) = claim.as_deref() {

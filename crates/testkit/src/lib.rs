@@ -112,6 +112,15 @@ impl FakeApiServer {
         }
     }
 
+    /// Stamps creation and deletion times from `clock` instead of the system's, so a test on
+    /// tokio's paused clock sees objects age as its controller's clock says.
+    pub fn set_clock(
+        &self,
+        clock: impl Fn() -> k8s_openapi::jiff::Timestamp + Send + Sync + 'static,
+    ) {
+        self.with_store(|s| s.clock = Arc::new(clock));
+    }
+
     /// The router serving the Kubernetes API paths.
     pub fn router(&self) -> Router {
         Router::new()

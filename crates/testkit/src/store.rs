@@ -93,6 +93,8 @@ pub(crate) struct Store {
     pub history_limit: usize,
     /// Events at or below this resourceVersion are no longer in `history`.
     compacted: u64,
+    /// The time creation and deletion timestamps are taken from.
+    pub clock: Clock,
     pub events: broadcast::Sender<Arc<WatchEvent>>,
 }
 
@@ -100,8 +102,11 @@ fn res_key(rt: &ResourceType) -> (String, String) {
     (rt.group.clone(), rt.plural.clone())
 }
 
-fn now() -> String {
-    Timestamp::from_second(Timestamp::now().as_second())
+/// Where the server reads the time it stamps objects with.
+pub(crate) type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+fn stamp(t: Timestamp) -> String {
+    Timestamp::from_second(t.as_second())
         .unwrap_or(Timestamp::UNIX_EPOCH)
         .to_string()
 }
@@ -140,6 +145,7 @@ impl Store {
             history: VecDeque::new(),
             history_limit,
             compacted: 0,
+            clock: Arc::new(Timestamp::now),
             events: broadcast::channel(1 << 16).0,
         }
     }
@@ -321,7 +327,7 @@ impl Store {
             m.insert("namespace".into(), json!(namespace));
         }
         m.insert("uid".into(), json!(uid));
-        m.insert("creationTimestamp".into(), json!(now()));
+        m.insert("creationTimestamp".into(), json!(stamp((self.clock)())));
         m.insert("resourceVersion".into(), json!(self.rv.to_string()));
         m.insert("generation".into(), json!(1));
         m.remove("deletionTimestamp");
@@ -471,7 +477,7 @@ impl Store {
             let mut obj = (*old).clone();
             self.rv += 1;
             let m = meta_mut(&mut obj);
-            m.insert("deletionTimestamp".into(), json!(now()));
+            m.insert("deletionTimestamp".into(), json!(stamp((self.clock)())));
             m.insert("resourceVersion".into(), json!(self.rv.to_string()));
             let obj = Arc::new(obj);
             self.objects

@@ -1,0 +1,392 @@
+//! The controller's loops over an in-memory cloud (`FakeCloudProvider`) and the test kit's API
+//! server, on tokio's paused clock: upstream's own durations (a 15-minute registration
+//! timeout, an hour of grace period) pass in virtual time, and each test asserts *when*
+//! things happened, read off the same clock the controller uses.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use karpenter_api::labels::{HOSTNAME_LABEL, UNREGISTERED_TAINT_KEY};
+use karpenter_api::{NodeClaim, NodePool};
+use karpenter_cloudprovider::fake::FakeCloudProvider;
+use karpenter_controller::{Clock, Controller, Options};
+use karpenter_testkit::FakeApiServer;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// A cluster: the API server, the cloud, the controller, and a kubelet stand-in.
+struct Harness {
+    server: FakeApiServer,
+    cloud: Arc<FakeCloudProvider>,
+    clock: Clock,
+    /// Whether instances register Nodes (off: they never do).
+    kubelets: Arc<AtomicBool>,
+    stop: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Upstream's settings, but one replica and no leader election.
+fn options() -> Options {
+    Options {
+        disable_leader_election: true,
+        ..Options::default()
+    }
+}
+
+impl Harness {
+    /// A cluster with one NodePool (`default`, on-demand amd64 Linux, patched by `pool`).
+    fn start(pool: serde_json::Value) -> Self {
+        let clock = Clock::following_tokio();
+        let server = FakeApiServer::new();
+        let stamps = clock.clone();
+        server.set_clock(move || stamps.now());
+        let mut object = json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.test.sh", "kind": "TestNodeClass", "name": "default"},
+                "requirements": [
+                    {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                ],
+            }}},
+        });
+        json_patch::merge(&mut object, &pool);
+        let pool: NodePool = serde_json::from_value(object).expect("a NodePool");
+        server.create(&pool).expect("created");
+        let cloud = Arc::new(FakeCloudProvider::default());
+        let controller =
+            Controller::with_clock(server.client(), cloud.clone(), options(), clock.clone());
+        let stop = CancellationToken::new();
+        let kubelets = Arc::new(AtomicBool::new(true));
+        let tasks = vec![
+            server.spawn_cluster(Duration::from_secs(1)),
+            tokio::spawn(kubelet(server.clone(), cloud.clone(), kubelets.clone())),
+            tokio::spawn(controller.run(stop.clone())),
+        ];
+        Self {
+            server,
+            cloud,
+            clock,
+            kubelets,
+            stop,
+            tasks,
+        }
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        for task in self.tasks {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+
+    /// Waits (in virtual time, at most `limit`) until `f` answers; returns the answer and the
+    /// time it first did.
+    async fn until<T>(&self, limit: Duration, mut f: impl FnMut() -> Option<T>) -> (T, Timestamp) {
+        let deadline = self.clock.instant() + limit;
+        loop {
+            if let Some(v) = f() {
+                return (v, self.clock.now());
+            }
+            assert!(
+                self.clock.instant() < deadline,
+                "not within {limit:?} of virtual time"
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    fn pod(&self, name: &str, annotations: serde_json::Value) {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+            "spec": {"containers": [{"name": "c", "image": "app", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+        }))
+        .expect("a pod");
+        self.server.create(&pod).expect("created");
+    }
+
+    fn pod_node(&self, name: &str) -> Option<String> {
+        self.server
+            .get::<Pod>("default", name)?
+            .spec?
+            .node_name
+            .filter(|n| !n.is_empty())
+    }
+
+    fn claim(&self, name: &str) -> Option<NodeClaim> {
+        self.server.get::<NodeClaim>("", name)
+    }
+}
+
+fn condition(claim: &NodeClaim, type_: &str) -> Option<(String, String)> {
+    claim
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+fn minutes(m: u64) -> Duration {
+    Duration::from_secs(60 * m)
+}
+
+fn elapsed(from: Timestamp, to: Timestamp) -> SignedDuration {
+    to.duration_since(from)
+}
+
+/// Stands in for the kubelets: every second, an instance without a Node registers one (Ready,
+/// with the instance's labels and the `karpenter.sh/unregistered` taint, as a kubelet started
+/// by karpenter does), and the Node of an instance that is gone stops being Ready.
+async fn kubelet(server: FakeApiServer, cloud: Arc<FakeCloudProvider>, on: Arc<AtomicBool>) {
+    loop {
+        let instances: BTreeMap<String, NodeClaim> = cloud
+            .instances()
+            .into_iter()
+            .filter_map(|i| Some((i.status.as_ref()?.provider_id.clone()?, i)))
+            .collect();
+        let nodes = server.list::<Node>();
+        if on.load(Ordering::Relaxed) {
+            for (provider_id, instance) in &instances {
+                let registered = nodes.iter().any(|n| {
+                    n.spec.as_ref().and_then(|s| s.provider_id.as_ref()) == Some(provider_id)
+                });
+                if registered {
+                    continue;
+                }
+                let name = instance.metadata.name.clone().unwrap_or_default();
+                let mut labels = instance.metadata.labels.clone().unwrap_or_default();
+                labels.insert(HOSTNAME_LABEL.into(), name.clone());
+                let status = instance.status.clone().unwrap_or_default();
+                let node: Node = serde_json::from_value(json!({
+                    "metadata": {"name": name, "labels": labels},
+                    "spec": {"providerID": provider_id, "taints": [{"key": UNREGISTERED_TAINT_KEY, "effect": "NoExecute"}]},
+                    "status": {
+                        "capacity": status.capacity, "allocatable": status.allocatable,
+                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                    },
+                }))
+                .expect("a node");
+                let _ = server.create(&node);
+            }
+        }
+        for node in nodes {
+            let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone());
+            let ready = node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            if ready && provider_id.is_some_and(|id| !instances.contains_key(&id)) {
+                let _ = server.merge::<Node>(
+                    "",
+                    node.metadata.name.as_deref().unwrap_or_default(),
+                    json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]}}),
+                );
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Upstream's registration timeout: a launched instance whose Node never registers is given
+/// 15 minutes, then its NodeClaim is deleted, the instance terminated, and the pod gets
+/// another NodeClaim.
+#[tokio::test(start_paused = true)]
+async fn a_claim_whose_node_never_registers_is_replaced_after_fifteen_minutes() {
+    let h = Harness::start(json!({}));
+    h.kubelets.store(false, Ordering::Relaxed);
+    h.pod("web", json!({}));
+    let (first, launched) = h
+        .until(minutes(1), || h.cloud.created().first().cloned())
+        .await;
+    let (_, terminated) = h
+        .until(minutes(30), || {
+            h.cloud.deleted().contains(&first).then_some(())
+        })
+        .await;
+    let waited = elapsed(launched, terminated);
+    assert!(
+        waited >= SignedDuration::from_mins(15) && waited < SignedDuration::from_mins(16),
+        "terminated {waited:?} after launch"
+    );
+    let (second, _) = h
+        .until(minutes(2), || h.cloud.created().get(1).cloned())
+        .await;
+    assert_ne!(second, first, "the pod got another instance");
+    h.kubelets.store(true, Ordering::Relaxed);
+    h.until(minutes(2), || h.pod_node("web")).await;
+    h.stop().await;
+}
+
+/// Registration and initialization, then expiration: a node registers, is initialized
+/// (`karpenter.sh/unregistered` taint gone, finalizer and labels on), and expires at
+/// `expireAfter`; its do-not-disrupt pod is not evicted but deleted when the NodePool's
+/// `terminationGracePeriod` runs out (less the pod's own grace period), and only then does the
+/// instance go.
+#[tokio::test(start_paused = true)]
+async fn an_expired_node_keeps_its_do_not_disrupt_pod_until_the_grace_period_ends() {
+    let h = Harness::start(json!({"spec": {"template": {"spec": {
+        "expireAfter": "30m", "terminationGracePeriod": "1h",
+    }}}}));
+    h.pod("batch", json!({"karpenter.sh/do-not-disrupt": "true"}));
+    let (node, _) = h.until(minutes(2), || h.pod_node("batch")).await;
+    let (claim, _) = h
+        .until(minutes(1), || {
+            h.server
+                .list::<NodeClaim>()
+                .into_iter()
+                .find(|c| condition(c, "Initialized").is_some_and(|(s, _)| s == "True"))
+        })
+        .await;
+    let registered: Node = h.server.get("", &node).expect("the node");
+    assert!(
+        registered
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_none_or(|t| t.iter().all(|t| t.key != UNREGISTERED_TAINT_KEY)),
+        "the unregistered taint is removed at registration"
+    );
+    assert!(
+        registered
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|f| f == "karpenter.sh/termination")),
+        "the node carries the termination finalizer"
+    );
+    let created = claim
+        .metadata
+        .creation_timestamp
+        .clone()
+        .expect("stamped")
+        .0;
+    let name = claim.metadata.name.clone().expect("named");
+    let (_, expired) = h
+        .until(minutes(40), || {
+            h.claim(&name)
+                .is_none_or(|c| c.metadata.deletion_timestamp.is_some())
+                .then_some(())
+        })
+        .await;
+    let age = elapsed(created, expired);
+    assert!(
+        age >= SignedDuration::from_mins(30) && age < SignedDuration::from_mins(31),
+        "expired at {age:?}"
+    );
+    let (_, pod_gone) = h
+        .until(minutes(120), || {
+            h.server
+                .get::<Pod>("default", "batch")
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    // Upstream deletes a pod its own grace period (30 s by default) before the node's
+    // deadline, so that it has stopped by then.
+    let held = elapsed(expired, pod_gone);
+    assert!(
+        held >= SignedDuration::from_secs(3600 - 30) && held < SignedDuration::from_mins(61),
+        "the pod was held {held:?} (terminationGracePeriod 1h)"
+    );
+    let provider_id = claim.status.and_then(|s| s.provider_id).expect("launched");
+    let (_, terminated) = h
+        .until(minutes(5), || {
+            h.cloud.deleted().contains(&provider_id).then_some(())
+        })
+        .await;
+    assert!(terminated >= pod_gone, "the instance went after its pod");
+    h.until(minutes(5), || {
+        (h.server.get::<Node>("", &node).is_none() && h.claim(&name).is_none()).then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+/// Provider drift: the cloud reports the instance drifted, the claim gets `Drifted` with the
+/// provider's reason, a replacement is launched and initialized, and only then is the drifted
+/// instance terminated.
+#[tokio::test(start_paused = true)]
+async fn a_drifted_instance_is_replaced_before_it_is_terminated() {
+    let h = Harness::start(json!({}));
+    h.pod("web", json!({}));
+    h.until(minutes(2), || h.pod_node("web")).await;
+    let first = h.cloud.created()[0].clone();
+    h.cloud.set_drifted(&first, "ImageDrifted");
+    let (claim, _) = h
+        .until(minutes(5), || {
+            h.server.list::<NodeClaim>().into_iter().find(|c| {
+                condition(c, "Drifted").is_some_and(|(s, r)| s == "True" && r == "ImageDrifted")
+            })
+        })
+        .await;
+    let (replacement, _) = h
+        .until(minutes(5), || h.cloud.created().get(1).cloned())
+        .await;
+    let (_, terminated) = h
+        .until(minutes(10), || {
+            h.cloud.deleted().contains(&first).then_some(())
+        })
+        .await;
+    let initialized = h
+        .server
+        .list::<NodeClaim>()
+        .into_iter()
+        .find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_ref()) == Some(&replacement))
+        .and_then(|c| {
+            let s = c.status?;
+            s.conditions
+                .into_iter()
+                .find(|c| c.type_ == "Initialized" && c.status == "True")
+        })
+        .expect("the replacement is initialized");
+    assert!(
+        initialized.last_transition_time.0 <= terminated,
+        "the replacement was initialized before the drifted instance went"
+    );
+    h.until(minutes(5), || {
+        h.claim(claim.metadata.name.as_deref().unwrap_or_default())
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert_eq!(h.cloud.instances().len(), 1, "one instance is left");
+    h.stop().await;
+}
+
+/// Garbage collection: an instance no NodeClaim claims is terminated at the next collection
+/// (every 2 minutes, once it is 30 s old), and a registered claim whose instance vanished is
+/// deleted once its Node stops being Ready.
+#[tokio::test(start_paused = true)]
+async fn leaked_instances_are_terminated_and_claims_of_vanished_instances_deleted() {
+    let h = Harness::start(json!({}));
+    h.pod("web", json!({}));
+    h.until(minutes(2), || h.pod_node("web")).await;
+    let leaked = h.cloud.leak_instance("leaked");
+    h.until(minutes(3), || {
+        h.cloud.deleted().contains(&leaked).then_some(())
+    })
+    .await;
+    let vanished = h.cloud.created()[0].clone();
+    let claim = h
+        .server
+        .list::<NodeClaim>()
+        .into_iter()
+        .find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_ref()) == Some(&vanished))
+        .expect("the claim of the first instance");
+    h.cloud.vanish(&vanished);
+    h.until(minutes(5), || {
+        h.claim(claim.metadata.name.as_deref().unwrap_or_default())
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    h.stop().await;
+}
