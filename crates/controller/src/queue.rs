@@ -173,6 +173,23 @@ pub(crate) struct Related {
 /// long (`None`: only when it changes).
 pub(crate) type Requeue = Option<Duration>;
 
+/// Where a loop's objects are kept.
+enum Objects<K> {
+    /// An index of cluster state.
+    Cluster(fn(&Cluster) -> &Index<K>),
+    /// An index the loop's owner feeds (a provider's NodeClasses, see [`crate::state::follow`]).
+    Own(Arc<Index<K>>),
+}
+
+impl<K> Objects<K> {
+    fn get<'a>(&'a self, cluster: &'a Cluster) -> &'a Index<K> {
+        match self {
+            Objects::Cluster(index) => index(cluster),
+            Objects::Own(index) => index,
+        }
+    }
+}
+
 /// Reconciles the objects of `index` one by one until `shutdown`, while this replica leads and
 /// state is synced: when they change (or a `related` object does), when their last reconcile
 /// asked, and after failures with backoff.
@@ -189,7 +206,57 @@ pub(crate) async fn run<P, K, R, Fut>(
     R: Fn(Arc<Context<P>>, Arc<K>) -> Fut,
     Fut: Future<Output = Result<Requeue, Error>>,
 {
-    let own = index(&ctx.cluster).subscribe();
+    run_objects(
+        ctx,
+        shutdown,
+        name,
+        Objects::Cluster(index),
+        related,
+        reconcile,
+    )
+    .await;
+}
+
+/// [`run`] over an index the caller keeps (fed by [`crate::state::follow`]), for the kinds a
+/// provider adds, such as its NodeClass: each object is reconciled when it changes, again
+/// after the duration its reconcile returns, and after failures with per-object backoff.
+pub async fn run_own<P, K, R, Fut>(
+    ctx: Arc<Context<P>>,
+    shutdown: tokio_util::sync::CancellationToken,
+    name: &'static str,
+    index: Arc<Index<K>>,
+    reconcile: R,
+) where
+    P: CloudProvider,
+    K: Stored + Send + Sync + 'static,
+    R: Fn(Arc<Context<P>>, Arc<K>) -> Fut,
+    Fut: Future<Output = Result<Option<Duration>, Error>>,
+{
+    run_objects(
+        ctx,
+        shutdown,
+        name,
+        Objects::Own(index),
+        Vec::new(),
+        reconcile,
+    )
+    .await;
+}
+
+async fn run_objects<P, K, R, Fut>(
+    ctx: Arc<Context<P>>,
+    shutdown: tokio_util::sync::CancellationToken,
+    name: &'static str,
+    objects: Objects<K>,
+    related: Vec<Related>,
+    reconcile: R,
+) where
+    P: CloudProvider,
+    K: Stored + Send + Sync + 'static,
+    R: Fn(Arc<Context<P>>, Arc<K>) -> Fut,
+    Fut: Future<Output = Result<Requeue, Error>>,
+{
+    let own = objects.get(&ctx.cluster).subscribe();
     let mut queue = WorkQueue::default();
     // Everything is looked at once this replica leads with synced state.
     let mut everything = true;
@@ -225,19 +292,19 @@ pub(crate) async fn run<P, K, R, Fut>(
                 }
             }
         }
-        if !ctx.is_leader() || !ctx.cluster.synced() {
+        if !ctx.is_leader() || !ctx.cluster.synced() || !objects.get(&ctx.cluster).synced() {
             everything = true;
             continue;
         }
         if std::mem::take(&mut everything) {
-            for object in index(&ctx.cluster).all() {
+            for object in objects.get(&ctx.cluster).all() {
                 queue.add(&object.key(), now);
             }
         }
         let due: Vec<(String, Arc<K>)> = queue
             .pop_due(now)
             .into_iter()
-            .filter_map(|key| match index(&ctx.cluster).get(&key) {
+            .filter_map(|key| match objects.get(&ctx.cluster).get(&key) {
                 Some(object) => Some((key, object)),
                 None => {
                     queue.forget(&key);

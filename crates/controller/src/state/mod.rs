@@ -53,9 +53,7 @@ macro_rules! stored_resource {
             self.meta().resource_version.as_deref()
         }
         fn is_gone(&self) -> bool {
-            let meta = self.meta();
-            meta.deletion_timestamp.is_some()
-                && meta.finalizers.as_ref().is_none_or(|f| f.is_empty())
+            is_gone(self)
         }
     };
 }
@@ -146,7 +144,15 @@ impl<K> Default for Index<K> {
     }
 }
 
-fn key_of<K: Resource>(obj: &K) -> String {
+/// Whether a read object no longer exists: deleted, with no finalizer left to hold it (what
+/// [`Stored::is_gone`] says of every kind but pods).
+pub fn is_gone<K: Resource>(obj: &K) -> bool {
+    let meta = obj.meta();
+    meta.deletion_timestamp.is_some() && meta.finalizers.as_ref().is_none_or(|f| f.is_empty())
+}
+
+/// An object's index key: `namespace/name`, or `name` for cluster-scoped objects.
+pub fn key_of<K: Resource>(obj: &K) -> String {
     match obj.meta().namespace.as_deref() {
         Some(ns) => format!("{ns}/{}", obj.meta().name.as_deref().unwrap_or_default()),
         None => obj.meta().name.clone().unwrap_or_default(),
@@ -654,26 +660,72 @@ where
     K::DynamicType: Default,
     T: Stored + Send + Sync + 'static,
 {
-    tokio::spawn(async move {
-        let mut stream = watcher::watcher(api, watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        let mut relisted = Vec::new();
-        while let Some(event) = stream.next().await {
+    let converting = cluster.clone();
+    tokio::spawn(feed(
+        api,
+        move |o| convert(&converting, o),
+        move |event| {
+            let index = index(&cluster);
             match event {
-                Ok(Event::Init) => relisted.clear(),
-                Ok(Event::InitApply(o)) => relisted.push(Arc::new(convert(&cluster, o))),
-                Ok(Event::InitDone) => index(&cluster).reset(std::mem::take(&mut relisted)),
-                Ok(Event::Apply(o)) => index(&cluster).apply(convert(&cluster, o)),
-                Ok(Event::Delete(o)) => index(&cluster).remove(&convert(&cluster, o)),
-                Err(e) => {
-                    tracing::warn!(kind = %K::kind(&Default::default()), error = %e, "watch failed, retrying");
-                    continue;
-                }
+                Fed::Listed(objects) => index.reset(objects),
+                Fed::Applied(o) => index.apply(o),
+                Fed::Deleted(o) => index.remove(&o),
             }
             cluster.changed();
+        },
+    ))
+}
+
+/// Feeds an index the caller keeps from a watch of `api` until the task is aborted: a
+/// provider's own kinds (its NodeClasses), reconciled with [`crate::queue::run_own`].
+pub fn follow<K>(api: Api<K>, index: Arc<Index<K>>) -> tokio::task::JoinHandle<()>
+where
+    K: Stored + Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    tokio::spawn(feed(
+        api,
+        |o| o,
+        move |event| match event {
+            Fed::Listed(objects) => index.reset(objects),
+            Fed::Applied(o) => index.apply(o),
+            Fed::Deleted(o) => index.remove(&o),
+        },
+    ))
+}
+
+/// What a watch brings an index.
+enum Fed<T> {
+    /// A whole (re)list.
+    Listed(Vec<Arc<T>>),
+    Applied(T),
+    Deleted(T),
+}
+
+/// Runs a watch of `api` for good (retrying with backoff), handing each relist and change on
+/// as `convert` makes them (at once, so a relist buffers what the index keeps, not what the
+/// API server sent).
+async fn feed<K, T>(api: Api<K>, convert: impl Fn(K) -> T, mut on: impl FnMut(Fed<T>))
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut relisted = Vec::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Init) => relisted.clear(),
+            Ok(Event::InitApply(o)) => relisted.push(Arc::new(convert(o))),
+            Ok(Event::InitDone) => on(Fed::Listed(std::mem::take(&mut relisted))),
+            Ok(Event::Apply(o)) => on(Fed::Applied(convert(o))),
+            Ok(Event::Delete(o)) => on(Fed::Deleted(convert(o))),
+            Err(e) => {
+                tracing::warn!(kind = %K::kind(&Default::default()), error = %e, "watch failed, retrying");
+            }
         }
-    })
+    }
 }
 
 #[cfg(test)]

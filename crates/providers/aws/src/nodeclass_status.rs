@@ -11,7 +11,8 @@ use crate::ec2nodeclass::{
 };
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 use k8s_openapi::jiff::Timestamp;
-use karpenter_controller::{Context, conditions};
+use karpenter_controller::state::{self, Index, Stored};
+use karpenter_controller::{Context, Error, conditions, queue};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use tokio_util::sync::CancellationToken;
@@ -144,50 +145,94 @@ pub fn status(
     out
 }
 
-/// Resolves every EC2NodeClass and writes its status, every [`STATUS_INTERVAL`], while this
-/// replica leads.
+impl Stored for EC2NodeClass {
+    fn key(&self) -> String {
+        state::key_of(self)
+    }
+    fn resource_version(&self) -> Option<&str> {
+        self.metadata.resource_version.as_deref()
+    }
+    fn is_gone(&self) -> bool {
+        state::is_gone(self)
+    }
+}
+
+/// Resolves one EC2NodeClass and writes its status when it changed. Asks to be looked at
+/// again after [`STATUS_INTERVAL`]: what its selectors match changes in EC2, not in the API.
+async fn reconcile<A, S>(
+    ctx: &Context<AwsCloudProvider<A, S>>,
+    class: &EC2NodeClass,
+) -> Result<Option<Duration>, Error>
+where
+    A: AwsApi,
+    S: NodeClassStore,
+{
+    let resolved = ctx.provider.resolve_node_class(class).await;
+    let next = status(class.status.as_ref(), resolved.as_ref(), ctx.clock.now());
+    if class.status.as_ref() != Some(&next) {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
+        // The resourceVersion read: a status computed from an older spec is not written.
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": class.metadata.resource_version},
+            "status": next,
+        });
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(None),
+            Err(e) => return Err(Error::Kube(e)),
+        }
+    }
+    Ok(Some(STATUS_INTERVAL))
+}
+
+/// Keeps every EC2NodeClass's status current while this replica leads: each one is resolved
+/// when it changes, again every [`STATUS_INTERVAL`], and after a failed write with per-object
+/// backoff. Every [`STATUS_INTERVAL`] the launch templates of NodeClasses that are gone are
+/// deleted.
 pub async fn run<A, S>(ctx: Arc<Context<AwsCloudProvider<A, S>>>, shutdown: CancellationToken)
 where
     A: AwsApi,
     S: NodeClassStore,
 {
-    let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
-    loop {
-        if ctx.is_leader() {
-            match api.list(&Default::default()).await {
-                Ok(list) => {
-                    let names: Vec<String> = list
-                        .items
-                        .iter()
-                        .filter_map(|c| c.metadata.name.clone())
-                        .collect();
-                    if let Err(e) = ctx.provider.collect_launch_templates(&names).await {
-                        tracing::warn!(error = %e, "collecting launch templates");
-                    }
-                    for class in list.items {
-                        let resolved = ctx.provider.resolve_node_class(&class).await;
-                        let next =
-                            status(class.status.as_ref(), resolved.as_ref(), Timestamp::now());
-                        if class.status.as_ref() != Some(&next) {
-                            let name = class.metadata.name.clone().unwrap_or_default();
-                            let patch = serde_json::json!({"status": next});
-                            if let Err(e) = api
-                                .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
-                                .await
-                            {
-                                tracing::warn!(ec2nodeclass = %name, error = %e, "writing EC2NodeClass status");
-                            }
-                        }
-                    }
+    let classes = Arc::new(Index::<EC2NodeClass>::default());
+    let watch = state::follow(Api::all(ctx.client.clone()), classes.clone());
+    let statuses = queue::run_own(
+        ctx.clone(),
+        shutdown.clone(),
+        "ec2nodeclass.status",
+        classes.clone(),
+        |ctx, class| async move { reconcile(&ctx, &class).await },
+    );
+    let templates = async {
+        loop {
+            let collected = ctx.is_leader() && classes.synced();
+            if collected {
+                let names: Vec<String> = classes
+                    .all()
+                    .iter()
+                    .filter_map(|c| c.metadata.name.clone())
+                    .collect();
+                if let Err(e) = ctx.provider.collect_launch_templates(&names).await {
+                    tracing::warn!(error = %e, "collecting launch templates");
                 }
-                Err(e) => tracing::warn!(error = %e, "listing EC2NodeClasses"),
+            }
+            let wait = if collected {
+                STATUS_INTERVAL
+            } else {
+                ctx.options.resync
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.cancelled() => return,
             }
         }
-        tokio::select! {
-            _ = tokio::time::sleep(if ctx.is_leader() { STATUS_INTERVAL } else { Duration::from_secs(1) }) => {}
-            _ = shutdown.cancelled() => return,
-        }
-    }
+    };
+    tokio::join!(statuses, templates);
+    watch.abort();
 }
 
 #[cfg(test)]

@@ -336,6 +336,22 @@ async fn node_class_status_is_written() {
     assert_eq!(condition("Ready").as_deref(), Some("False"));
     assert_eq!(condition("SubnetsReady").as_deref(), Some("True"));
     assert_eq!(condition("InstanceProfileReady").as_deref(), Some("False"));
+    // A fix is picked up when the NodeClass changes, not at the next periodic resolution
+    // (a minute away).
+    server
+        .merge::<EC2NodeClass>("", "bad", json!({"spec": {"role": "KarpenterNodeRole"}}))
+        .unwrap();
+    eventually(WAIT, || {
+        let c = server.get::<EC2NodeClass>("", "bad")?;
+        let ready = c
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready")?;
+        (ready.status == "True").then_some(())
+    })
+    .await
+    .expect("the fixed NodeClass becomes Ready");
     let left: Vec<String> = ec2.templates.lock().unwrap().keys().cloned().collect();
     assert_eq!(
         left,
