@@ -18,6 +18,7 @@ pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
 pub mod options;
+pub mod podevents;
 pub mod provisioning;
 pub mod queue;
 pub mod state;
@@ -191,6 +192,7 @@ impl<P: CloudProvider> Controller<P> {
         loops.spawn(provisioning::run(ctx.clone(), shutdown.clone()));
         loops.spawn(lifecycle::run(ctx.clone(), shutdown.clone()));
         loops.spawn(termination::run(ctx.clone(), shutdown.clone()));
+        loops.spawn(podevents::run(ctx.clone(), shutdown.clone()));
         loops.spawn(garbage::run(ctx.clone(), shutdown.clone()));
         loops.spawn(drift::run(ctx.clone(), shutdown.clone()));
         loops.spawn(disruption::run(ctx.clone(), shutdown.clone()));

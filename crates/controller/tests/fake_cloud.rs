@@ -390,3 +390,41 @@ async fn leaked_instances_are_terminated_and_claims_of_vanished_instances_delete
     .await;
     h.stop().await;
 }
+
+/// `consolidateAfter` counts from the last pod event on the node (upstream's
+/// `lastPodEventTime`): a node that has run its pod for half an hour is not removed the moment
+/// the pod leaves, but `consolidateAfter` later.
+#[tokio::test(start_paused = true)]
+async fn an_emptied_node_waits_consolidate_after_from_when_its_last_pod_left() {
+    let h = Harness::start(json!({"spec": {"disruption": {
+        "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "10m",
+    }}}));
+    h.pod("web", json!({}));
+    h.until(minutes(2), || h.pod_node("web")).await;
+    let instance = h.cloud.created()[0].clone();
+    tokio::time::sleep(minutes(30)).await;
+    assert!(
+        h.cloud.deleted().is_empty(),
+        "a node running a pod that fits no cheaper type stays"
+    );
+    h.server.delete::<Pod>("default", "web").expect("deleted");
+    let left = h.clock.now();
+    let (_, removed) = h
+        .until(minutes(20), || {
+            h.cloud.deleted().contains(&instance).then_some(())
+        })
+        .await;
+    let empty_for = elapsed(left, removed);
+    assert!(
+        empty_for >= SignedDuration::from_mins(10) && empty_for < SignedDuration::from_mins(11),
+        "removed {empty_for:?} after its last pod left"
+    );
+    let claim = h.server.list::<NodeClaim>();
+    assert!(
+        claim.is_empty()
+            || claim
+                .iter()
+                .all(|c| c.metadata.deletion_timestamp.is_some())
+    );
+    h.stop().await;
+}

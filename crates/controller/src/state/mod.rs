@@ -10,7 +10,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -116,7 +116,10 @@ pub struct Index<K> {
     state: RwLock<IndexState<K>>,
     synced: AtomicBool,
     subscribers: crate::queue::Subscribers,
+    observer: OnceLock<Observer<K>>,
 }
+
+type Observer<K> = Box<dyn Fn(Option<&K>, Option<&K>) + Send + Sync>;
 
 struct IndexState<K> {
     objects: HashMap<String, Arc<K>>,
@@ -140,6 +143,7 @@ impl<K> Default for Index<K> {
             }),
             synced: AtomicBool::new(false),
             subscribers: Default::default(),
+            observer: OnceLock::new(),
         }
     }
 }
@@ -183,7 +187,8 @@ fn is_after(deleted: Option<&str>, new: Option<&str>) -> bool {
 }
 
 impl<K: Stored> IndexState<K> {
-    fn insert(&mut self, key: String, obj: Arc<K>) {
+    /// Keeps `obj` under `key`; returns what it replaced.
+    fn insert(&mut self, key: String, obj: Arc<K>) -> Option<Arc<K>> {
         if let Some(old) = self.objects.get(&key)
             && old.secondary_key() != obj.secondary_key()
         {
@@ -196,7 +201,7 @@ impl<K: Stored> IndexState<K> {
                 .or_default()
                 .insert(key.clone());
         }
-        self.objects.insert(key, obj);
+        self.objects.insert(key, obj)
     }
 
     fn unlink(&mut self, key: &str, obj: &K) {
@@ -210,9 +215,11 @@ impl<K: Stored> IndexState<K> {
         }
     }
 
-    fn bury(&mut self, key: String, resource_version: Option<String>) {
-        if let Some(old) = self.objects.remove(&key) {
-            self.unlink(&key, &old);
+    /// Removes `key` and remembers its deletion; returns what was there.
+    fn bury(&mut self, key: String, resource_version: Option<String>) -> Option<Arc<K>> {
+        let old = self.objects.remove(&key);
+        if let Some(old) = &old {
+            self.unlink(&key, old);
         }
         if self
             .tombstones
@@ -226,6 +233,7 @@ impl<K: Stored> IndexState<K> {
                 self.tombstones.remove(&oldest);
             }
         }
+        old
     }
 }
 
@@ -281,8 +289,9 @@ impl<K: Stored> Index<K> {
         }
         if obj.is_gone() {
             let rv = obj.resource_version().map(str::to_string);
-            state.bury(key.clone(), rv);
+            let old = state.bury(key.clone(), rv);
             drop(state);
+            self.observed(old.as_deref(), None);
             self.subscribers.key(&key);
             return;
         }
@@ -291,8 +300,10 @@ impl<K: Stored> Index<K> {
             .get(&key)
             .is_none_or(|old| is_newer(old.resource_version(), obj.resource_version()));
         if newer {
-            state.insert(key.clone(), Arc::new(obj));
+            let obj = Arc::new(obj);
+            let old = state.insert(key.clone(), obj.clone());
             drop(state);
+            self.observed(old.as_deref(), Some(&obj));
             self.subscribers.key(&key);
         }
     }
@@ -302,8 +313,27 @@ impl<K: Stored> Index<K> {
     pub fn remove(&self, obj: &K) {
         let rv = obj.resource_version().map(str::to_string);
         let key = obj.key();
-        self.write().bury(key.clone(), rv);
+        let old = self.write().bury(key.clone(), rv);
+        self.observed(old.as_deref(), None);
         self.subscribers.key(&key);
+    }
+
+    /// Has `observer` told of every change from the first list on, with the object before
+    /// and after (`None`: absent): what a watch's event handler sees, for the loops that act
+    /// on transitions rather than on state (pod events). One observer per index.
+    pub fn observe(&self, observer: impl Fn(Option<&K>, Option<&K>) + Send + Sync + 'static) {
+        if self.observer.set(Box::new(observer)).is_err() {
+            tracing::error!("an index has one observer; the second is ignored");
+        }
+    }
+
+    fn observed(&self, old: Option<&K>, new: Option<&K>) {
+        // The first list is where state starts, not a change.
+        if let Some(observer) = self.observer.get()
+            && self.synced()
+        {
+            observer(old, new);
+        }
     }
 
     /// A subscription to the keys that change from now on (every key after a relist).
@@ -314,11 +344,29 @@ impl<K: Stored> Index<K> {
     /// Replaces everything after a (re)list: objects deleted while the watch was away go.
     pub fn reset(&self, objects: Vec<Arc<K>>) {
         let mut state = self.write();
-        state.objects.clear();
+        let before = std::mem::take(&mut state.objects);
         state.by_secondary.clear();
         for o in objects.into_iter().filter(|o| !o.is_gone()) {
             state.insert(o.key(), o);
         }
+        if self.observer.get().is_some() && self.synced() {
+            // What changed while the watch was away, as the events it missed would have told.
+            for (key, old) in &before {
+                match state.objects.get(key) {
+                    None => self.observed(Some(old), None),
+                    Some(new) if new.resource_version() != old.resource_version() => {
+                        self.observed(Some(old), Some(new))
+                    }
+                    Some(_) => {}
+                }
+            }
+            for (key, new) in &state.objects {
+                if !before.contains_key(key) {
+                    self.observed(None, Some(new));
+                }
+            }
+        }
+        drop(before);
         let IndexState {
             objects,
             tombstones,
@@ -368,6 +416,8 @@ pub struct Cluster {
     pub storage_classes: Index<StorageClass>,
     /// Nodes a provisioning result counted on, and until when.
     pub nominations: Nominations,
+    /// Nodes whose pods bound, left or finished since the pod-events loop last looked.
+    pub pod_events: Arc<crate::podevents::PodEvents>,
     /// Nodes a disruption command has taken and not yet deleted (upstream's
     /// `MarkedForDeletion`): their pods need a new home and they are no place for others.
     marked: std::sync::Mutex<std::collections::BTreeSet<String>>,
@@ -412,9 +462,14 @@ impl Nominations {
 
 impl Default for Cluster {
     fn default() -> Self {
+        let pod_events = Arc::new(crate::podevents::PodEvents::default());
+        let pods = Index::default();
+        let events = pod_events.clone();
+        pods.observe(move |old, new| events.observe(old, new));
         Self {
+            pod_events,
             nodes: Index::default(),
-            pods: Index::default(),
+            pods,
             specs: SpecInterner::default(),
             node_pools: Index::default(),
             node_claims: Index::default(),
@@ -737,6 +792,49 @@ mod tests {
         n.metadata.name = Some(name.into());
         n.metadata.resource_version = Some(rv.into());
         n
+    }
+
+    /// The observer sees changes as a watch's handler would, a relist's included, and the
+    /// first list as none.
+    #[test]
+    fn an_observer_sees_each_change_and_what_a_relist_missed() {
+        use std::sync::Mutex;
+        let index = Index::<Node>::default();
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log = seen.clone();
+        index.observe(move |old: Option<&Node>, new: Option<&Node>| {
+            let rv = |n: Option<&Node>| {
+                n.map_or("-".to_string(), |n| {
+                    format!("{}@{}", key_of(n), n.resource_version().unwrap_or_default())
+                })
+            };
+            log.lock()
+                .unwrap()
+                .push(format!("{} -> {}", rv(old), rv(new)));
+        });
+        index.apply(node("early", "1"));
+        index.reset(vec![Arc::new(node("a", "2")), Arc::new(node("b", "3"))]);
+        assert!(
+            seen.lock().unwrap().is_empty(),
+            "the first list is no change"
+        );
+        index.apply(node("a", "4"));
+        index.remove(&node("b", "5"));
+        index.reset(vec![Arc::new(node("a", "4")), Arc::new(node("c", "6"))]);
+        index.reset(vec![Arc::new(node("c", "7"))]);
+        let mut seen = seen.lock().unwrap().clone();
+        // A relist reports in no particular order.
+        seen[3..].sort();
+        assert_eq!(
+            seen,
+            [
+                "a@2 -> a@4",
+                "b@3 -> -",
+                "- -> c@6",
+                "a@4 -> -",
+                "c@6 -> c@7",
+            ]
+        );
     }
 
     #[test]

@@ -1,0 +1,184 @@
+//! Upstream's `nodeclaim/podevents`: when a pod binds to a node, leaves it or finishes there,
+//! the node's NodeClaim gets `status.lastPodEventTime`, from which `consolidateAfter` counts —
+//! so a node whose last pod just left is not consolidated until it has been empty that long.
+//! DaemonSet pods do not count; stamps closer than [`DEDUPE`] are skipped, as upstream's are.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use karpenter_core::state::pods;
+use kube::ResourceExt;
+use serde_json::json;
+use tokio::sync::Notify;
+
+use crate::cloudprovider::CloudProvider;
+use crate::state::StoredPod;
+use crate::{Context, Error};
+
+/// Upstream's dedupe: a NodeClaim stamped this recently is not stamped again.
+pub const DEDUPE: Duration = Duration::from_secs(10);
+
+/// Nodes that saw a pod event since the loop last looked.
+#[derive(Debug, Default)]
+pub struct PodEvents {
+    nodes: Mutex<BTreeSet<String>>,
+    notify: Notify,
+}
+
+impl PodEvents {
+    /// Records a pod event on `node`.
+    pub fn record(&self, node: &str) {
+        self.lock().insert(node.to_string());
+        self.notify.notify_one();
+    }
+
+    /// Records the event a pod's change is, if it is one (see [`pod_event_node`]).
+    pub fn observe(&self, old: Option<&StoredPod>, new: Option<&StoredPod>) {
+        if let Some(node) = pod_event_node(old, new) {
+            self.record(node);
+        }
+    }
+
+    fn take(&self) -> BTreeSet<String> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.nodes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn bound_node(pod: &StoredPod) -> Option<&str> {
+    pod.node_name.as_deref().filter(|n| !n.is_empty())
+}
+
+/// The node a pod's change is a pod event of, as upstream's predicates say: a pod created
+/// bound or deleted from a node, bound to another node, or finished. DaemonSet pods never.
+pub fn pod_event_node<'a>(
+    old: Option<&'a StoredPod>,
+    new: Option<&'a StoredPod>,
+) -> Option<&'a str> {
+    if old.or(new).is_some_and(|p| pods::is_daemonset_pod(p)) {
+        return None;
+    }
+    match (old, new) {
+        (None, Some(new)) => bound_node(new),
+        (Some(old), None) => bound_node(old),
+        (Some(old), Some(new)) => {
+            if bound_node(old) != bound_node(new) {
+                bound_node(new).or(bound_node(old))
+            } else if !pods::is_terminal(old) && pods::is_terminal(new) {
+                bound_node(new)
+            } else {
+                None
+            }
+        }
+        (None, None) => None,
+    }
+}
+
+/// Stamps the NodeClaim of `node` with the time now, unless it was stamped within [`DEDUPE`].
+async fn stamp<P: CloudProvider>(ctx: &Context<P>, node: &str) -> Result<(), Error> {
+    let Some(provider_id) = ctx
+        .cluster
+        .nodes
+        .get(node)
+        .and_then(|n| n.spec.as_ref()?.provider_id.clone())
+    else {
+        return Ok(());
+    };
+    let Some(claim) = ctx.cluster.node_claim_for_provider_id(&provider_id) else {
+        return Ok(());
+    };
+    let now = ctx.clock.now();
+    let recent = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.last_pod_event_time.as_ref())
+        .is_some_and(|t| now.duration_since(t.0).unsigned_abs() < DEDUPE);
+    if recent || claim.metadata.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let patch = json!({"status": {"lastPodEventTime": Time(now)}});
+    match ctx.patch_claim_status(&claim.name_any(), patch).await {
+        Err(Error::Kube(kube::Error::Api(e))) if e.code == 404 => Ok(()),
+        other => other,
+    }
+}
+
+/// Stamps NodeClaims as their nodes see pod events, until `shutdown`. Events seen while this
+/// replica does not lead are dropped, as upstream's are (its handlers run only on the leader).
+pub async fn run<P: CloudProvider>(
+    ctx: Arc<Context<P>>,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let events = ctx.cluster.pod_events.clone();
+    let mut retry = BTreeSet::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = events.notify.notified() => {}
+            _ = tokio::time::sleep(ctx.options.resync) => {}
+        }
+        let mut nodes = events.take();
+        if !ctx.is_leader() || !ctx.cluster.synced() {
+            retry.clear();
+            continue;
+        }
+        nodes.append(&mut retry);
+        let mut ok = true;
+        for node in nodes {
+            if let Err(e) = stamp(&ctx, &node).await {
+                tracing::warn!(node = %node, error = %e, "recording a pod event");
+                retry.insert(node);
+                ok = false;
+            }
+        }
+        ctx.metrics.reconciled("nodeclaim.podevents", ok);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    use super::*;
+    use crate::state::SpecInterner;
+
+    fn pod(node: Option<&str>, phase: &str, owner: &str) -> StoredPod {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "default", "uid": "u",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner, "name": "o", "uid": "o", "controller": true}]},
+            "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+            "status": {"phase": phase},
+        }))
+        .unwrap();
+        StoredPod::new(pod, &SpecInterner::default())
+    }
+
+    #[test]
+    fn pod_events_as_upstream_predicates_see_them() {
+        let pending = pod(None, "Pending", "ReplicaSet");
+        let on_a = pod(Some("a"), "Running", "ReplicaSet");
+        let on_b = pod(Some("b"), "Running", "ReplicaSet");
+        let done_on_a = pod(Some("a"), "Succeeded", "ReplicaSet");
+        let ds_on_a = pod(Some("a"), "Running", "DaemonSet");
+        let cases: [(&str, Option<&StoredPod>, Option<&StoredPod>, Option<&str>); 9] = [
+            ("created pending", None, Some(&pending), None),
+            ("created bound", None, Some(&on_a), Some("a")),
+            ("bound", Some(&pending), Some(&on_a), Some("a")),
+            ("status change on its node", Some(&on_a), Some(&on_a), None),
+            ("moved", Some(&on_a), Some(&on_b), Some("b")),
+            ("finished", Some(&on_a), Some(&done_on_a), Some("a")),
+            ("deleted from its node", Some(&on_a), None, Some("a")),
+            ("deleted pending", Some(&pending), None, None),
+            ("a DaemonSet pod", None, Some(&ds_on_a), None),
+        ];
+        for (case, old, new, expected) in cases {
+            assert_eq!(pod_event_node(old, new), expected, "{case}");
+        }
+    }
+}
