@@ -78,6 +78,7 @@ pub struct Context<P> {
     leader: watch::Receiver<bool>,
     launches: lifecycle::LaunchCache,
     drains: termination::DrainClock,
+    evictions: termination::EvictionBackoff,
 }
 
 impl<P: CloudProvider> Context<P> {
@@ -151,6 +152,7 @@ impl<P: CloudProvider> Controller<P> {
             leader: leader_rx,
             launches: Default::default(),
             drains: Default::default(),
+            evictions: Default::default(),
         };
         Self {
             ctx: Arc::new(ctx),

@@ -60,7 +60,7 @@ pub fn pod_event_node<'a>(
     old: Option<&'a StoredPod>,
     new: Option<&'a StoredPod>,
 ) -> Option<&'a str> {
-    if old.or(new).is_some_and(|p| pods::is_daemonset_pod(p)) {
+    if old.or(new).is_some_and(pods::is_daemonset_pod) {
         return None;
     }
     match (old, new) {
@@ -166,7 +166,13 @@ mod tests {
         let on_b = pod(Some("b"), "Running", "ReplicaSet");
         let done_on_a = pod(Some("a"), "Succeeded", "ReplicaSet");
         let ds_on_a = pod(Some("a"), "Running", "DaemonSet");
-        let cases: [(&str, Option<&StoredPod>, Option<&StoredPod>, Option<&str>); 9] = [
+        type Case<'a> = (
+            &'a str,
+            Option<&'a StoredPod>,
+            Option<&'a StoredPod>,
+            Option<&'a str>,
+        );
+        let cases: [Case; 9] = [
             ("created pending", None, Some(&pending), None),
             ("created bound", None, Some(&on_a), Some("a")),
             ("bound", Some(&pending), Some(&on_a), Some("a")),

@@ -2,14 +2,20 @@
 //! `karpenter.sh/termination` finalizer until it is tainted `karpenter.sh/disrupted`, drained
 //! through the Eviction API (non-critical pods first, DaemonSet pods after the others,
 //! critical ones last; PodDisruptionBudgets answered with 429 are retried), empty for the
-//! minimum drain time, and its instance is gone. Past the NodeClaim's
-//! terminationGracePeriod, pods are deleted regardless.
+//! minimum drain time, its volumes have detached, and its instance is gone. Past the
+//! NodeClaim's terminationGracePeriod, pods are deleted regardless and volumes not waited for.
+//! A NotReady node whose instance is already gone is let go at once. Evictions and deletions
+//! carry the pod's UID (a pod re-created under the same name is not touched), and a pod whose
+//! eviction is refused is retried with its own backoff (upstream's eviction queue: 100 ms
+//! doubling to 10 s), not on every pass.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use k8s_openapi::jiff::Timestamp;
 use karpenter_api::NodeClaim;
 use karpenter_api::labels::{
@@ -17,7 +23,7 @@ use karpenter_api::labels::{
     NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION, NODE_POOL_LABEL, TERMINATION_FINALIZER,
 };
 use karpenter_core::termination::{self, DrainStep, disrupted_taint};
-use kube::api::{DeleteParams, EvictParams};
+use kube::api::{DeleteParams, EvictParams, Preconditions};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -27,6 +33,90 @@ use crate::metrics::labels;
 use crate::state::StoredPod;
 use crate::writes::{allow_missing_write, without_finalizer};
 use crate::{Context, Error, queue};
+
+/// The first retry of a refused eviction; each further refusal doubles it (upstream's).
+const EVICTION_BACKOFF_BASE: Duration = Duration::from_millis(100);
+/// The longest wait between evictions of one pod.
+const EVICTION_BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+/// Refused evictions by pod UID: when the pod may be tried again, and how many times in a row
+/// it was refused.
+#[derive(Default)]
+pub struct EvictionBackoff(Mutex<HashMap<String, (Instant, u32)>>);
+
+impl EvictionBackoff {
+    fn due(&self, uid: &str, now: Instant) -> bool {
+        self.lock().get(uid).is_none_or(|(at, _)| *at <= now)
+    }
+
+    /// Records a refusal; returns the wait before the next try.
+    fn refused(&self, uid: &str, now: Instant) -> Duration {
+        let mut map = self.lock();
+        let (at, n) = map.entry(uid.to_string()).or_insert((now, 0));
+        let delay = EVICTION_BACKOFF_BASE
+            .saturating_mul(1u32.checked_shl(*n).unwrap_or(u32::MAX))
+            .min(EVICTION_BACKOFF_MAX);
+        *n = n.saturating_add(1);
+        *at = now + delay;
+        delay
+    }
+
+    fn forget(&self, uid: &str) {
+        self.lock().remove(uid);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, u32)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn uid_precondition(pod: &StoredPod) -> Option<Preconditions> {
+    Some(Preconditions {
+        uid: pod.metadata.uid.clone(),
+        resource_version: None,
+    })
+}
+
+fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The node's VolumeAttachments its termination waits for: all but those of volumes that pods
+/// staying on the node use (pods the drain does not wait for, such as ones tolerating the
+/// disrupted taint: their volumes never detach before the node goes). `volume_of` gives a
+/// pod's claim's bound volume.
+pub fn blocking_attachments<'a>(
+    attachments: &'a [Arc<VolumeAttachment>],
+    pods: &[&StoredPod],
+    volume_of: impl Fn(&str, &str) -> Option<String>,
+    now: i64,
+) -> Vec<&'a VolumeAttachment> {
+    let staying: BTreeSet<String> = pods
+        .iter()
+        .filter(|p| !termination::drainable(**p, now))
+        .flat_map(|p| {
+            let namespace = p.metadata.namespace.clone().unwrap_or_default();
+            karpenter_core::state::pods::claim_names(*p)
+                .into_iter()
+                .filter_map(|claim| volume_of(&namespace, &claim))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    attachments
+        .iter()
+        .filter(|a| {
+            a.spec
+                .source
+                .persistent_volume_name
+                .as_ref()
+                .is_none_or(|pv| !staying.contains(pv))
+        })
+        .map(|a| &**a)
+        .collect()
+}
 
 /// When each node's drain came up empty, to hold it for the minimum drain time.
 #[derive(Default)]
@@ -76,6 +166,17 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
         ctx.delete_claim(&c.name_any(), &DeleteParams::default())
             .await?;
     }
+    // Nothing runs on a NotReady node whose instance is gone: nothing to drain or wait for.
+    if !is_ready(node)
+        && !provider_id.is_empty()
+        && matches!(
+            ctx.call("get", ctx.provider.get(&provider_id)).await,
+            Err(CloudProviderError::NotFound(_))
+        )
+    {
+        tracing::info!(node = %name, "instance already gone, removing the finalizer");
+        return finish(ctx, node).await;
+    }
     let taints: Vec<Taint> = node
         .spec
         .as_ref()
@@ -111,6 +212,30 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
     {
         return Ok(());
     }
+    if deadline.is_none_or(|d| now.as_second() < d) {
+        let attachments = ctx.cluster.volume_attachments.by_secondary_key(&name);
+        let volume_of = |namespace: &str, claim: &str| {
+            ctx.cluster
+                .volume_claims
+                .get(&format!("{namespace}/{claim}"))
+                .and_then(|c| c.spec.as_ref()?.volume_name.clone())
+        };
+        let blocking = blocking_attachments(&attachments, &on_node, volume_of, now.as_second());
+        if !blocking.is_empty() {
+            let message = format!(
+                "Awaiting deletion of bound volumeattachments ({})",
+                blocking
+                    .iter()
+                    .map(|a| a.metadata.name.clone().unwrap_or_default())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            ctx.recorder
+                .publish(node, normal("AwaitingVolumeDetachment", message))
+                .await;
+            return Ok(());
+        }
+    }
     if let Some(claim) = claim.as_deref() {
         match ctx.call("delete", ctx.provider.delete(claim)).await {
             Err(CloudProviderError::NotFound(_)) => {}
@@ -118,6 +243,12 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
             Err(e) => return Err(Error::Cloud(e)),
         }
     }
+    finish(ctx, node).await
+}
+
+/// Lets the node go: its finalizer removed, counted as drained and terminated.
+async fn finish<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Result<(), Error> {
+    let name = node.name_any();
     allow_missing_write(ctx.patch_node(&name, without_finalizer(node)).await)?;
     ctx.drains.reset(&name);
     let pool = node
@@ -156,6 +287,7 @@ async fn drain<P: CloudProvider>(
         let grace = deadline.map_or(1, |d| (d - now).max(1)) as u32;
         let params = DeleteParams {
             grace_period_seconds: Some(grace),
+            preconditions: uid_precondition(pod),
             ..Default::default()
         };
         if api.delete(&pod_name(pod), &params).await.is_ok() {
@@ -174,12 +306,33 @@ async fn drain<P: CloudProvider>(
                 .inc();
         }
     }
+    let now_instant = ctx.clock.instant();
     for pod in step.evict {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if !ctx.evictions.due(&uid, now_instant) {
+            continue;
+        }
         let api: Api<Pod> = Api::namespaced(
             ctx.client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or("default"),
         );
-        let result = api.evict(&pod_name(pod), &EvictParams::default()).await;
+        let params = EvictParams {
+            delete_options: Some(DeleteParams {
+                preconditions: uid_precondition(pod),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let result = api.evict(&pod_name(pod), &params).await;
+        match &result {
+            Err(kube::Error::Api(e)) if e.code != 404 && e.code != 409 => {
+                ctx.evictions.refused(&uid, now_instant);
+            }
+            Err(kube::Error::Api(_)) | Ok(_) => ctx.evictions.forget(&uid),
+            Err(_) => {
+                ctx.evictions.refused(&uid, now_instant);
+            }
+        }
         let code = match &result {
             Ok(_) => 200,
             Err(kube::Error::Api(e)) => e.code,
@@ -279,6 +432,73 @@ mod tests {
             ]);
         }
         p
+    }
+
+    #[test]
+    fn refused_evictions_back_off_per_pod_up_to_ten_seconds() {
+        let backoff = EvictionBackoff::default();
+        let t0 = Instant::now();
+        let delays: Vec<u128> = (0..9)
+            .map(|_| backoff.refused("a", t0).as_millis())
+            .collect();
+        assert_eq!(
+            delays,
+            [100, 200, 400, 800, 1600, 3200, 6400, 10_000, 10_000]
+        );
+        assert!(!backoff.due("a", t0 + Duration::from_secs(9)));
+        assert!(backoff.due("a", t0 + Duration::from_secs(10)));
+        assert!(backoff.due("b", t0), "each pod has its own");
+        backoff.forget("a");
+        assert_eq!(backoff.refused("a", t0), EVICTION_BACKOFF_BASE);
+    }
+
+    #[test]
+    fn volumes_of_pods_that_stay_do_not_hold_the_node() {
+        let attachment = |name: &str, pv: Option<&str>| {
+            Arc::new(
+                serde_json::from_value::<VolumeAttachment>(json!({
+                    "metadata": {"name": name},
+                    "spec": {"attacher": "csi", "nodeName": "n", "source": {"persistentVolumeName": pv}},
+                }))
+                .unwrap(),
+            )
+        };
+        let with_claim = |name: &str, claim: &str, tolerate_all: bool| {
+            let mut p = raw(name, false, false);
+            p.metadata.namespace = Some("ns".into());
+            let spec = p.spec.as_mut().unwrap();
+            spec.volumes = Some(vec![
+                serde_json::from_value(
+                    json!({"name": "v", "persistentVolumeClaim": {"claimName": claim}}),
+                )
+                .unwrap(),
+            ]);
+            if tolerate_all {
+                spec.tolerations = Some(vec![
+                    serde_json::from_value(json!({"operator": "Exists"})).unwrap(),
+                ]);
+            }
+            stored(p)
+        };
+        let attachments = [
+            attachment("of-app", Some("pv-app")),
+            attachment("of-agent", Some("pv-agent")),
+            attachment("of-nobody", Some("pv-orphan")),
+            attachment("inline", None),
+        ];
+        let app = with_claim("app", "data-app", false);
+        let agent = with_claim("agent", "data-agent", true);
+        let volume_of = |ns: &str, claim: &str| (ns == "ns").then(|| claim.replace("data-", "pv-"));
+        let blocking: Vec<String> =
+            blocking_attachments(&attachments, &[&app, &agent], volume_of, 0)
+                .iter()
+                .map(|a| a.metadata.name.clone().unwrap())
+                .collect();
+        assert_eq!(
+            blocking,
+            ["of-app", "of-nobody", "inline"],
+            "only the volume of the pod that tolerates the drain (and stays) is not waited for"
+        );
     }
 
     /// The drain reads what state keeps of a pod (its trimmed spec): priority class, owner,

@@ -428,3 +428,69 @@ async fn an_emptied_node_waits_consolidate_after_from_when_its_last_pod_left() {
     );
     h.stop().await;
 }
+
+/// A terminating node's instance is not deleted while a volume is still attached to it
+/// (upstream's `AwaitingVolumeDetachment`): it goes once the attachment does.
+#[tokio::test(start_paused = true)]
+async fn the_instance_waits_for_its_volumes_to_detach() {
+    use k8s_openapi::api::storage::v1::VolumeAttachment;
+    let h = Harness::start(json!({}));
+    h.pod("web", json!({}));
+    let (node, _) = h.until(minutes(2), || h.pod_node("web")).await;
+    let attachment: VolumeAttachment = serde_json::from_value(json!({
+        "metadata": {"name": "csi-1"},
+        "spec": {"attacher": "ebs.csi.aws.com", "nodeName": node, "source": {"persistentVolumeName": "pv-1"}},
+    }))
+    .expect("a VolumeAttachment");
+    h.server.create(&attachment).expect("created");
+    let instance = h.cloud.created()[0].clone();
+    h.server.delete::<Node>("", &node).expect("deleting");
+    h.until(minutes(2), || {
+        h.server
+            .get::<Pod>("default", "web")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(minutes(5)).await;
+    let detached = h.clock.now();
+    h.server
+        .delete::<VolumeAttachment>("", "csi-1")
+        .expect("detached");
+    let (_, terminated) = h
+        .until(minutes(2), || {
+            h.cloud.deleted().contains(&instance).then_some(())
+        })
+        .await;
+    assert!(
+        terminated >= detached,
+        "the instance went {:?} before its volume detached",
+        elapsed(terminated, detached)
+    );
+    h.until(minutes(1), || {
+        h.server.get::<Node>("", &node).is_none().then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+/// A node whose instance vanished and that stopped being Ready is let go without a drain: its
+/// do-not-disrupt pod, which would otherwise hold it forever (no terminationGracePeriod), runs
+/// nowhere anyway.
+#[tokio::test(start_paused = true)]
+async fn a_not_ready_node_whose_instance_is_gone_is_not_drained() {
+    let h = Harness::start(json!({}));
+    h.pod("batch", json!({"karpenter.sh/do-not-disrupt": "true"}));
+    let (node, _) = h.until(minutes(2), || h.pod_node("batch")).await;
+    h.cloud.vanish(&h.cloud.created()[0]);
+    h.until(minutes(10), || {
+        (h.server.get::<Node>("", &node).is_none()
+            && h.server.list::<NodeClaim>().iter().all(|c| {
+                c.status.as_ref().and_then(|s| s.provider_id.as_ref())
+                    != Some(&h.cloud.created()[0])
+            }))
+        .then_some(())
+    })
+    .await;
+    h.stop().await;
+}

@@ -16,7 +16,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttachment};
 use karpenter_api::{NodeClaim, NodePool};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -80,6 +80,13 @@ impl Stored for Node {
     stored_resource!(@common);
     fn secondary_key(&self) -> Option<&str> {
         self.spec.as_ref()?.provider_id.as_deref()
+    }
+}
+
+impl Stored for VolumeAttachment {
+    stored_resource!(@common);
+    fn secondary_key(&self) -> Option<&str> {
+        Some(self.spec.node_name.as_str())
     }
 }
 
@@ -414,6 +421,8 @@ pub struct Cluster {
     pub volumes: Index<PersistentVolume>,
     /// See `volume_claims`.
     pub storage_classes: Index<StorageClass>,
+    /// VolumeAttachments, by node: a terminating node waits for its volumes to detach.
+    pub volume_attachments: Index<VolumeAttachment>,
     /// Nodes a provisioning result counted on, and until when.
     pub nominations: Nominations,
     /// Nodes whose pods bound, left or finished since the pod-events loop last looked.
@@ -479,6 +488,7 @@ impl Default for Cluster {
             volume_claims: Index::default(),
             volumes: Index::default(),
             storage_classes: Index::default(),
+            volume_attachments: Index::default(),
             nominations: Nominations::default(),
             marked: Default::default(),
             changes: watch::channel(0).0,
@@ -506,6 +516,7 @@ impl Cluster {
         visit.kind(|c| &c.volume_claims, same::<PersistentVolumeClaim>);
         visit.kind(|c| &c.volumes, same::<PersistentVolume>);
         visit.kind(|c| &c.storage_classes, same::<StorageClass>);
+        visit.kind(|c| &c.volume_attachments, same::<VolumeAttachment>);
     }
 
     /// Marks every index listed, whatever it holds (tests that set state by hand).
