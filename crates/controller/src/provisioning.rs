@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::provisioning::scheduling::{
     NodePoolInput, Results, Scheduler, SchedulerOptions,
@@ -22,6 +21,7 @@ use kube::api::PostParams;
 use crate::cloudprovider::CloudProvider;
 use crate::events::{Note, normal, warning};
 use crate::metrics::labels;
+use crate::state::StoredPod;
 use crate::{Context, Error};
 
 /// Upstream's budget for one simulation; what is decided by then is kept.
@@ -73,7 +73,9 @@ pub struct Scheduled {
     /// The NodePools used, with their instance types.
     pub pools: Vec<NodePoolInput>,
     /// The pods scheduled: provisionable ones, oldest first, then those of nodes being deleted.
-    pub batch: Vec<Pod>,
+    /// Shared with cluster state: tens of thousands of whole `Pod`s would double the
+    /// controller's memory for the round.
+    pub batch: Vec<Arc<StoredPod>>,
     /// Where they go.
     pub results: Results,
     /// The existing nodes that are NodeClaims still launching (by name).
@@ -103,25 +105,7 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
             c.metadata.name.as_deref().unwrap_or_default()
         )));
     }
-    // Whole pods only for the batch: the scheduler reads their affinities and spread.
-    let batch: Vec<Pod> = snapshot
-        .pods_to_schedule()
-        .iter()
-        .map(|p| p.to_pod())
-        .collect();
-    let started = Instant::now();
-    let results = if batch.is_empty() {
-        Results::default()
-    } else {
-        let existing = snapshot.existing_nodes();
-        Scheduler::new(
-            &pools,
-            &existing,
-            &snapshot.daemonset_pods(),
-            snapshot.scheduler_options(&scheduler_options(ctx)),
-        )
-        .solve(&batch, &|| started.elapsed() > SOLVE_TIMEOUT)
-    };
+    let batch: Vec<Arc<StoredPod>> = snapshot.pods_to_schedule().into_iter().cloned().collect();
     let launching = snapshot
         .nodes
         .iter()
@@ -129,7 +113,25 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
         .map(|n| n.name().to_string())
         .collect();
     let counts = snapshot.counts();
-    drop(snapshot);
+    let started = Instant::now();
+    let results = if batch.is_empty() {
+        Results::default()
+    } else {
+        // The scheduler keeps what it reads of the nodes; their inputs and the snapshot go
+        // before the simulation grows its own state.
+        let mut scheduler = {
+            let existing = snapshot.existing_nodes();
+            Scheduler::new(
+                &pools,
+                &existing,
+                &snapshot.daemonset_pods(),
+                snapshot.scheduler_options(&scheduler_options(ctx)),
+            )
+        };
+        drop(snapshot);
+        drop(objects);
+        scheduler.solve(&batch, &|| started.elapsed() > SOLVE_TIMEOUT)
+    };
     Ok(Scheduled {
         pools,
         batch,
@@ -156,7 +158,6 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         .iter()
         .map(|p| (p.node_pool.name(), &p.node_pool))
         .collect();
-    let stored: Vec<ObjectReference> = batch.iter().map(pods::reference).collect();
     ctx.metrics
         .scheduling_duration
         .get_or_create(&labels(&[("controller", "provisioner")]))
@@ -181,7 +182,9 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
                 format!("Failed to schedule pod, {reason}"),
             )
         };
-        ctx.recorder.publish_to(stored[*i].clone(), note).await;
+        ctx.recorder
+            .publish_to(pods::reference(&batch[*i]), note)
+            .await;
     }
     // Upstream's window: twice the longest batch, at least 10 s.
     let window = (ctx.options.batch_max_duration * 2).max(Duration::from_secs(10));
@@ -194,7 +197,9 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
                 rate_limited: true,
                 ..normal("Nominated", format!("Pod should schedule on: node/{node}"))
             };
-            ctx.recorder.publish_to(stored[i].clone(), note).await;
+            ctx.recorder
+                .publish_to(pods::reference(&batch[i]), note)
+                .await;
         }
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
@@ -233,7 +238,9 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
                     format!("Pod should schedule on: nodeclaim/{name}"),
                 )
             };
-            ctx.recorder.publish_to(stored[i].clone(), note).await;
+            ctx.recorder
+                .publish_to(pods::reference(&batch[i]), note)
+                .await;
         }
         tracing::info!(nodeclaim = %name, nodepool = %claim.node_pool, pods = claim.pods.len(), "created nodeclaim");
         created.push(name);

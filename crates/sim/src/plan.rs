@@ -368,9 +368,9 @@ impl Plan {
     /// The plan from a provisioning result over `pending` (existing nodes in `launching` are
     /// NodeClaims not yet registered) and a disruption decision — whoever computed them: `plan`
     /// over a dump, or the controller's own code over a live cluster.
-    pub fn from_decisions(
+    pub fn from_decisions<P: ObservedPod>(
         snapshot: SnapshotSummary,
-        pending: &[Pod],
+        pending: &[P],
         results: &Results,
         launching: &BTreeSet<String>,
         pools: &[NodePoolInput],

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use karpenter_core::provisioning::scheduling::BoundPod;
-use karpenter_core::resources::{Resources, pod_requests};
+use karpenter_core::resources::{QuantityError, Resources, pod_requests};
 use karpenter_core::scheduling::hostports::{self, HostPort};
 use karpenter_core::state::pods::{self, ObservedPod};
 
@@ -24,6 +24,9 @@ pub struct SharedSpec {
     pub spec: PodSpec,
     /// Its requests (init containers, sidecars and overhead included).
     pub requests: Resources,
+    /// Why its requests could not be read (`requests` is then empty), so that scheduling
+    /// reports the pod as reading the whole `Pod` would.
+    pub requests_error: Option<QuantityError>,
     /// Host ports it binds.
     pub host_ports: Vec<HostPort>,
     /// Its required pod anti-affinity terms.
@@ -149,8 +152,10 @@ impl SpecInterner {
                 spec: Some(spec.clone()),
                 ..Default::default()
             };
+            let requests = pod_requests(&pod);
             SharedSpec {
-                requests: pod_requests(&pod).unwrap_or_default(),
+                requests_error: requests.as_ref().err().cloned(),
+                requests: requests.unwrap_or_default(),
                 host_ports: hostports::host_ports(&pod),
                 anti_affinity: spec
                     .affinity
@@ -317,8 +322,20 @@ impl ObservedPod for StoredPod {
         self.nominated_node_name.as_deref()
     }
 
+    fn labels(&self) -> Option<&BTreeMap<String, String>> {
+        // As `to_pod` gives them back: no map when there are none.
+        Some(&*self.labels).filter(|l| !l.is_empty())
+    }
+
     fn pod_spec(&self) -> Option<&PodSpec> {
         Some(&self.spec.spec)
+    }
+
+    fn requests(&self) -> Result<Resources, QuantityError> {
+        match &self.spec.requests_error {
+            Some(e) => Err(e.clone()),
+            None => Ok(self.spec.requests.clone()),
+        }
     }
 
     fn start_time(&self) -> Option<&Time> {

@@ -55,11 +55,12 @@ impl Objects {
         &'a self,
         node_pools: &'a [NodePoolInput],
         provider_labels: &'a [String],
-    ) -> Snapshot<'a, StoredPod> {
+    ) -> Snapshot<'a, Arc<StoredPod>> {
         Snapshot::new(Observed {
             nodes: self.nodes.iter().map(|n| &**n).collect(),
             node_claims: self.node_claims.iter().map(|c| &**c).collect(),
-            pods: self.pods.iter().map(|p| &**p).collect(),
+            // Shared, so that a provisioning batch can keep its pods without copying them.
+            pods: self.pods.iter().collect(),
             daemonsets: self.daemonsets.iter().map(|d| &**d).collect(),
             pdbs: self.pdbs.iter().map(|p| &**p).collect(),
             namespaces: self.namespaces.iter().map(|n| &**n).collect(),

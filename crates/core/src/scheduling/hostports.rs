@@ -1,6 +1,6 @@
 //! Host ports a pod binds, and whether two pods' ports collide on one node.
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
 /// One host port binding.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -27,8 +27,12 @@ impl HostPort {
 
 /// The host ports of a pod's containers (init containers do not hold theirs).
 pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
-    pod.spec
-        .iter()
+    spec_host_ports(pod.spec.as_ref())
+}
+
+/// The host ports of a pod spec's containers (see [`host_ports`]).
+pub fn spec_host_ports(spec: Option<&PodSpec>) -> Vec<HostPort> {
+    spec.into_iter()
         .flat_map(|s| &s.containers)
         .flat_map(|c| c.ports.iter().flatten())
         .filter_map(|p| {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Pod};
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Pod, PodSpec};
 use karpenter_api::labels::is_well_known_label;
 use karpenter_api::{NodeSelectorRequirementWithMinValues, Operator};
 
@@ -144,7 +144,11 @@ impl Requirements {
     /// term (OR-ed terms are relaxed away one at a time), and — when `with_preferences` — its
     /// heaviest preferred node-affinity term, treated as required until relaxed.
     pub fn for_pod(pod: &Pod, with_preferences: bool) -> Self {
-        let spec = pod.spec.as_ref();
+        Self::for_spec(pod.spec.as_ref(), with_preferences)
+    }
+
+    /// [`Requirements::for_pod`] of a pod with this spec.
+    pub fn for_spec(spec: Option<&PodSpec>, with_preferences: bool) -> Self {
         let mut r = spec
             .and_then(|s| s.node_selector.as_ref())
             .map(Self::from_labels)

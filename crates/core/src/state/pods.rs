@@ -1,10 +1,13 @@
 //! What karpenter asks of a pod, in upstream's terms (`pkg/utils/pod`), over any form a caller
 //! keeps pods in: a whole `Pod`, or the controller's trimmed copy.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use crate::provisioning::scheduling::BoundPod;
+use crate::resources::{QuantityError, Resources, pod_requests};
 
 /// A pod as observed: the fields the snapshot and the predicates read, and the ways to turn it
 /// into what scheduling takes.
@@ -19,8 +22,21 @@ pub trait ObservedPod {
     fn unschedulable(&self) -> bool;
     /// `status.nominatedNodeName`.
     fn nominated_node_name(&self) -> Option<&str>;
+    /// Its labels (a trimmed copy may keep them apart from [`ObservedPod::meta`]).
+    fn labels(&self) -> Option<&BTreeMap<String, String>> {
+        self.meta().labels.as_ref()
+    }
     /// Its spec (`nodeName` may be elsewhere: see [`ObservedPod::node_name`]).
     fn pod_spec(&self) -> Option<&PodSpec>;
+    /// What it requests, as [`pod_requests`] counts it (a form that shares its spec may have
+    /// counted it once for all its pods).
+    fn requests(&self) -> Result<Resources, QuantityError> {
+        // Requests depend on the spec alone; a spec-only pod avoids cloning the rest.
+        pod_requests(&Pod {
+            spec: self.pod_spec().cloned(),
+            ..Default::default()
+        })
+    }
     /// `status.startTime`.
     fn start_time(&self) -> Option<&Time>;
     /// As scheduling sees it on its node; `None` once it finished.
@@ -91,6 +107,10 @@ impl ObservedPod for Pod {
         self.spec.as_ref()
     }
 
+    fn requests(&self) -> Result<Resources, QuantityError> {
+        pod_requests(self)
+    }
+
     fn start_time(&self) -> Option<&Time> {
         status(self).and_then(|s| s.start_time.as_ref())
     }
@@ -121,8 +141,14 @@ impl<T: ObservedPod + ?Sized> ObservedPod for std::sync::Arc<T> {
     fn nominated_node_name(&self) -> Option<&str> {
         (**self).nominated_node_name()
     }
+    fn labels(&self) -> Option<&BTreeMap<String, String>> {
+        (**self).labels()
+    }
     fn pod_spec(&self) -> Option<&PodSpec> {
         (**self).pod_spec()
+    }
+    fn requests(&self) -> Result<Resources, QuantityError> {
+        (**self).requests()
     }
     fn start_time(&self) -> Option<&Time> {
         (**self).start_time()

@@ -28,9 +28,10 @@ use nodeclaim::{Headroom, InflightClaim, NodeClaimTemplate, unmet_min_values};
 use topology::{CountedNode, Matching, PodRef, Topology};
 
 use crate::cloudprovider::InstanceType;
-use crate::resources::{Limits, NODES, QuantityError, Resources, pod_requests};
-use crate::scheduling::hostports::{HostPort, host_ports};
+use crate::resources::{Limits, NODES, QuantityError, Resources};
+use crate::scheduling::hostports::{HostPort, spec_host_ports};
 use crate::scheduling::{AllowUndefined, Requirement, Requirements};
+use crate::state::pods::ObservedPod;
 
 /// The most instance types a NodeClaim lists (upstream's `MaxInstanceTypes`).
 pub const MAX_INSTANCE_TYPES: usize = 600;
@@ -97,22 +98,27 @@ pub struct PodData {
 impl PodData {
     /// Computes a pod's scheduling data.
     pub fn new(pod: &Pod, respect_preferences: bool) -> Result<Self, QuantityError> {
-        let strict_requirements = Requirements::for_pod(pod, false);
+        Self::of(pod, respect_preferences)
+    }
+
+    /// Computes the scheduling data of a pod in any observed form.
+    pub fn of(
+        pod: &(impl ObservedPod + ?Sized),
+        respect_preferences: bool,
+    ) -> Result<Self, QuantityError> {
+        let spec = pod.pod_spec();
+        let strict_requirements = Requirements::for_spec(spec, false);
         let requirements = if respect_preferences {
-            Requirements::for_pod(pod, true)
+            Requirements::for_spec(spec, true)
         } else {
             strict_requirements.clone()
         };
         Ok(Self {
-            requests: pod_requests(pod)?,
+            requests: pod.requests()?,
             requirements,
             strict_requirements,
-            tolerations: pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.tolerations.clone())
-                .unwrap_or_default(),
-            host_ports: host_ports(pod),
+            tolerations: spec.and_then(|s| s.tolerations.clone()).unwrap_or_default(),
+            host_ports: spec_host_ports(spec),
         })
     }
 }
@@ -223,8 +229,8 @@ pub struct Scheduler {
 struct Rejected;
 
 /// A pod's scheduling data with what its volumes require of the node.
-fn pod_data(pod: &Pod, options: &SchedulerOptions) -> Result<PodData, QuantityError> {
-    let mut data = PodData::new(pod, options.respect_preferences)?;
+fn pod_data(pod: &dyn ObservedPod, options: &SchedulerOptions) -> Result<PodData, QuantityError> {
+    let mut data = PodData::of(pod, options.respect_preferences)?;
     if !options.volume_requirements.is_empty()
         && let Some(volumes) = options
             .volume_requirements
@@ -237,7 +243,7 @@ fn pod_data(pod: &Pod, options: &SchedulerOptions) -> Result<PodData, QuantityEr
 }
 
 /// Pods that could not be read (a malformed quantity) are reported, not scheduled.
-fn pod_data_or_error(pod: &Pod, options: &SchedulerOptions) -> Result<PodData, String> {
+fn pod_data_or_error(pod: &dyn ObservedPod, options: &SchedulerOptions) -> Result<PodData, String> {
     pod_data(pod, options).map_err(|e| format!("ignoring pod, {e}"))
 }
 
@@ -352,7 +358,10 @@ impl Scheduler {
 
     /// Schedules `pods`. `interrupt` is polled between pods; when it returns true the results so
     /// far are returned (upstream's one-minute budget, kept out of this pure code).
-    pub fn solve(&mut self, pods: &[Pod], interrupt: &dyn Fn() -> bool) -> Results {
+    ///
+    /// Pods are read in whatever form the caller keeps them (a whole `Pod`, or a trimmed copy
+    /// that shares its spec), so a large batch is not copied into whole `Pod`s first.
+    pub fn solve<P: ObservedPod>(&mut self, pods: &[P], interrupt: &dyn Fn() -> bool) -> Results {
         let mut results = Results::default();
         // Pods are copied only when a preference is relaxed; the rest are read in place.
         let mut relaxed: HashMap<usize, Pod> = HashMap::new();
@@ -429,20 +438,24 @@ impl Scheduler {
         results
     }
 
-    fn try_schedule(
+    fn try_schedule<P: ObservedPod>(
         &mut self,
         id: usize,
-        pods: &[Pod],
+        pods: &[P],
         relaxed: &mut HashMap<usize, Pod>,
         data: &mut PodData,
         results: &mut Results,
     ) -> Result<(), String> {
         loop {
-            let err = match self.add(id, relaxed.get(&id).unwrap_or(&pods[id]), data, results) {
+            let pod: &dyn ObservedPod = match relaxed.get(&id) {
+                Some(relaxed) => relaxed,
+                None => &pods[id],
+            };
+            let err = match self.add(id, pod, data, results) {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
             };
-            let pod = relaxed.entry(id).or_insert_with(|| pods[id].clone());
+            let pod = relaxed.entry(id).or_insert_with(|| pods[id].to_pod());
             if preferences::relax(pod, self.prefer_no_schedule_taints).is_none() {
                 return Err(err);
             }
@@ -454,7 +467,7 @@ impl Scheduler {
     fn add(
         &mut self,
         id: usize,
-        pod: &Pod,
+        pod: &dyn ObservedPod,
         data: &PodData,
         results: &mut Results,
     ) -> Result<(), String> {

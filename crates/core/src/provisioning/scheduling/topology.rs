@@ -7,13 +7,14 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, Taint};
+use k8s_openapi::api::core::v1::{PodAffinityTerm, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use karpenter_api::Operator;
 use karpenter_api::labels::HOSTNAME_LABEL;
 
 use super::BoundPod;
 use crate::scheduling::{AllowUndefined, Requirement, Requirements, selector, taints};
+use crate::state::pods::ObservedPod;
 
 /// What a group constrains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -332,22 +333,22 @@ impl Matching {
     }
 }
 
-/// A pod the topology needs to know about: its namespace and labels.
+/// A pod the topology needs to know about: its namespace, labels and spec.
 pub struct PodRef<'a> {
     /// The pod's index in the batch being scheduled.
     pub id: usize,
-    /// The pod.
-    pub pod: &'a Pod,
+    /// The pod, in whatever form the caller keeps it.
+    pub pod: &'a dyn ObservedPod,
 }
 
 impl PodRef<'_> {
     fn namespace(&self) -> &str {
-        self.pod.metadata.namespace.as_deref().unwrap_or("default")
+        self.pod.meta().namespace.as_deref().unwrap_or("default")
     }
 
     fn labels(&self) -> &BTreeMap<String, String> {
         static EMPTY: BTreeMap<String, String> = BTreeMap::new();
-        self.pod.metadata.labels.as_ref().unwrap_or(&EMPTY)
+        self.pod.labels().unwrap_or(&EMPTY)
     }
 }
 
@@ -457,7 +458,7 @@ impl Topology {
             self.inverse_owned.resize(pod.id + 1, Vec::new());
         }
         self.owned[pod.id].clear();
-        let spec = pod.pod.spec.as_ref();
+        let spec = pod.pod.pod_spec();
         let anti = spec
             .and_then(|s| s.affinity.as_ref())
             .and_then(|a| a.pod_anti_affinity.as_ref());
@@ -557,7 +558,7 @@ impl Topology {
     }
 
     fn groups_of(&self, pod: &PodRef<'_>) -> Vec<TopologyGroup> {
-        let Some(spec) = pod.pod.spec.as_ref() else {
+        let Some(spec) = pod.pod.pod_spec() else {
             return Vec::new();
         };
         let mut groups = Vec::new();
