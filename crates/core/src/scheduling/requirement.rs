@@ -3,8 +3,9 @@
 //! Intersections of requirements are exact, so the scheduler can narrow a node's labels as pods
 //! are added and know when nothing is left.
 
-use std::collections::BTreeSet;
+use std::cmp::Ordering;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 use karpenter_api::labels::normalize_label;
 use karpenter_api::{NodeSelectorRequirementWithMinValues, Operator};
@@ -15,7 +16,7 @@ pub struct Requirement {
     key: String,
     /// When true the allowed set is everything except `values`.
     complement: bool,
-    values: BTreeSet<String>,
+    values: ValueSet,
     /// Inclusive integer bounds; a value outside them (or not an integer) is not allowed.
     gte: Option<i64>,
     lte: Option<i64>,
@@ -42,7 +43,7 @@ impl Requirement {
         let mut r = Self {
             key,
             complement: true,
-            values: BTreeSet::new(),
+            values: ValueSet::default(),
             gte: None,
             lte: None,
             min_values,
@@ -162,13 +163,13 @@ impl Requirement {
         {
             return Self::does_not_exist(&self.key, min_values);
         }
-        let values: BTreeSet<String> = match (self.complement, other.complement) {
-            (true, true) => self.values.union(&other.values).cloned().collect(),
-            (true, false) => other.values.difference(&self.values).cloned().collect(),
-            (false, true) => self.values.difference(&other.values).cloned().collect(),
-            (false, false) => self.values.intersection(&other.values).cloned().collect(),
+        let keep = |v: &String| within(v, gte, lte);
+        let values = match (self.complement, other.complement) {
+            (true, true) => self.values.merge(&other.values, Merge::Union, keep),
+            (true, false) => other.values.merge(&self.values, Merge::Difference, keep),
+            (false, true) => self.values.merge(&other.values, Merge::Difference, keep),
+            (false, false) => self.values.merge(&other.values, Merge::Intersection, keep),
         };
-        let values = values.into_iter().filter(|v| within(v, gte, lte)).collect();
         let (gte, lte) = if complement { (gte, lte) } else { (None, None) };
         Requirement {
             key: self.key.clone(),
@@ -243,11 +244,134 @@ impl Requirement {
         Self {
             key: key.to_string(),
             complement: false,
-            values: BTreeSet::new(),
+            values: ValueSet::default(),
             gte: None,
             lte: None,
             min_values,
         }
+    }
+}
+
+/// A requirement's listed values: sorted and distinct in one allocation. A node's labels
+/// become one single-valued requirement each, and a tree set would allocate a node of eleven
+/// slots for every one of them (a quarter of a kilobyte per label of every existing node).
+#[derive(Clone, Default, PartialEq, Eq)]
+struct ValueSet(Vec<String>);
+
+/// Which values of two sets [`ValueSet::merge`] keeps.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Merge {
+    Union,
+    Intersection,
+    /// The first set's values that the second does not have.
+    Difference,
+}
+
+impl ValueSet {
+    fn contains(&self, value: &str) -> bool {
+        self.0.binary_search_by(|v| v.as_str().cmp(value)).is_ok()
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, String> {
+        self.0.iter()
+    }
+
+    fn first(&self) -> Option<&String> {
+        self.0.first()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The union, intersection or difference of two sets, less the values `keep` refuses.
+    fn merge(&self, other: &ValueSet, how: Merge, keep: impl Fn(&String) -> bool) -> ValueSet {
+        let (a, b) = (&self.0, &other.0);
+        // A few values against many (a pod's zone against a NodePool's instance types): look
+        // them up rather than walk the long list.
+        if how != Merge::Union && a.len() * 16 < b.len() {
+            let wanted = how == Merge::Intersection;
+            return ValueSet(
+                a.iter()
+                    .filter(|v| other.contains(v) == wanted && keep(v))
+                    .cloned()
+                    .collect(),
+            );
+        }
+        if how == Merge::Intersection && b.len() * 16 < a.len() {
+            return ValueSet(
+                b.iter()
+                    .filter(|v| self.contains(v) && keep(v))
+                    .cloned()
+                    .collect(),
+            );
+        }
+        let mut out = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        let mut push = |v: &String| {
+            if keep(v) {
+                out.push(v.clone());
+            }
+        };
+        while i < a.len() && j < b.len() {
+            match a[i].cmp(&b[j]) {
+                Ordering::Less => {
+                    if how != Merge::Intersection {
+                        push(&a[i]);
+                    }
+                    i += 1;
+                }
+                Ordering::Greater => {
+                    if how == Merge::Union {
+                        push(&b[j]);
+                    }
+                    j += 1;
+                }
+                Ordering::Equal => {
+                    if how != Merge::Difference {
+                        push(&a[i]);
+                    }
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        if how != Merge::Intersection {
+            a[i..].iter().for_each(&mut push);
+        }
+        if how == Merge::Union {
+            b[j..].iter().for_each(&mut push);
+        }
+        out.shrink_to_fit();
+        ValueSet(out)
+    }
+}
+
+impl FromIterator<String> for ValueSet {
+    fn from_iter<I: IntoIterator<Item = String>>(iter: I) -> Self {
+        let mut values: Vec<String> = iter.into_iter().collect();
+        values.sort_unstable();
+        values.dedup();
+        values.shrink_to_fit();
+        ValueSet(values)
+    }
+}
+
+/// Hashes as the `BTreeSet<String>` it replaces: the length, then the values in order.
+impl Hash for ValueSet {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+/// Prints as a set, as before.
+impl fmt::Debug for ValueSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(&self.0).finish()
     }
 }
 
@@ -389,6 +513,41 @@ mod tests {
             failures.len(),
             failures.join("\n")
         );
+    }
+
+    #[test]
+    fn few_values_against_many_intersect_as_two_lists_of_equal_length_do() {
+        let many: Vec<String> = (0..100).map(|i| format!("v{i:02}")).collect();
+        let few = ["v03", "v17", "x"];
+        let cases = [
+            (Operator::In, Operator::In),
+            (Operator::In, Operator::NotIn),
+            (Operator::NotIn, Operator::In),
+            (Operator::NotIn, Operator::NotIn),
+        ];
+        for (a, b) in cases {
+            for (x, y) in [
+                (
+                    Requirement::new("k", a, &few),
+                    Requirement::new("k", b, &many),
+                ),
+                (
+                    Requirement::new("k", a, &many),
+                    Requirement::new("k", b, &few),
+                ),
+            ] {
+                let got = x.intersection(&y);
+                let allowed = |v: &str| x.has(v) && y.has(v);
+                for v in many.iter().map(String::as_str).chain(few).chain(["y"]) {
+                    assert_eq!(got.has(v), allowed(v), "{x} ∩ {y} has {v}");
+                }
+                let listed: Vec<&str> = got.values().collect();
+                let mut sorted = listed.clone();
+                sorted.sort_unstable();
+                sorted.dedup();
+                assert_eq!(listed, sorted, "{x} ∩ {y} lists sorted, distinct values");
+            }
+        }
     }
 
     #[test]

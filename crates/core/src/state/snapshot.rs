@@ -4,6 +4,7 @@
 //! cluster whichever of them asks.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -23,7 +24,9 @@ use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED};
 use super::pods::{self, ObservedPod};
 use super::volumes::Volumes;
 use crate::disruption::NodeState;
-use crate::provisioning::scheduling::{ExistingNodeInput, NodePoolInput, SchedulerOptions};
+use crate::provisioning::scheduling::{
+    BoundPod, ExistingNodeInput, NodePoolInput, SchedulerOptions,
+};
 use crate::resources::Resources;
 use crate::scheduling::Requirements;
 use crate::scheduling::requirements::node_claim_labels;
@@ -438,8 +441,10 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
     }
 
     /// The nodes pending pods may go to: every node and launched NodeClaim not being deleted.
-    /// Bound pods are kept in scheduling's light form.
+    /// Bound pods are kept in scheduling's light form, one shared value for all the pods that
+    /// read the same (the replicas of a template in a namespace).
     pub fn existing_nodes(&self) -> Vec<ExistingNodeInput> {
+        let mut shared = SharedBoundPods::default();
         self.nodes
             .iter()
             .filter(|n| !n.deleting())
@@ -457,7 +462,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
                         .pods
                         .iter()
                         .filter_map(|p| p.bound())
-                        .map(std::sync::Arc::new)
+                        .map(|p| shared.get(p))
                         .collect(),
                     initialized: n.initialized(),
                 }
@@ -577,6 +582,37 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
     }
 }
 
+/// One [`BoundPod`] per distinct value: 100,000 bound pods are mostly replicas of a few
+/// templates, and a copy each would be a large part of a provisioning round's memory.
+#[derive(Default)]
+struct SharedBoundPods {
+    by_hash: HashMap<u64, Vec<Arc<BoundPod>>>,
+}
+
+impl SharedBoundPods {
+    fn get(&mut self, pod: BoundPod) -> Arc<BoundPod> {
+        let mut hasher = DefaultHasher::new();
+        // Anti-affinity terms cannot be hashed; equality still compares them.
+        (
+            &pod.namespace,
+            &*pod.labels,
+            &pod.requests,
+            &pod.host_ports,
+            pod.daemonset,
+            pod.terminating,
+            pod.anti_affinity.len(),
+        )
+            .hash(&mut hasher);
+        let bucket = self.by_hash.entry(hasher.finish()).or_default();
+        if let Some(same) = bucket.iter().find(|b| ***b == pod) {
+            return same.clone();
+        }
+        let pod = Arc::new(pod);
+        bucket.push(pod.clone());
+        pod
+    }
+}
+
 /// How much of each kind a snapshot holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
@@ -657,4 +693,35 @@ pub fn price_of(pools: &[NodePoolInput], pool: &str, labels: &BTreeMap<String, S
                 .map(|o| o.price)
         })
         .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn bound_pods_that_read_the_same_share_one_value() {
+        let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
+        let pod = |name: &str, app: &str| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "ns", "labels": {"app": app}},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+                "status": {"phase": "Running"},
+            }))
+            .unwrap()
+        };
+        let pods = [pod("a", "web"), pod("b", "web"), pod("c", "db")];
+        let snapshot = Snapshot::new(Observed {
+            nodes: vec![&node],
+            pods: pods.iter().collect(),
+            ..Default::default()
+        });
+        let existing = snapshot.existing_nodes();
+        let bound = &existing[0].pods;
+        assert_eq!(bound.len(), 3, "every pod still takes its room");
+        assert!(Arc::ptr_eq(&bound[0], &bound[1]));
+        assert!(!Arc::ptr_eq(&bound[0], &bound[2]));
+        assert_eq!(bound[2].labels.get("app").map(String::as_str), Some("db"));
+    }
 }
