@@ -199,7 +199,7 @@ impl<P: CloudProvider> Context<P> {
                     }
                 }
                 Effect::Launch(command) => match self.launch(&command, pools).await {
-                    Ok(names) => orchestrator.launched(names),
+                    Ok(names) => orchestrator.launched(&command, names),
                     Err(e) => {
                         self.give_back(orchestrator, &command, &e).await;
                         return Err(e);
@@ -232,7 +232,7 @@ impl<P: CloudProvider> Context<P> {
     /// Gives a command that could not start back: the orchestrator forgets it and its
     /// candidates lose the taint (best effort: `release_stale_taints` finishes the job).
     async fn give_back(&self, orchestrator: &mut Orchestrator, command: &Command, error: &Error) {
-        orchestrator.launch_failed(error.to_string());
+        orchestrator.launch_failed(command, error.to_string());
         for node in &command.candidates {
             if let Err(e) = self.set_disrupted_taint(node, false).await {
                 tracing::warn!(node = %node, error = %e, "removing the disruption taint");
@@ -267,13 +267,14 @@ async fn release_stale_taints<P: CloudProvider>(ctx: &Context<P>) -> Result<(), 
     Ok(())
 }
 
-/// One pass: the orchestrator moves a command in flight along, or acts on a fresh decision
-/// (holding a consolidation until it is decided again after the validation delay). `now` is
-/// the orchestrator's clock.
+/// One pass: the orchestrator moves every command in flight along and, when `decide`, acts on
+/// a fresh decision over the nodes they have not taken (holding a consolidation until it is
+/// decided again after the validation delay). `now` is the orchestrator's clock.
 pub async fn pass<P: CloudProvider>(
     ctx: &Context<P>,
     orchestrator: &mut Orchestrator,
     now: Duration,
+    decide: bool,
 ) -> Result<(), Error> {
     if !ctx.cluster.synced() {
         return Err(Error::NotSynced("cluster state".into()));
@@ -282,16 +283,19 @@ pub async fn pass<P: CloudProvider>(
         release_stale_taints(ctx).await?;
     }
     let pools = pool_inputs(ctx).await;
-    let command = if orchestrator.in_flight() {
-        None
-    } else {
-        decide_now(ctx, &pools).await
-    };
-    let effects = orchestrator.step(now, |name| ctx.replacement(name), || command);
-    let done = ctx.carry_out(orchestrator, effects, &pools).await;
-    // The nodes taken are exactly those of the command in flight, whatever happened.
+    let advanced = orchestrator.advance(now, |name| ctx.replacement(name));
+    let mut done = ctx.carry_out(orchestrator, advanced, &pools).await;
+    // The nodes taken are exactly those of the commands in flight, whatever happened; the
+    // decision below sees them taken (and the candidates just deleted as deleting).
     ctx.cluster
         .set_marked_for_deletion(orchestrator.marked_for_deletion());
+    if decide && done.is_ok() {
+        let command = decide_now(ctx, &pools).await;
+        let effects = orchestrator.decided(now, command);
+        done = ctx.carry_out(orchestrator, effects, &pools).await;
+        ctx.cluster
+            .set_marked_for_deletion(orchestrator.marked_for_deletion());
+    }
     done
 }
 
@@ -332,8 +336,9 @@ async fn decide_now<P: CloudProvider>(
     decision.commands.into_iter().next()
 }
 
-/// Runs disruption until `shutdown`: a pass every `disruption_poll`, faster while a command is
-/// in flight or validating.
+/// Runs disruption until `shutdown`: commands in flight move along every `resync`, a fresh
+/// decision is made every `disruption_poll` and when a held consolidation is due for
+/// validation.
 pub async fn run<P: CloudProvider>(
     ctx: Arc<Context<P>>,
     shutdown: tokio_util::sync::CancellationToken,
@@ -341,22 +346,33 @@ pub async fn run<P: CloudProvider>(
     let mut orchestrator =
         Orchestrator::new(ctx.options.consolidation_validation, REPLACEMENT_TIMEOUT);
     let origin = ctx.clock.instant();
+    let mut next_decision = Duration::ZERO;
     loop {
-        let wait = if orchestrator.busy() {
-            ctx.options.resync
+        let now = origin.elapsed();
+        let wake = if orchestrator.in_flight() > 0 {
+            now + ctx.options.resync
         } else {
-            ctx.options.disruption_poll
+            next_decision.max(now + ctx.options.resync)
         };
+        let wake = orchestrator
+            .validation_due()
+            .map_or(wake, |due| wake.min(due.max(now + ctx.options.resync)));
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(wait) => {}
+            _ = tokio::time::sleep(wake.saturating_sub(now)) => {}
         }
         if !ctx.is_leader() {
             orchestrator.reset();
             ctx.cluster.set_marked_for_deletion(BTreeSet::new());
             continue;
         }
-        let result = pass(&ctx, &mut orchestrator, origin.elapsed()).await;
+        let now = origin.elapsed();
+        let decide =
+            now >= next_decision || orchestrator.validation_due().is_some_and(|due| now >= due);
+        if decide {
+            next_decision = now + ctx.options.disruption_poll;
+        }
+        let result = pass(&ctx, &mut orchestrator, now, decide).await;
         ctx.metrics.reconciled("disruption", result.is_ok());
         if let Err(e) = result
             && !e.is_conflict()

@@ -102,9 +102,26 @@ impl Harness {
     }
 
     fn pod(&self, name: &str, annotations: serde_json::Value) {
+        self.pod_of(name, "1", annotations);
+    }
+
+    fn pod_of(&self, name: &str, cpu: &str, annotations: serde_json::Value) {
+        self.pod_in(name, cpu, annotations, json!({}));
+    }
+
+    fn pod_in(
+        &self,
+        name: &str,
+        cpu: &str,
+        annotations: serde_json::Value,
+        selector: serde_json::Value,
+    ) {
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "default", "annotations": annotations},
-            "spec": {"containers": [{"name": "c", "image": "app", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+            "spec": {
+                "nodeSelector": selector,
+                "containers": [{"name": "c", "image": "app", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+            },
         }))
         .expect("a pod");
         self.server.create(&pod).expect("created");
@@ -490,6 +507,43 @@ async fn a_not_ready_node_whose_instance_is_gone_is_not_drained() {
                     != Some(&h.cloud.created()[0])
             }))
         .then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+/// Upstream's orchestration queue: a drift command waiting on its replacement does not hold
+/// up the next one. Two drifted nodes (a budget of 100%) in two zones get their replacements
+/// launched together, though neither replacement registers for a while.
+#[tokio::test(start_paused = true)]
+async fn two_drifted_nodes_are_replaced_at_once_not_one_after_the_other() {
+    let h = Harness::start(json!({"spec": {"disruption": {"budgets": [{"nodes": "100%"}]}}}));
+    let zone = |z: &str| json!({"topology.kubernetes.io/zone": z});
+    h.pod_in("a", "1", json!({}), zone("test-zone-1"));
+    h.pod_in("b", "1", json!({}), zone("test-zone-2"));
+    h.until(minutes(2), || h.pod_node("a").zip(h.pod_node("b")))
+        .await;
+    let first = h.cloud.created();
+    assert_eq!(first.len(), 2);
+    h.kubelets.store(false, Ordering::Relaxed);
+    for id in &first {
+        h.cloud.set_drifted(id, "ImageDrifted");
+    }
+    let drifted_at = h.clock.now();
+    let (_, both_launched) = h
+        .until(minutes(15), || (h.cloud.created().len() >= 4).then_some(()))
+        .await;
+    let waited = elapsed(drifted_at, both_launched);
+    assert!(
+        waited < SignedDuration::from_mins(2),
+        "both replacements launched within {waited:?} of the drift, not one after the other"
+    );
+    h.kubelets.store(true, Ordering::Relaxed);
+    h.until(minutes(10), || {
+        first
+            .iter()
+            .all(|id| h.cloud.deleted().contains(id))
+            .then_some(())
     })
     .await;
     h.stop().await;

@@ -602,6 +602,108 @@ fn drift_replaces_drifted_nodes() {
     assert!(run(&[n], &held, &[]).commands.is_empty());
 }
 
+/// Upstream's drift: nodes go in the order they were found drifted; every empty drifted node
+/// the budget allows goes in one command, before any node that needs a replacement.
+#[test]
+fn drift_takes_empty_nodes_together_then_the_first_found() {
+    // Consolidation off: the empty nodes are drift's, not emptiness's.
+    let pools = [pool("default", |np| {
+        np.spec.disruption.consolidate_after = NillableDuration(None);
+        np.spec.disruption.budgets = vec![Budget {
+            nodes: "100%".into(),
+            ..Default::default()
+        }]
+    })];
+    let drifted = |name: &str, at: i64, pods: Vec<Pod>| {
+        let mut n = node(name, "default", 2, "on-demand", pods);
+        n.drifted = true;
+        n.drifted_at = at;
+        n.last_pod_event = NOW;
+        n
+    };
+    let nodes = [
+        drifted("late-busy", NOW - 10, vec![app("1")]),
+        drifted("early-busy", NOW - 300, vec![app("1")]),
+        drifted("empty-1", NOW - 5, vec![]),
+        drifted("empty-2", NOW - 50, vec![]),
+    ];
+    let d = run(&nodes, &pools, &[]);
+    assert_eq!(d.commands[0].reason, DisruptionReason::Drifted);
+    assert_eq!(d.commands[0].candidates, ["empty-2", "empty-1"]);
+    assert!(d.commands[0].replacements.is_empty());
+    let busy = &nodes[..2];
+    let d = run(busy, &pools, &[]);
+    assert_eq!(
+        d.commands[0].candidates,
+        ["early-busy"],
+        "found drifted first, though created at the same time"
+    );
+}
+
+/// Upstream's budget arithmetic: the NodePool's size counts initialized nodes, those marked
+/// for deletion included, but not those whose instance is being terminated; the NotReady and
+/// the deleting among them use the budget up.
+#[test]
+fn nodes_being_deleted_count_toward_the_pool_and_against_its_budget() {
+    let budget = |nodes: &str| {
+        [pool("default", |np| {
+            np.spec.disruption.budgets = vec![Budget {
+                nodes: nodes.into(),
+                ..Default::default()
+            }]
+        })]
+    };
+    let empties = |n: usize| -> Vec<NodeState> {
+        (0..n)
+            .map(|i| node(&format!("e{i}"), "default", 2, "on-demand", vec![]))
+            .collect()
+    };
+    let deleting = |name: &str, terminating: bool| {
+        let mut n = node(name, "default", 2, "on-demand", vec![]);
+        n.deleting = true;
+        n.instance_terminating = terminating;
+        n
+    };
+    let cases: [(&str, &str, Vec<NodeState>, usize); 5] = [
+        ("4 nodes, 50%: two may go", "50%", empties(4), 2),
+        (
+            "one of 4 (counted) is being deleted: one more may go",
+            "50%",
+            [empties(3), vec![deleting("d", false)]].concat(),
+            1,
+        ),
+        (
+            "100% of 2, one being deleted: the other may go too",
+            "100%",
+            [empties(1), vec![deleting("d", false)]].concat(),
+            1,
+        ),
+        (
+            "a terminating instance is no longer part of the pool: 50% of 3",
+            "50%",
+            [empties(3), vec![deleting("d", true)]].concat(),
+            2,
+        ),
+        (
+            "a launching claim is neither",
+            "50%",
+            [
+                empties(4),
+                vec![NodeState {
+                    initialized: false,
+                    ..node("new", "default", 2, "on-demand", vec![])
+                }],
+            ]
+            .concat(),
+            2,
+        ),
+    ];
+    for (case, nodes_budget, nodes, expected) in cases {
+        let pools = budget(nodes_budget);
+        assert_eq!(deleted(&run(&nodes, &pools, &[])).len(), expected, "{case}");
+    }
+}
+
 #[test]
 fn drift_is_eventual_when_a_termination_grace_period_bounds_the_drain() {
     let with_tgp = [pool("default", |np| {

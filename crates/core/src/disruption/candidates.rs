@@ -239,16 +239,15 @@ pub(super) fn budget_mapping(
             .iter()
             .filter(|n| n.node_pool.as_deref() == Some(name))
             .collect();
-        let counted = nodes
+        // As upstream, the pool's size is its initialized nodes whose instance is not being
+        // terminated — those marked for deletion included — and of those, the NotReady and
+        // the deleting are disruptions in progress. A claim still launching is neither.
+        let sized: Vec<&&NodeState> = nodes
             .iter()
-            .filter(|n| n.initialized && !n.deleting)
-            .count();
-        // As upstream, only initialized nodes count: a claim still launching is neither part
-        // of the pool's size nor a disruption in progress.
-        let disrupting = nodes
-            .iter()
-            .filter(|n| n.initialized && (!n.ready || n.deleting))
-            .count();
+            .filter(|n| n.initialized && !n.instance_terminating)
+            .collect();
+        let counted = sized.len();
+        let disrupting = sized.iter().filter(|n| !n.ready || n.deleting).count();
         let allowed = budgets::allowed_disruptions(&pool.node_pool, counted, reason, input.now);
         out.insert(name.to_string(), allowed.saturating_sub(disrupting));
     }

@@ -61,7 +61,13 @@ pub(super) fn solve_without(
     (existing, results)
 }
 
-pub(super) fn simulate(input: &Input<'_>, removed: &[&NodeState]) -> Simulation {
+/// Where the pods of `removed` would go, with the pending pods, as upstream's
+/// `SimulateScheduling`: an error when one of them would not schedule, or only onto a node not
+/// initialized yet (its pods would not move there at once); else the new NodeClaims they need.
+pub(super) fn reschedule(
+    input: &Input<'_>,
+    removed: &[&NodeState],
+) -> Result<Vec<NewNodeClaim>, String> {
     let moving: Vec<Pod> = removed
         .iter()
         .flat_map(|n| reschedulable(n).cloned())
@@ -70,7 +76,7 @@ pub(super) fn simulate(input: &Input<'_>, removed: &[&NodeState]) -> Simulation 
     pods.extend(input.pending_pods.iter().cloned());
     let (existing, results) = solve_without(input, removed, &pods);
     if let Some((_, reason)) = results.pod_errors.iter().find(|(i, _)| **i < moving.len()) {
-        return Simulation::Invalid(format!("not all pods would schedule, {reason}"));
+        return Err(format!("not all pods would schedule, {reason}"));
     }
     let uninitialized: Vec<&str> = results
         .existing_nodes
@@ -80,17 +86,23 @@ pub(super) fn simulate(input: &Input<'_>, removed: &[&NodeState]) -> Simulation 
         .filter(|name| existing.iter().any(|e| e.name == *name && !e.initialized))
         .collect();
     if let Some(name) = uninitialized.first() {
-        return Simulation::Invalid(format!("would schedule against uninitialized node {name}"));
+        return Err(format!("would schedule against uninitialized node {name}"));
     }
-    let claims: Vec<&NewNodeClaim> = results
+    Ok(results
         .new_node_claims
-        .iter()
+        .into_iter()
         .filter(|c| c.pods.iter().any(|p| *p < moving.len()))
-        .collect();
-    match claims.len() {
-        0 => Simulation::Delete,
-        1 => Simulation::Replace(Box::new(claims[0].clone())),
-        n => Simulation::Invalid(format!("can't remove without creating {n} nodes")),
+        .collect())
+}
+
+pub(super) fn simulate(input: &Input<'_>, removed: &[&NodeState]) -> Simulation {
+    match reschedule(input, removed) {
+        Err(why) => Simulation::Invalid(why),
+        Ok(claims) => match claims.len() {
+            0 => Simulation::Delete,
+            1 => Simulation::Replace(Box::new(claims.into_iter().next().expect("one claim"))),
+            n => Simulation::Invalid(format!("can't remove without creating {n} nodes")),
+        },
     }
 }
 

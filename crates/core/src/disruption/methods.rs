@@ -2,14 +2,11 @@
 //! says which candidates it would move and returns at most one command, blocking the nodes it
 //! passes over with the reason.
 
-use k8s_openapi::api::core::v1::Pod;
 use karpenter_api::DisruptionReason;
 
-use super::candidates::{
-    Candidate, budget_mapping, is_empty, reschedulable, round_robin_by_pool, within_budget,
-};
+use super::candidates::{Candidate, budget_mapping, is_empty, round_robin_by_pool, within_budget};
 use super::consolidation::{
-    balanced_approves, consolidate, consolidation_candidates, no_consolidation, solve_without,
+    balanced_approves, consolidate, consolidation_candidates, no_consolidation, reschedule,
 };
 use super::{Blocked, Command, Decision, Input, Method};
 
@@ -68,7 +65,9 @@ impl DisruptionMethod for Emptiness {
     }
 }
 
-/// The oldest drifted node whose pods fit, replaced with as many nodes as they need.
+/// Drift, as upstream: drifted nodes in the order they were found drifted; every empty one the
+/// budgets allow in one command, or else the first whose pods fit, replaced with as many
+/// nodes as they need.
 struct Drift;
 
 impl DisruptionMethod for Drift {
@@ -78,37 +77,65 @@ impl DisruptionMethod for Drift {
         candidates: &[Candidate<'_>],
         decision: &mut Decision,
     ) -> Option<Command> {
-        let budget = budget_mapping(input, DisruptionReason::Drifted);
+        let mut budget = budget_mapping(input, DisruptionReason::Drifted);
         let mut drifted: Vec<&Candidate<'_>> =
             candidates.iter().filter(|c| c.node.drifted).collect();
-        drifted.sort_by_key(|c| (!is_empty(c.node), c.node.created_at));
-        for c in drifted {
+        drifted.sort_by(|a, b| {
+            (a.node.drifted_at, &a.node.name).cmp(&(b.node.drifted_at, &b.node.name))
+        });
+        let no_budget = |c: &Candidate<'_>, decision: &mut Decision| {
+            decision.block(
+                &c.node.name,
+                Blocked::Budget,
+                format!(
+                    "drifted, but no allowed disruptions for reason Drifted in NodePool {:?}",
+                    c.pool_name()
+                ),
+            );
+        };
+        let (empty, occupied): (Vec<&Candidate<'_>>, Vec<&Candidate<'_>>) =
+            drifted.into_iter().partition(|c| is_empty(c.node));
+        // Empty nodes need no simulation and go first, all that the budgets allow.
+        let mut going = Vec::new();
+        for c in empty {
+            match budget.get_mut(c.pool_name()) {
+                Some(left) if *left > 0 => {
+                    *left -= 1;
+                    going.push(c.node.name.clone());
+                }
+                _ => no_budget(c, decision),
+            }
+        }
+        if !going.is_empty() {
+            return Some(Command {
+                reason: DisruptionReason::Drifted,
+                method: Method::Drift,
+                candidates: going,
+                replacements: Vec::new(),
+                savings_per_hour: 0.0,
+            });
+        }
+        for c in occupied {
             if budget.get(c.pool_name()).copied().unwrap_or(0) == 0 {
-                decision.block(
-                    &c.node.name,
-                    Blocked::Budget,
-                    format!(
-                        "drifted, but no allowed disruptions for reason Drifted in NodePool {:?}",
-                        c.pool_name()
-                    ),
-                );
+                no_budget(c, decision);
                 continue;
             }
-            let moving: Vec<Pod> = reschedulable(c.node).cloned().collect();
-            let (_, results) = solve_without(input, &[c.node], &moving);
-            if !results.pod_errors.is_empty() {
-                decision.block(
-                    &c.node.name,
-                    Blocked::Unconsolidatable,
-                    "drifted, but its pods would not all schedule elsewhere".into(),
-                );
-                continue;
-            }
+            let replacements = match reschedule(input, &[c.node]) {
+                Ok(claims) => claims,
+                Err(why) => {
+                    decision.block(
+                        &c.node.name,
+                        Blocked::Unconsolidatable,
+                        format!("drifted, but its pods would not all move: {why}"),
+                    );
+                    continue;
+                }
+            };
             return Some(Command {
                 reason: DisruptionReason::Drifted,
                 method: Method::Drift,
                 candidates: vec![c.node.name.clone()],
-                replacements: results.new_node_claims,
+                replacements,
                 savings_per_hour: 0.0,
             });
         }

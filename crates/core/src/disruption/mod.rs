@@ -59,6 +59,12 @@ pub struct NodeState {
     pub last_pod_event: i64,
     /// Its NodeClaim no longer matches its NodePool or NodeClass.
     pub drifted: bool,
+    /// When its `Drifted` condition turned true (seconds; 0 unknown): drift acts on the nodes
+    /// in the order it found them drifted.
+    pub drifted_at: i64,
+    /// Its instance is being terminated (the NodeClaim's `InstanceTerminating`): it no longer
+    /// counts toward its NodePool's size for budgets, as upstream.
+    pub instance_terminating: bool,
 }
 
 /// A decision to disrupt nodes.

@@ -60,13 +60,15 @@ struct InFlight {
     started: Duration,
 }
 
-/// The orchestration queue: at most one command held for validation or in flight.
+/// The orchestration queue: at most one consolidation held for validation (upstream validates
+/// one decision at a time), and any number of commands in flight, each waiting on its own
+/// replacements — a slow replacement does not hold the rest of the cluster's disruption up.
 #[derive(Clone, Debug)]
 pub struct Orchestrator {
     validation_delay: Duration,
     replacement_timeout: Duration,
     held: Option<(Duration, Command)>,
-    in_flight: Option<InFlight>,
+    in_flight: Vec<InFlight>,
 }
 
 impl Default for Orchestrator {
@@ -78,8 +80,13 @@ impl Default for Orchestrator {
 /// Whether a fresh decision makes the held one again: same reason, same candidates, as many
 /// replacements.
 fn same_command(a: &Command, b: &Command) -> bool {
-    let set = |c: &Command| c.candidates.iter().cloned().collect::<BTreeSet<_>>();
-    a.reason == b.reason && set(a) == set(b) && a.replacements.len() == b.replacements.len()
+    a.reason == b.reason
+        && candidate_set(a) == candidate_set(b)
+        && a.replacements.len() == b.replacements.len()
+}
+
+fn candidate_set(c: &Command) -> BTreeSet<&str> {
+    c.candidates.iter().map(String::as_str).collect()
 }
 
 impl Orchestrator {
@@ -89,21 +96,29 @@ impl Orchestrator {
             validation_delay,
             replacement_timeout,
             held: None,
-            in_flight: None,
+            in_flight: Vec::new(),
         }
     }
 
     /// A command is held or in flight: step again soon.
     pub fn busy(&self) -> bool {
-        self.held.is_some() || self.in_flight.is_some()
+        self.held.is_some() || !self.in_flight.is_empty()
     }
 
-    /// A command is in flight.
-    pub fn in_flight(&self) -> bool {
-        self.in_flight.is_some()
+    /// How many commands are in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
     }
 
-    /// The nodes the command in flight has taken (upstream's `MarkedForDeletion`).
+    /// When the held consolidation may be acted on, if one is held: decide again then.
+    pub fn validation_due(&self) -> Option<Duration> {
+        self.held
+            .as_ref()
+            .map(|(at, _)| at.saturating_add(self.validation_delay))
+    }
+
+    /// The nodes the commands in flight have taken (upstream's `MarkedForDeletion`): a fresh
+    /// decision must leave them out.
     pub fn marked_for_deletion(&self) -> BTreeSet<String> {
         self.in_flight
             .iter()
@@ -114,31 +129,61 @@ impl Orchestrator {
     /// Forgets everything (leadership lost).
     pub fn reset(&mut self) {
         self.held = None;
-        self.in_flight = None;
+        self.in_flight.clear();
     }
 
-    /// One pass at `now`: a command in flight moves along by how its replacements are doing;
-    /// otherwise `decide` gives the first command of a fresh decision, if any, and it is held,
-    /// validated or started.
+    /// One pass at `now`: [`Orchestrator::advance`], then [`Orchestrator::decided`] with the
+    /// decision `decide` makes (over a cluster where the commands in flight have taken their
+    /// nodes).
     pub fn step(
         &mut self,
         now: Duration,
         replacement: impl Fn(&str) -> Replacement,
         decide: impl FnOnce() -> Option<Command>,
     ) -> Vec<Effect> {
-        if let Some(flight) = self.in_flight.take() {
-            return self.advance(now, flight, replacement);
+        let mut effects = self.advance(now, replacement);
+        effects.extend(self.decided(now, decide()));
+        effects
+    }
+
+    /// Moves every command in flight along by how its replacements are doing.
+    pub fn advance(
+        &mut self,
+        now: Duration,
+        replacement: impl Fn(&str) -> Replacement,
+    ) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        for flight in std::mem::take(&mut self.in_flight) {
+            effects.extend(self.advance_one(now, flight, &replacement));
         }
-        let Some(command) = decide() else {
+        effects
+    }
+
+    /// Acts on a fresh decision's first command (`None`: nothing to do): a consolidation is
+    /// held and acted on only if decided again after the validation delay; drift starts at
+    /// once.
+    pub fn decided(&mut self, now: Duration, command: Option<Command>) -> Vec<Effect> {
+        let Some(command) = command else {
             return self
                 .held
                 .take()
                 .map(|(_, held)| vec![Effect::Abandoned(held)])
                 .unwrap_or_default();
         };
+        let taken = self.marked_for_deletion();
+        if command.candidates.iter().any(|c| taken.contains(c)) {
+            // A decision over state that has not caught up with a command in flight.
+            return Vec::new();
+        }
         if command.reason == DisruptionReason::Drifted {
-            self.held = None;
-            return self.start(now, command);
+            let mut effects: Vec<Effect> = self
+                .held
+                .take()
+                .map(|(_, e)| Effect::Abandoned(e))
+                .into_iter()
+                .collect();
+            effects.extend(self.start(now, command));
+            return effects;
         }
         match self.held.take() {
             Some((at, held)) if same_command(&held, &command) => {
@@ -165,7 +210,7 @@ impl Orchestrator {
         if command.replacements.is_empty() {
             return vec![Effect::Taint(command.clone()), Effect::Delete(command)];
         }
-        self.in_flight = Some(InFlight {
+        self.in_flight.push(InFlight {
             command: command.clone(),
             replacements: Vec::new(),
             started: now,
@@ -173,18 +218,25 @@ impl Orchestrator {
         vec![Effect::Taint(command.clone()), Effect::Launch(command)]
     }
 
-    /// The replacements of the command in flight were created with these names.
-    pub fn launched(&mut self, names: Vec<String>) {
-        if let Some(f) = self.in_flight.as_mut() {
-            f.replacements = names;
+    fn position(&self, command: &Command) -> Option<usize> {
+        let candidates = candidate_set(command);
+        self.in_flight
+            .iter()
+            .position(|f| candidate_set(&f.command) == candidates)
+    }
+
+    /// The replacements of `command` (in flight) were created with these names.
+    pub fn launched(&mut self, command: &Command, names: Vec<String>) {
+        if let Some(i) = self.position(command) {
+            self.in_flight[i].replacements = names;
         }
     }
 
-    /// The replacements could not all be created: the command is given up.
-    pub fn launch_failed(&mut self, why: impl Into<String>) -> Vec<Effect> {
-        self.in_flight
-            .take()
-            .map(|f| {
+    /// The replacements of `command` could not all be created: it is given up.
+    pub fn launch_failed(&mut self, command: &Command, why: impl Into<String>) -> Vec<Effect> {
+        self.position(command)
+            .map(|i| {
+                let f = self.in_flight.remove(i);
                 vec![Effect::RollBack {
                     command: f.command,
                     why: why.into(),
@@ -193,7 +245,7 @@ impl Orchestrator {
             .unwrap_or_default()
     }
 
-    fn advance(
+    fn advance_one(
         &mut self,
         now: Duration,
         flight: InFlight,
@@ -222,7 +274,7 @@ impl Orchestrator {
             return vec![Effect::Delete(flight.command)];
         }
         let waiting = Effect::Waiting(flight.command.clone());
-        self.in_flight = Some(flight);
+        self.in_flight.push(flight);
         vec![waiting]
     }
 }
@@ -309,18 +361,66 @@ mod tests {
             || Some(command(DisruptionReason::Drifted, &["a"], 1)),
         );
         assert_eq!(kinds(&effects), ["taint", "launch"]);
-        o.launched(vec!["r1".into()]);
+        o.launched(
+            &command(DisruptionReason::Drifted, &["a"], 1),
+            vec!["r1".into()],
+        );
         assert_eq!(o.marked_for_deletion(), BTreeSet::from(["a".to_string()]));
-        let no_decision = || -> Option<Command> { panic!("no decision while in flight") };
         assert_eq!(
-            kinds(&o.step(s(30), |_| Replacement::Launching, no_decision)),
+            kinds(&o.step(s(30), |_| Replacement::Launching, || None)),
             ["waiting"]
         );
         assert_eq!(
-            kinds(&o.step(s(60), |_| Replacement::Initialized, no_decision)),
+            kinds(&o.step(s(60), |_| Replacement::Initialized, || None)),
             ["delete"]
         );
         assert!(!o.busy() && o.marked_for_deletion().is_empty());
+    }
+
+    /// Upstream's orchestration queue: a command waiting on its replacements does not stop the
+    /// next decision; each command finishes (or rolls back) on its own replacements.
+    #[test]
+    fn several_commands_are_in_flight_at_once_and_finish_on_their_own() {
+        let mut o = Orchestrator::default();
+        let drift_a = command(DisruptionReason::Drifted, &["a"], 1);
+        let drift_b = command(DisruptionReason::Drifted, &["b"], 1);
+        o.step(s(0), |_| Replacement::Launching, || Some(drift_a.clone()));
+        o.launched(&drift_a, vec!["ra".into()]);
+        let effects = o.step(s(10), |_| Replacement::Launching, || Some(drift_b.clone()));
+        assert_eq!(kinds(&effects), ["waiting", "taint", "launch"]);
+        o.launched(&drift_b, vec!["rb".into()]);
+        assert_eq!(o.in_flight(), 2);
+        assert_eq!(
+            o.marked_for_deletion(),
+            BTreeSet::from(["a".to_string(), "b".to_string()])
+        );
+        assert!(
+            o.step(
+                s(11),
+                |_| Replacement::Launching,
+                || Some(command(UNDERUTILIZED, &["b"], 0))
+            )
+            .iter()
+            .all(|e| matches!(e, Effect::Waiting(_))),
+            "a decision over a node in flight is ignored"
+        );
+        // b's replacement is ready first; a's fails.
+        let state = |name: &str| match name {
+            "rb" => Replacement::Initialized,
+            _ => Replacement::Failed,
+        };
+        let effects = o.step(s(20), state, || None);
+        let mut done: Vec<(&str, &str)> = effects
+            .iter()
+            .map(|e| match e {
+                Effect::Delete(c) => ("delete", c.candidates[0].as_str()),
+                Effect::RollBack { command, .. } => ("roll back", command.candidates[0].as_str()),
+                _ => ("other", ""),
+            })
+            .collect();
+        done.sort();
+        assert_eq!(done, [("delete", "b"), ("roll back", "a")]);
+        assert!(!o.busy());
     }
 
     #[test]
@@ -328,14 +428,20 @@ mod tests {
         let drift = || Some(command(DisruptionReason::Drifted, &["a"], 1));
         let mut o = Orchestrator::default();
         o.step(s(0), |_| Replacement::Launching, drift);
-        o.launched(vec!["r1".into()]);
+        o.launched(
+            &command(DisruptionReason::Drifted, &["a"], 1),
+            vec!["r1".into()],
+        );
         let effects = o.step(s(5), |_| Replacement::Failed, || None);
         assert_eq!(kinds(&effects), ["roll back"]);
         assert!(!o.busy());
 
         let mut o = Orchestrator::default();
         o.step(s(0), |_| Replacement::Launching, drift);
-        o.launched(vec!["r1".into()]);
+        o.launched(
+            &command(DisruptionReason::Drifted, &["a"], 1),
+            vec!["r1".into()],
+        );
         assert_eq!(
             kinds(&o.step(s(600), |_| Replacement::Launching, || None)),
             ["waiting"]
@@ -348,7 +454,10 @@ mod tests {
 
         let mut o = Orchestrator::default();
         o.step(s(0), |_| Replacement::Launching, drift);
-        assert_eq!(kinds(&o.launch_failed("quota")), ["roll back"]);
+        assert_eq!(
+            kinds(&o.launch_failed(&command(DisruptionReason::Drifted, &["a"], 1), "quota")),
+            ["roll back"]
+        );
         assert!(!o.busy());
 
         // A caller that never reported the launch gets the command back, not its candidates

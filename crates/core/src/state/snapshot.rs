@@ -19,7 +19,7 @@ use karpenter_api::labels::{
     CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, NODE_INITIALIZED_LABEL,
     NODE_POOL_LABEL, ZONE_LABEL,
 };
-use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED};
+use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED, INSTANCE_TERMINATING};
 
 use super::pods::{self, ObservedPod};
 use super::volumes::Volumes;
@@ -273,6 +273,21 @@ impl<'a, P: ObservedPod> StateNode<'a, P> {
             .is_some_and(|s| is_true(&s.conditions, DRIFTED))
     }
 
+    /// When its NodeClaim's `Drifted` condition last changed (seconds; 0 when unknown).
+    pub fn drifted_at(&self) -> i64 {
+        self.claim
+            .and_then(|c| c.status.as_ref())
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == DRIFTED))
+            .map_or(0, |c| c.last_transition_time.0.as_second())
+    }
+
+    /// Its NodeClaim's instance is being terminated (`InstanceTerminating` is true).
+    pub fn instance_terminating(&self) -> bool {
+        self.claim
+            .and_then(|c| c.status.as_ref())
+            .is_some_and(|s| is_true(&s.conditions, INSTANCE_TERMINATING))
+    }
+
     /// Its annotations: the node's, overlaid with the claim's.
     pub fn annotations(&self) -> BTreeMap<String, String> {
         let mut out = self
@@ -496,6 +511,8 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
                     created_at,
                     last_pod_event: n.last_pod_event(created_at),
                     drifted: n.drifted(),
+                    drifted_at: n.drifted_at(),
+                    instance_terminating: n.instance_terminating(),
                     labels,
                 }
             })

@@ -30,31 +30,30 @@ pub const EPOCH: i64 = 1_717_372_800;
 #[derive(Clone, Debug, Default)]
 pub(super) struct State {
     next_pass: u64,
-    /// The controller's orchestration: a consolidation held for re-validation, or a command
-    /// whose replacements are launching.
+    /// The controller's orchestration: a consolidation held for re-validation, and the
+    /// commands whose replacements are launching.
     orchestrator: Orchestrator,
 }
 
 impl Simulation {
-    /// Runs every second: drains, moves a command in flight along, and every
-    /// [`PASS_EVERY_SECONDS`] decides anew.
+    /// Runs every second, as the controller's loop: drains, moves the commands in flight
+    /// along, and every [`PASS_EVERY_SECONDS`] (or when a held consolidation is due for
+    /// validation) decides anew over the nodes they have not taken.
     pub(super) fn disrupt(&mut self) {
         self.expire();
-        let in_flight = self.disruption.orchestrator.in_flight();
-        if in_flight || self.now >= self.disruption.next_pass {
-            if !in_flight {
-                self.disruption.next_pass = self.now + PASS_EVERY_SECONDS;
-            }
-            let now = std::time::Duration::from_secs(self.now);
-            let mut orchestrator = std::mem::take(&mut self.disruption.orchestrator);
-            let effects = orchestrator.step(
-                now,
-                |name| self.replacement(name),
-                || self.decision().into_iter().next(),
-            );
+        let now = std::time::Duration::from_secs(self.now);
+        let mut orchestrator = std::mem::take(&mut self.disruption.orchestrator);
+        let effects = orchestrator.advance(now, |name| self.replacement(name));
+        self.carry_out(&mut orchestrator, effects);
+        let decide = self.now >= self.disruption.next_pass
+            || orchestrator.validation_due().is_some_and(|due| now >= due);
+        if decide {
+            self.disruption.next_pass = self.now + PASS_EVERY_SECONDS;
+            let command = self.decision().into_iter().next();
+            let effects = orchestrator.decided(now, command);
             self.carry_out(&mut orchestrator, effects);
-            self.disruption.orchestrator = orchestrator;
         }
+        self.disruption.orchestrator = orchestrator;
         self.drain();
     }
 
@@ -111,9 +110,11 @@ impl Simulation {
                         .collect();
                     self.record(&command, &names);
                     if launched.len() < command.replacements.len() {
-                        queue.extend(orchestrator.launch_failed("a replacement failed to launch"));
+                        queue.extend(
+                            orchestrator.launch_failed(&command, "a replacement failed to launch"),
+                        );
                     } else {
-                        orchestrator.launched(names);
+                        orchestrator.launched(&command, names);
                     }
                 }
                 Effect::Delete(command) => {
