@@ -50,6 +50,8 @@ pub struct Metrics {
     pub scheduling_duration: Histograms,
     /// `karpenter_scheduler_unschedulable_pods_count{controller}`
     pub unschedulable_pods: Family<Labels, Gauge>,
+    /// `karpenter_scheduler_ignored_pods_count`
+    pub ignored_pods: Gauge,
     /// `karpenter_voluntary_disruption_decisions_total{decision,reason,consolidation_type}`
     pub disruption_decisions: Family<Labels, Counter>,
     /// `karpenter_voluntary_disruption_eligible_nodes`
@@ -104,6 +106,7 @@ impl Metrics {
             pods_drained: Family::default(),
             scheduling_duration: Family::new_with_constructor(histogram),
             unschedulable_pods: Family::default(),
+            ignored_pods: Gauge::default(),
             disruption_decisions: Family::default(),
             disruption_eligible_nodes: Gauge::default(),
             disruption_failed_validations: Counter::default(),
@@ -168,6 +171,11 @@ impl Metrics {
             "scheduler_unschedulable_pods_count",
             "Pods the last simulation could not place.",
             m.unschedulable_pods.clone(),
+        );
+        r.register(
+            "scheduler_ignored_pods_count",
+            "Pending pods provisioning ignores (node selection it cannot meet, volumes not ready).",
+            m.ignored_pods.clone(),
         );
         r.register(
             "voluntary_disruption_decisions",

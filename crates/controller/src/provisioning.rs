@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::provisioning::scheduling::{
     NodePoolInput, Results, Scheduler, SchedulerOptions,
@@ -82,6 +83,8 @@ pub struct Scheduled {
     pub launching: BTreeSet<String>,
     /// What state held.
     pub counts: Counts,
+    /// Pending pods provisioning ignores, with why (upstream's "ignoring pod" events).
+    pub rejected: Vec<(ObjectReference, String)>,
     /// When the simulation started.
     pub started: Instant,
 }
@@ -113,6 +116,11 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
         .map(|n| n.name().to_string())
         .collect();
     let counts = snapshot.counts();
+    let rejected = snapshot
+        .rejected
+        .iter()
+        .map(|(pod, why)| (pods::reference(&***pod), why.clone()))
+        .collect();
     let started = Instant::now();
     let results = if batch.is_empty() {
         Results::default()
@@ -138,6 +146,7 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
         results,
         launching,
         counts,
+        rejected,
         started,
     })
 }
@@ -149,8 +158,21 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         batch,
         results,
         started,
+        counts,
+        rejected,
         ..
     } = schedule(ctx).await?;
+    ctx.metrics.ignored_pods.set(counts.ignored_pods as i64);
+    for (pod, why) in rejected {
+        let note = Note {
+            dedupe: Duration::from_secs(300),
+            ..warning(
+                "FailedScheduling",
+                format!("Failed to schedule pod, ignoring pod, {why}"),
+            )
+        };
+        ctx.recorder.publish_to(pod, note).await;
+    }
     if batch.is_empty() {
         return Ok(Provisioned::default());
     }

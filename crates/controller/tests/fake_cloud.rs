@@ -548,3 +548,77 @@ async fn two_drifted_nodes_are_replaced_at_once_not_one_after_the_other() {
     .await;
     h.stop().await;
 }
+
+/// Pods provisioning ignores, as upstream: one pinned to a hostname and one whose claim does
+/// not exist yet get `FailedScheduling` "ignoring pod" with the reason and no NodeClaim; once
+/// the claim (and its WaitForFirstConsumer class) exist, that pod gets a node.
+#[tokio::test(start_paused = true)]
+async fn ignored_pods_say_why_and_a_pod_gets_a_node_once_its_claim_exists() {
+    use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim};
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let h = Harness::start(json!({}));
+    h.pod_in(
+        "pinned",
+        "1",
+        json!({}),
+        json!({"kubernetes.io/hostname": "node-1"}),
+    );
+    let with_claim: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "db", "namespace": "default"},
+        "spec": {
+            "containers": [{"name": "c", "image": "db", "resources": {"requests": {"cpu": "1"}}}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        },
+    }))
+    .expect("a pod");
+    h.server.create(&with_claim).expect("created");
+    let reason = |pod: &str| {
+        h.server
+            .list::<Event>()
+            .into_iter()
+            .filter(|e| {
+                e.involved_object.name.as_deref() == Some(pod)
+                    && e.reason.as_deref() == Some("FailedScheduling")
+            })
+            .find_map(|e| e.message)
+    };
+    let (pinned, _) = h.until(minutes(1), || reason("pinned")).await;
+    assert!(
+        pinned.starts_with(
+            "Failed to schedule pod, ignoring pod, label \"kubernetes.io/hostname\" is restricted"
+        ),
+        "{pinned}"
+    );
+    let (waiting, _) = h.until(minutes(1), || reason("db")).await;
+    assert_eq!(
+        waiting,
+        "Failed to schedule pod, ignoring pod, persistentvolumeclaim \"default/data\" not found"
+    );
+    assert!(h.cloud.created().is_empty(), "no NodeClaim for either");
+    let class: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": "zonal"}, "provisioner": "ebs.csi.aws.com",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowedTopologies": [{"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone", "values": ["test-zone-2"]}]}],
+    }))
+    .expect("a class");
+    h.server.create(&class).expect("created");
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data", "namespace": "default"},
+        "spec": {"storageClassName": "zonal", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }))
+    .expect("a claim");
+    h.server.create(&claim).expect("created");
+    let (node, _) = h.until(minutes(2), || h.pod_node("db")).await;
+    let node: Node = h.server.get("", &node).expect("the node");
+    assert_eq!(
+        node.metadata
+            .labels
+            .unwrap_or_default()
+            .get("topology.kubernetes.io/zone")
+            .map(String::as_str),
+        Some("test-zone-2"),
+        "where its volume will be"
+    );
+    assert_eq!(h.cloud.created().len(), 1, "still none for the pinned pod");
+    h.stop().await;
+}

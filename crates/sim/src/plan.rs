@@ -84,6 +84,10 @@ pub struct Provisioning {
     pub existing_node_placements: Vec<Placement>,
     /// Pending pods that fit nowhere.
     pub unschedulable: Vec<Unschedulable>,
+    /// Pending pods provisioning ignores, and why (node selection karpenter cannot meet,
+    /// volumes that cannot be placed yet): each gets a `FailedScheduling` event.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<Unschedulable>,
 }
 
 /// A disruption command: nodes to remove, and what replaces them.
@@ -310,6 +314,14 @@ pub fn plan_objects(
         options,
         feature_gates.spot_to_spot_consolidation,
     ));
+    let ignored = snapshot
+        .rejected
+        .iter()
+        .map(|(pod, reason)| Unschedulable {
+            pod: pods::key(*pod),
+            reason: reason.clone(),
+        })
+        .collect();
     Plan::from_decisions(
         SnapshotSummary::new(snapshot.counts(), objects.node_pools.len(), objects.ignored),
         &pending,
@@ -318,6 +330,7 @@ pub fn plan_objects(
         pools,
         decision,
     )
+    .ignoring(ignored)
 }
 
 impl SnapshotSummary {
@@ -365,6 +378,12 @@ fn planned(claim: &NewNodeClaim, pools: &[NodePoolInput], pods: Vec<String>) -> 
 }
 
 impl Plan {
+    /// The plan, with the pending pods provisioning ignores and why.
+    pub fn ignoring(mut self, ignored: Vec<Unschedulable>) -> Self {
+        self.provisioning.ignored = ignored;
+        self
+    }
+
     /// The plan from a provisioning result over `pending` (existing nodes in `launching` are
     /// NodeClaims not yet registered) and a disruption decision — whoever computed them: `plan`
     /// over a dump, or the controller's own code over a live cluster.
@@ -452,7 +471,7 @@ impl Plan {
         if s.ignored_pods > 0 {
             let _ = writeln!(
                 out,
-                "  {} unbound pods ignored (not yet marked unschedulable by kube-scheduler, nominated, DaemonSet, static, finished or deleting)",
+                "  {} unbound pods ignored (not yet marked unschedulable by kube-scheduler, nominated, DaemonSet, static, finished or deleting, or listed under \"Pods ignored\")",
                 s.ignored_pods
             );
         }
@@ -503,6 +522,12 @@ impl Plan {
         );
         for u in &p.unschedulable {
             let _ = writeln!(out, "  {}: {}", u.pod, u.reason);
+        }
+        if !p.ignored.is_empty() {
+            let _ = writeln!(out, "\nPods ignored: {}", p.ignored.len());
+            for u in &p.ignored {
+                let _ = writeln!(out, "  {}: {}", u.pod, u.reason);
+            }
         }
         let d = &self.disruption;
         let _ = writeln!(out, "\nDisruption actions: {}", d.actions.len());

@@ -258,8 +258,17 @@ fn plan_from_a_snapshot() {
     let p = &plan.provisioning;
     assert_eq!(plan.snapshot.pending_pods, 4);
     assert_eq!(
-        plan.snapshot.ignored_pods, 1,
-        "web-6 waits for kube-scheduler to try it first"
+        plan.snapshot.ignored_pods, 2,
+        "web-6 waits for kube-scheduler to try it first; cache-0 is pinned to a hostname"
+    );
+    assert_eq!(p.ignored.len(), 1, "only cache-0 says why");
+    assert_eq!(p.ignored[0].pod, "shop/cache-0");
+    assert!(
+        p.ignored[0]
+            .reason
+            .contains("\"kubernetes.io/hostname\" is restricted"),
+        "{}",
+        p.ignored[0].reason
     );
     assert_eq!(
         p.existing_node_placements.len(),

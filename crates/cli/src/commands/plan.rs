@@ -66,5 +66,18 @@ pub async fn live<P: CloudProvider>(
         &p.launching,
         &p.pools,
         run.disruption,
+    )
+    .ignoring(
+        p.rejected
+            .iter()
+            .map(|(pod, reason)| karpenter_sim::plan::Unschedulable {
+                pod: format!(
+                    "{}/{}",
+                    pod.namespace.as_deref().unwrap_or_default(),
+                    pod.name.as_deref().unwrap_or_default()
+                ),
+                reason: reason.clone(),
+            })
+            .collect(),
     ))
 }

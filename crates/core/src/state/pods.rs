@@ -172,6 +172,103 @@ fn owned_by(pod: &(impl ObservedPod + ?Sized), kind: &str) -> bool {
         .any(|o| o.kind == kind)
 }
 
+/// Why provisioning leaves a pending pod alone although the kube-scheduler could not place it,
+/// as upstream's `Provisioner.Validate`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// It requires `karpenter.sh/nodepool DoesNotExist`: it keeps off karpenter's nodes on
+    /// purpose, and gets no event.
+    AvoidsKarpenter,
+    /// Its node selection is one karpenter cannot meet, or its volumes cannot be placed yet:
+    /// why, for its `FailedScheduling` event.
+    Invalid(String),
+}
+
+fn operator(op: &str) -> Option<karpenter_api::Operator> {
+    karpenter_api::Operator::ALL
+        .into_iter()
+        .find(|o| o.as_str() == op)
+}
+
+/// What is wrong with a node selector term of the pod's, as upstream's
+/// `validateNodeSelectorTerm` judges it.
+fn term_problems(term: &k8s_openapi::api::core::v1::NodeSelectorTerm, out: &mut Vec<String>) {
+    if term.match_fields.is_some() {
+        out.push("node selector term with matchFields is not supported".into());
+    }
+    for e in term.match_expressions.iter().flatten() {
+        let Some(op) = operator(&e.operator) else {
+            out.push(format!(
+                "key {} has an unsupported operator {:?}",
+                e.key, e.operator
+            ));
+            continue;
+        };
+        out.extend(karpenter_api::validation::runtime::requirement_problems(
+            &karpenter_api::NodeSelectorRequirementWithMinValues {
+                key: e.key.clone(),
+                operator: op,
+                values: e.values.clone().unwrap_or_default(),
+                min_values: None,
+            },
+        ));
+    }
+}
+
+/// Whether provisioning may place the pod, as upstream's `Validate` decides before it
+/// schedules: not when it requires `karpenter.sh/nodepool DoesNotExist` (silently), nor when
+/// its node selector or required node affinity uses `matchFields`, an unknown operator, a
+/// restricted label (`kubernetes.io/hostname`, `karpenter.sh/…`) or an invalid key or value.
+/// Its volumes are judged with the cluster's claims (`super::volumes`).
+pub fn rejection(pod: &(impl ObservedPod + ?Sized)) -> Option<Rejection> {
+    let spec = pod.pod_spec()?;
+    let node_affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref());
+    let required = node_affinity
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| r.node_selector_terms.as_slice())
+        .unwrap_or_default();
+    // Upstream reads the pod's requirements: the first required term and the heaviest
+    // preferred one.
+    let heaviest_preferred = node_affinity
+        .and_then(|n| {
+            n.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .and_then(|p| p.iter().max_by_key(|t| t.weight))
+        .map(|t| &t.preference);
+    let avoids = required
+        .first()
+        .into_iter()
+        .chain(heaviest_preferred)
+        .flat_map(|t| t.match_expressions.iter().flatten())
+        .any(|e| e.key == karpenter_api::labels::NODE_POOL_LABEL && e.operator == "DoesNotExist");
+    if avoids {
+        return Some(Rejection::AvoidsKarpenter);
+    }
+    let mut problems = Vec::new();
+    for (key, value) in spec.node_selector.iter().flatten() {
+        let term = k8s_openapi::api::core::v1::NodeSelectorTerm {
+            match_expressions: Some(vec![k8s_openapi::api::core::v1::NodeSelectorRequirement {
+                key: key.clone(),
+                operator: "In".into(),
+                values: Some(vec![value.clone()]),
+            }]),
+            match_fields: None,
+        };
+        term_problems(&term, &mut problems);
+    }
+    for term in required {
+        term_problems(term, &mut problems);
+    }
+    (!problems.is_empty()).then(|| Rejection::Invalid(problems.join("; ")))
+}
+
 /// Succeeded or Failed.
 pub fn is_terminal(pod: &(impl ObservedPod + ?Sized)) -> bool {
     matches!(pod.phase(), Some("Succeeded" | "Failed"))
@@ -261,6 +358,84 @@ mod tests {
 
     fn pod(v: serde_json::Value) -> Pod {
         serde_json::from_value(v).unwrap()
+    }
+
+    /// Upstream's `Validate` cases (provisioner suite): what provisioning ignores, and why.
+    #[test]
+    fn pods_provisioning_ignores() {
+        let with = |spec: serde_json::Value| {
+            let mut full = json!({"containers": []});
+            full.as_object_mut()
+                .unwrap()
+                .extend(spec.as_object().unwrap().clone());
+            pod(json!({"metadata": {"name": "p"}, "spec": full}))
+        };
+        let required = |expressions: serde_json::Value| {
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": expressions}]}}}})
+        };
+        let invalid = |why: &str| Some(Rejection::Invalid(why.to_string()));
+        let cases: [(&str, Pod, Option<Rejection>); 8] = [
+            ("no node selection", with(json!({})), None),
+            (
+                "well-known and custom labels",
+                with(
+                    json!({"nodeSelector": {"topology.kubernetes.io/zone": "a", "karpenter.sh/capacity-type": "spot", "team": "x"}}),
+                ),
+                None,
+            ),
+            (
+                "keeps off karpenter's nodes",
+                with(required(
+                    json!([{"key": "karpenter.sh/nodepool", "operator": "DoesNotExist"}]),
+                )),
+                Some(Rejection::AvoidsKarpenter),
+            ),
+            (
+                "prefers to keep off karpenter's nodes",
+                with(
+                    json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 10, "preference": {"matchExpressions": [{"key": "karpenter.sh/nodepool", "operator": "DoesNotExist"}]}}]}}}),
+                ),
+                Some(Rejection::AvoidsKarpenter),
+            ),
+            (
+                "pinned to a hostname",
+                with(json!({"nodeSelector": {"kubernetes.io/hostname": "node-1"}})),
+                invalid(
+                    &karpenter_api::labels::restricted_label_reason("kubernetes.io/hostname")
+                        .unwrap(),
+                ),
+            ),
+            (
+                "matchFields",
+                with(
+                    json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]}}}}),
+                ),
+                invalid("node selector term with matchFields is not supported"),
+            ),
+            (
+                "an unknown operator",
+                with(required(
+                    json!([{"key": "team", "operator": "Near", "values": ["x"]}]),
+                )),
+                invalid("key team has an unsupported operator \"Near\""),
+            ),
+            (
+                "a karpenter.sh label",
+                with(required(
+                    json!([{"key": "karpenter.sh/anything", "operator": "Exists"}]),
+                )),
+                invalid(
+                    &karpenter_api::labels::restricted_label_reason("karpenter.sh/anything")
+                        .unwrap(),
+                ),
+            ),
+        ];
+        for (case, p, expected) in cases {
+            assert_eq!(rejection(&p), expected, "{case}");
+        }
     }
 
     #[test]

@@ -317,6 +317,11 @@ pub struct Snapshot<'a, P> {
     /// preemption, DaemonSet or static pods, finished or deleting, or using a volume claim that
     /// does not exist yet).
     pub ignored: usize,
+    /// The pending pods among the ignored that provisioning will not place, with why (upstream's
+    /// `FailedScheduling` "ignoring pod" events): node selection karpenter cannot meet, or
+    /// volumes that cannot be placed yet. Pods that keep off karpenter's nodes on purpose are
+    /// ignored without a reason.
+    pub rejected: Vec<(&'a P, String)>,
     /// What pods' volumes require of their node, by `namespace/name`.
     pub volume_requirements: Arc<HashMap<String, Requirements>>,
 }
@@ -328,6 +333,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
         let mut pods_by_node: HashMap<&str, Vec<&'a P>> = HashMap::new();
         let mut provisionable = Vec::new();
         let mut ignored = 0;
+        let mut rejected = Vec::new();
         let volumes = Volumes::new(
             &observed.volume_claims,
             &observed.volumes,
@@ -345,16 +351,26 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
                     }
                     pods_by_node.entry(node).or_default().push(pod)
                 }
-                None if pods::is_provisionable(pod) => match volumes() {
-                    Ok(r) => {
-                        if let Some(r) = r {
-                            volume_requirements.insert(pods::key(pod), r);
+                None if pods::is_provisionable(pod) => {
+                    let checked = match pods::rejection(pod) {
+                        Some(pods::Rejection::AvoidsKarpenter) => Err(None),
+                        Some(pods::Rejection::Invalid(why)) => Err(Some(why)),
+                        None => volumes().map_err(Some),
+                    };
+                    match checked {
+                        Ok(r) => {
+                            if let Some(r) = r {
+                                volume_requirements.insert(pods::key(pod), r);
+                            }
+                            provisionable.push(pod)
                         }
-                        provisionable.push(pod)
+                        // As upstream: the pod waits (for its claim, say), said why.
+                        Err(why) => {
+                            ignored += 1;
+                            rejected.extend(why.map(|w| (pod, w)));
+                        }
                     }
-                    // As upstream: a pod whose claim is not there yet waits for it.
-                    Err(_) => ignored += 1,
-                },
+                }
                 None => ignored += 1,
             }
         }
@@ -430,6 +446,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             provisionable,
             displaced,
             ignored,
+            rejected,
             volume_requirements: Arc::new(volume_requirements),
         }
     }

@@ -64,7 +64,10 @@ impl<'a> Volumes<'a> {
     }
 
     /// What the pod's volumes require of its node (`None`: nothing), or why the pod cannot be
-    /// placed yet (a claim, volume or class it names does not exist).
+    /// placed yet, as upstream's `ValidatePersistentVolumeClaims` says: a claim, volume or
+    /// class it names does not exist, a claim is being deleted or lost its volume, or an
+    /// unbound claim names no class or one that binds immediately (the volume would be made
+    /// before the node, anywhere).
     pub fn requirements(
         &self,
         pod: &(impl ObservedPod + ?Sized),
@@ -83,6 +86,15 @@ impl<'a> Volumes<'a> {
                     format!("persistentvolumeclaim \"{namespace}/{claim_name}\" not found")
                 })?;
             let spec = claim.spec.as_ref();
+            let of_claim = format!("persistentvolumeclaim \"{namespace}/{claim_name}\"");
+            if claim.metadata.deletion_timestamp.is_some() {
+                return Err(format!("{of_claim} is being deleted"));
+            }
+            if claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Lost") {
+                return Err(format!(
+                    "{of_claim} is bound to a persistentvolume that does not exist"
+                ));
+            }
             let terms = match spec.and_then(|s| s.volume_name.as_deref()) {
                 Some(volume) if !volume.is_empty() => {
                     let pv = self.volumes.get(volume).ok_or_else(|| {
@@ -96,19 +108,20 @@ impl<'a> Volumes<'a> {
                         .unwrap_or_default()
                 }
                 _ => {
+                    let no_class =
+                        || format!("{of_claim} is unbound and must name a storage class");
                     let class = match spec.and_then(|s| s.storage_class_name.as_deref()) {
-                        // An empty class name asks for no dynamic provisioning at all.
-                        Some("") => continue,
+                        Some("") => return Err(no_class()),
                         Some(class) => *self.classes.get(class).ok_or_else(|| {
                             format!("storageclass \"{class}\" of claim \"{namespace}/{claim_name}\" not found")
                         })?,
-                        None => match self.default_class {
-                            Some(c) => c,
-                            None => continue,
-                        },
+                        // The default class, which the API server gives a claim naming none.
+                        None => self.default_class.ok_or_else(no_class)?,
                     };
                     if class.volume_binding_mode.as_deref() != Some("WaitForFirstConsumer") {
-                        continue;
+                        return Err(format!(
+                            "{of_claim} with immediate volume binding mode must be bound"
+                        ));
                     }
                     class
                         .allowed_topologies
@@ -253,8 +266,11 @@ mod tests {
         );
         assert_eq!(
             r(&["immediate"]),
-            Ok(None),
-            "Immediate binding: the volume will say"
+            Err(
+                "persistentvolumeclaim \"db/immediate\" with immediate volume binding mode must be bound"
+                    .into()
+            ),
+            "upstream leaves it to the volume binder: the pod waits"
         );
         let both = r(&["bound", "waiting"]).unwrap().unwrap();
         assert!(
@@ -265,5 +281,67 @@ mod tests {
             r(&["missing"]),
             Err("persistentvolumeclaim \"db/missing\" not found".into())
         );
+    }
+
+    /// Upstream's `ValidatePersistentVolumeClaims` cases: the pod is ignored, with the reason.
+    #[test]
+    fn claims_a_pod_cannot_be_placed_with_say_why() {
+        let claim = |name: &str, spec: serde_json::Value, status: serde_json::Value| {
+            from::<PersistentVolumeClaim>(json!({
+                "metadata": {"name": name, "namespace": "db"}, "spec": spec, "status": status,
+            }))
+        };
+        let mut deleting = claim("deleting", json!({"volumeName": "pv"}), json!({}));
+        deleting.metadata.deletion_timestamp = Some(from(json!("2024-01-01T00:00:00Z")));
+        let claims = [
+            deleting,
+            claim(
+                "lost",
+                json!({"volumeName": "gone"}),
+                json!({"phase": "Lost"}),
+            ),
+            claim("static", json!({"storageClassName": ""}), json!({})),
+            claim("classless", json!({}), json!({})),
+            claim(
+                "unknown-class",
+                json!({"storageClassName": "gold"}),
+                json!({}),
+            ),
+            claim("unknown-volume", json!({"volumeName": "pv-x"}), json!({})),
+        ];
+        let volumes = Volumes::new(&claims.iter().collect::<Vec<_>>(), &[], &[]);
+        let cases = [
+            (
+                "deleting",
+                "persistentvolumeclaim \"db/deleting\" is being deleted",
+            ),
+            (
+                "lost",
+                "persistentvolumeclaim \"db/lost\" is bound to a persistentvolume that does not exist",
+            ),
+            (
+                "static",
+                "persistentvolumeclaim \"db/static\" is unbound and must name a storage class",
+            ),
+            (
+                "classless",
+                "persistentvolumeclaim \"db/classless\" is unbound and must name a storage class",
+            ),
+            (
+                "unknown-class",
+                "storageclass \"gold\" of claim \"db/unknown-class\" not found",
+            ),
+            (
+                "unknown-volume",
+                "persistentvolume \"pv-x\" of claim \"db/unknown-volume\" not found",
+            ),
+        ];
+        for (name, why) in cases {
+            assert_eq!(
+                volumes.requirements(&pod(&[name])),
+                Err(why.to_string()),
+                "{name}"
+            );
+        }
     }
 }
