@@ -128,7 +128,14 @@ impl<P: CloudProvider> Context<P> {
                 .get_or_create(&labels(&[
                     ("reason", &reason_label(command.reason)),
                     ("nodepool", &r.node_pool),
-                    ("min_values_relaxed", "false"),
+                    (
+                        "min_values_relaxed",
+                        if r.min_values_relaxed {
+                            "true"
+                        } else {
+                            "false"
+                        },
+                    ),
                 ]))
                 .inc();
             replacements.push(made.name_any());

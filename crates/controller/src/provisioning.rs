@@ -249,7 +249,14 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
             .get_or_create(&labels(&[
                 ("reason", "provisioned"),
                 ("nodepool", &claim.node_pool),
-                ("min_values_relaxed", "false"),
+                (
+                    "min_values_relaxed",
+                    if claim.min_values_relaxed {
+                        "true"
+                    } else {
+                        "false"
+                    },
+                ),
             ]))
             .inc();
         for &i in &claim.pods {

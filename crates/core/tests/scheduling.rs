@@ -919,6 +919,51 @@ fn min_values() {
         !e.provision(&[pod().cpu("2500m").build()]).scheduled(0),
         "only fake-it-2 holds 2.5 CPU"
     );
+    let relaxed = |o: &Outcome| o.results.new_node_claims[0].min_values_relaxed;
+    assert!(!relaxed(&e.provision(&[pod().cpu("500m").build()])));
+}
+
+/// `MIN_VALUES_POLICY=BestEffort`, as upstream: a NodeClaim that cannot keep `minValues` is
+/// launched anyway, its `minValues` lowered to what its instance types offer and the claim
+/// marked relaxed; one that can keep them is left as it is.
+#[test]
+fn min_values_best_effort_relaxes_instead_of_failing() {
+    use Operator::*;
+    let mut e = Env::with_types(
+        default_pool().require_min(INSTANCE_TYPE, Exists, &[], 3),
+        fake::instance_types(10),
+    );
+    e.options.strict_min_values = false;
+    let o = e.provision(&[pod().cpu("8500m").build()]);
+    assert!(o.scheduled(0), "{:?}", o.results.pod_errors);
+    let claim = &o.results.new_node_claims[0];
+    assert!(claim.min_values_relaxed);
+    assert_eq!(claim.instance_types.len(), 2);
+    let min = claim
+        .node_claim_requirements()
+        .get(INSTANCE_TYPE)
+        .and_then(|r| r.min_values());
+    assert_eq!(min, Some(2), "lowered to the two types that fit");
+    let made = karpenter_core::provisioning::node_claim_for(claim, &e.pools[0].0.0);
+    assert_eq!(
+        made.metadata
+            .annotations
+            .unwrap_or_default()
+            .get("karpenter.sh/nodeclaim-min-values-relaxed")
+            .map(String::as_str),
+        Some("true"),
+        "the NodeClaim says so"
+    );
+    let o = e.provision(&[pod().cpu("1").build()]);
+    let claim = &o.results.new_node_claims[0];
+    assert!(!claim.min_values_relaxed);
+    assert_eq!(
+        claim
+            .node_claim_requirements()
+            .get(INSTANCE_TYPE)
+            .and_then(|r| r.min_values()),
+        Some(3)
+    );
 }
 
 #[test]

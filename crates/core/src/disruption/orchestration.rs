@@ -300,6 +300,7 @@ mod tests {
                     labels: Default::default(),
                     taints: Vec::new(),
                     startup_taints: Vec::new(),
+                    min_values_relaxed: false,
                 })
                 .collect(),
             savings_per_hour: 1.0,

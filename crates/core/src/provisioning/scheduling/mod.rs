@@ -24,7 +24,7 @@ use karpenter_api::{NodePool, Operator};
 use domains::DomainMasks;
 use existing::ExistingNode;
 pub use existing::{BoundPod, ExistingNodeInput};
-use nodeclaim::{Headroom, InflightClaim, NodeClaimTemplate, unmet_min_values};
+use nodeclaim::{Headroom, InflightClaim, NodeClaimTemplate, relax_min_values, unmet_min_values};
 use topology::{CountedNode, Matching, PodRef, Topology};
 
 use crate::cloudprovider::InstanceType;
@@ -144,6 +144,9 @@ pub struct NewNodeClaim {
     pub taints: Vec<Taint>,
     /// Startup taints.
     pub startup_taints: Vec<Taint>,
+    /// Some `minValues` were lowered to what the instance types offer
+    /// (`MIN_VALUES_POLICY=BestEffort`): the NodeClaim says so in an annotation.
+    pub min_values_relaxed: bool,
 }
 
 impl NewNodeClaim {
@@ -763,6 +766,11 @@ impl Scheduler {
                 }
                 continue;
             }
+            let min_values_relaxed = !self.options.strict_min_values
+                && relax_min_values(
+                    &mut requirements,
+                    types.iter().map(|(i, _)| &*template.instance_types[*i]),
+                );
             // The smallest DaemonSet overhead any remaining option carries.
             let mut overhead: Option<Resources> = None;
             for (i, _) in &types {
@@ -801,6 +809,7 @@ impl Scheduler {
                 labels,
                 taints: template.taints.clone(),
                 startup_taints: template.startup_taints.clone(),
+                min_values_relaxed,
             });
         }
     }

@@ -464,24 +464,60 @@ impl InflightClaim {
     }
 }
 
+/// How many distinct values of `r`'s key the instance types offer within `r`.
+fn offered_values<'a>(r: &Requirement, types: impl Iterator<Item = &'a InstanceType>) -> usize {
+    let mut values = BTreeSet::new();
+    for it in types {
+        if let Some(own) = it.requirements.get(r.key())
+            && own.operator() == Operator::In
+        {
+            values.extend(own.values().filter(|v| r.has(v)));
+        }
+    }
+    values.len()
+}
+
+/// `MIN_VALUES_POLICY=BestEffort`, as upstream: each `minValues` the instance types cannot
+/// meet is lowered to what they offer, so the NodeClaim asks for what can be launched. Returns
+/// whether any was.
+pub fn relax_min_values<'a>(
+    requirements: &mut Requirements,
+    types: impl Iterator<Item = &'a InstanceType> + Clone,
+) -> bool {
+    let lowered: Vec<Requirement> = requirements
+        .iter()
+        .filter_map(|r| {
+            let min = r.min_values()?;
+            let offered = offered_values(r, types.clone());
+            ((offered as i64) < i64::from(min)).then(|| {
+                let values: Vec<&str> = r.values().collect();
+                Requirement::with_min_values(
+                    r.key(),
+                    r.operator(),
+                    &values,
+                    Some(i32::try_from(offered).unwrap_or(i32::MAX)),
+                )
+            })
+        })
+        .collect();
+    let relaxed = !lowered.is_empty();
+    for r in lowered {
+        requirements.remove(r.key());
+        requirements.add(r);
+    }
+    relaxed
+}
+
 /// The first key whose `minValues` the instance types no longer satisfy.
 pub fn unmet_min_values<'a>(
     requirements: &Requirements,
     types: impl Iterator<Item = &'a InstanceType> + Clone,
 ) -> Option<String> {
-    for r in requirements.iter() {
-        let Some(min) = r.min_values() else { continue };
-        let mut values = BTreeSet::new();
-        for it in types.clone() {
-            if let Some(own) = it.requirements.get(r.key())
-                && own.operator() == Operator::In
-            {
-                values.extend(own.values().filter(|v| r.has(v)));
-            }
-        }
-        if (values.len() as i64) < i64::from(min) {
-            return Some(r.key().to_string());
-        }
-    }
-    None
+    requirements
+        .iter()
+        .find(|r| {
+            r.min_values()
+                .is_some_and(|min| (offered_values(r, types.clone()) as i64) < i64::from(min))
+        })
+        .map(|r| r.key().to_string())
 }
