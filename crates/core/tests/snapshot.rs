@@ -296,6 +296,15 @@ fn disruption_sees_prices_nominations_and_the_last_pod_event() {
     let n1 = states.iter().find(|n| n.name == "n1").unwrap();
     assert_eq!(n1.price, offering.price);
     assert!(n1.nominated);
+    // Provisioning nominated the claim while it launched; its node has another name.
+    let mut o = observed(&nodes, &claims, &pods);
+    o.node_pools = &pools;
+    o.nominated = BTreeSet::from(["c1".to_string()]);
+    let states = Snapshot::new(o).node_states(0);
+    assert!(
+        states.iter().find(|n| n.name == "n1").unwrap().nominated,
+        "the nomination of claim c1 holds for its node n1"
+    );
     let t = |s: &str| {
         s.parse::<k8s_openapi::jiff::Timestamp>()
             .unwrap()

@@ -524,7 +524,14 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
                     initialized: n.initialized(),
                     ready: n.ready(),
                     deleting: n.deleting(),
-                    nominated: self.observed.nominated.contains(n.name()),
+                    // Provisioning nominates a launching NodeClaim by its own name; the
+                    // nomination holds for the node it becomes, whatever that is called.
+                    nominated: self.observed.nominated.contains(n.name())
+                        || n.claim.is_some_and(|c| {
+                            self.observed
+                                .nominated
+                                .contains(c.metadata.name.as_deref().unwrap_or_default())
+                        }),
                     created_at,
                     last_pod_event: n.last_pod_event(created_at),
                     drifted: n.drifted(),
