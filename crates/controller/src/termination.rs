@@ -52,6 +52,11 @@ impl EvictionBackoff {
     /// Records a refusal; returns the wait before the next try.
     fn refused(&self, uid: &str, now: Instant) -> Duration {
         let mut map = self.lock();
+        // Pods that went another way (deleted at the grace period, their node gone) are not
+        // forgotten one by one: drop what has not been retried for a minute.
+        if map.len() > 4096 {
+            map.retain(|_, (at, _)| *at + Duration::from_secs(60) > now);
+        }
         let (at, n) = map.entry(uid.to_string()).or_insert((now, 0));
         let delay = EVICTION_BACKOFF_BASE
             .saturating_mul(1u32.checked_shl(*n).unwrap_or(u32::MAX))
