@@ -19,7 +19,7 @@ use crate::{CloudProvider, CloudProviderError, NodeClassReadiness, RepairPolicy,
 /// The providerID scheme of fake instances.
 pub const PROVIDER_ID_PREFIX: &str = "fake://";
 
-/// An in-memory cloud. Clones share nothing; share it through an `Arc`.
+/// An in-memory cloud; share it through an `Arc`.
 pub struct FakeCloudProvider {
     instance_types: Vec<Arc<InstanceType>>,
     state: Mutex<State>,

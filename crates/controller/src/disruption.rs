@@ -173,6 +173,7 @@ impl<P: CloudProvider> Context<P> {
         effects: Vec<Effect>,
         pools: &[NodePoolInput],
     ) -> Result<(), Error> {
+        let mut failed = None;
         for effect in effects {
             match effect {
                 Effect::Validating(command) => {
@@ -224,16 +225,25 @@ impl<P: CloudProvider> Context<P> {
                         .await;
                     }
                 }
-                Effect::Delete(command) => self.terminate_candidates(&command).await?,
+                // Each command finishes on its own: a failed write does not drop the
+                // outcomes of the others (their candidates' taints would stay until a pass
+                // finds them owned by nothing).
+                Effect::Delete(command) => {
+                    if let Err(e) = self.terminate_candidates(&command).await {
+                        failed.get_or_insert(e);
+                    }
+                }
                 Effect::RollBack { command, why } => {
                     tracing::warn!(candidates = ?command.candidates, reason = %why, "rolling back the disruption");
                     for node in &command.candidates {
-                        self.set_disrupted_taint(node, false).await?;
+                        if let Err(e) = self.set_disrupted_taint(node, false).await {
+                            failed.get_or_insert(e);
+                        }
                     }
                 }
             }
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     /// Gives a command that could not start back: the orchestrator forgets it and its
@@ -248,9 +258,12 @@ impl<P: CloudProvider> Context<P> {
     }
 }
 
-/// Untaints nodes a previous leader (or a crash) left tainted `karpenter.sh/disrupted` without
-/// deleting them: with nothing in flight, only a terminating node may carry the taint.
-async fn release_stale_taints<P: CloudProvider>(ctx: &Context<P>) -> Result<(), Error> {
+/// Untaints nodes left tainted `karpenter.sh/disrupted` by no command in flight (`owned`) and
+/// not being deleted: a previous leader's or a crash's, or a command whose deletion failed.
+async fn release_stale_taints<P: CloudProvider>(
+    ctx: &Context<P>,
+    owned: &BTreeSet<String>,
+) -> Result<(), Error> {
     let claims = ctx.cluster.node_claims_by_provider_id();
     for node in ctx.cluster.nodes.all() {
         let tainted = node
@@ -266,7 +279,7 @@ async fn release_stale_taints<P: CloudProvider>(ctx: &Context<P>) -> Result<(), 
                 .and_then(|s| s.provider_id.as_deref())
                 .and_then(|id| claims.get(id))
                 .is_none_or(|c| c.metadata.deletion_timestamp.is_some());
-        if tainted && managed && !deleting {
+        if tainted && managed && !deleting && !owned.contains(&node.name_any()) {
             tracing::info!(node = %node.name_any(), "removing a disruption taint no command owns");
             ctx.set_disrupted_taint(&node.name_any(), false).await?;
         }
@@ -286,8 +299,8 @@ pub async fn pass<P: CloudProvider>(
     if !ctx.cluster.synced() {
         return Err(Error::NotSynced("cluster state".into()));
     }
-    if !orchestrator.busy() {
-        release_stale_taints(ctx).await?;
+    if decide {
+        release_stale_taints(ctx, &orchestrator.marked_for_deletion()).await?;
     }
     let pools = pool_inputs(ctx).await;
     let advanced = orchestrator.advance(now, |name| ctx.replacement(name));

@@ -55,7 +55,8 @@ fn bound_node(pod: &StoredPod) -> Option<&str> {
 }
 
 /// The node a pod's change is a pod event of, as upstream's predicates say: a pod created
-/// bound or deleted from a node, bound to another node, or finished. DaemonSet pods never.
+/// bound or deleted from a node, bound to another node, finished, or starting to terminate.
+/// DaemonSet pods never.
 pub fn pod_event_node<'a>(
     old: Option<&'a StoredPod>,
     new: Option<&'a StoredPod>,
@@ -69,7 +70,10 @@ pub fn pod_event_node<'a>(
         (Some(old), Some(new)) => {
             if bound_node(old) != bound_node(new) {
                 bound_node(new).or(bound_node(old))
-            } else if !pods::is_terminal(old) && pods::is_terminal(new) {
+            } else if (!pods::is_terminal(old) && pods::is_terminal(new))
+                || (old.metadata.deletion_timestamp.is_none()
+                    && new.metadata.deletion_timestamp.is_some())
+            {
                 bound_node(new)
             } else {
                 None
@@ -165,6 +169,9 @@ mod tests {
         let on_a = pod(Some("a"), "Running", "ReplicaSet");
         let on_b = pod(Some("b"), "Running", "ReplicaSet");
         let done_on_a = pod(Some("a"), "Succeeded", "ReplicaSet");
+        let mut leaving_a = pod(Some("a"), "Running", "ReplicaSet");
+        leaving_a.metadata.deletion_timestamp =
+            Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         let ds_on_a = pod(Some("a"), "Running", "DaemonSet");
         type Case<'a> = (
             &'a str,
@@ -172,13 +179,14 @@ mod tests {
             Option<&'a StoredPod>,
             Option<&'a str>,
         );
-        let cases: [Case; 9] = [
+        let cases: [Case; 10] = [
             ("created pending", None, Some(&pending), None),
             ("created bound", None, Some(&on_a), Some("a")),
             ("bound", Some(&pending), Some(&on_a), Some("a")),
             ("status change on its node", Some(&on_a), Some(&on_a), None),
             ("moved", Some(&on_a), Some(&on_b), Some("b")),
             ("finished", Some(&on_a), Some(&done_on_a), Some("a")),
+            ("terminating", Some(&on_a), Some(&leaving_a), Some("a")),
             ("deleted from its node", Some(&on_a), None, Some("a")),
             ("deleted pending", Some(&pending), None, None),
             ("a DaemonSet pod", None, Some(&ds_on_a), None),

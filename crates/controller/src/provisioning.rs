@@ -85,6 +85,8 @@ pub struct Scheduled {
     pub counts: Counts,
     /// Pending pods provisioning ignores, with why (upstream's "ignoring pod" events).
     pub rejected: Vec<(ObjectReference, String)>,
+    /// How many pending pods it ignores: those, and those keeping off karpenter's nodes.
+    pub ignored: usize,
     /// When the simulation started.
     pub started: Instant,
 }
@@ -116,6 +118,7 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
         .map(|n| n.name().to_string())
         .collect();
     let counts = snapshot.counts();
+    let ignored = snapshot.rejected.len() + snapshot.avoiding;
     let rejected = snapshot
         .rejected
         .iter()
@@ -147,6 +150,7 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
         launching,
         counts,
         rejected,
+        ignored,
         started,
     })
 }
@@ -158,11 +162,11 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         batch,
         results,
         started,
-        counts,
         rejected,
+        ignored,
         ..
     } = schedule(ctx).await?;
-    ctx.metrics.ignored_pods.set(counts.ignored_pods as i64);
+    ctx.metrics.ignored_pods.set(ignored as i64);
     for (pod, why) in rejected {
         let note = Note {
             dedupe: Duration::from_secs(300),

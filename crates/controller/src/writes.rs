@@ -71,13 +71,19 @@ impl<P: CloudProvider> Context<P> {
         Ok(())
     }
 
-    /// Deletes a NodeClaim (its finalizer keeps it until the instance is gone).
+    /// Deletes a NodeClaim (its finalizer keeps it until the instance is gone). State takes
+    /// the answer at once, so the next decision sees the claim deleting rather than waiting
+    /// for the watch (a disruption pass could take its node again).
     pub(crate) async fn delete_claim(
         &self,
         name: &str,
         params: &DeleteParams,
     ) -> Result<(), Error> {
-        allow_missing(self.claims().delete(name, params).await)
+        let deleted = self.claims().delete(name, params).await;
+        if let Some(claim) = deleted.as_ref().ok().and_then(|d| d.as_ref().left()) {
+            self.cluster.node_claims.apply(claim.clone());
+        }
+        allow_missing(deleted)
     }
 
     /// Merge-patches a NodePool's metadata.

@@ -470,6 +470,14 @@ async fn the_instance_waits_for_its_volumes_to_detach() {
     })
     .await;
     tokio::time::sleep(minutes(5)).await;
+    assert!(
+        h.server
+            .list::<k8s_openapi::api::core::v1::Event>()
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("AwaitingVolumeDetachment")
+                && e.message.as_deref().is_some_and(|m| m.contains("csi-1"))),
+        "the node says what it waits for"
+    );
     let detached = h.clock.now();
     h.server
         .delete::<VolumeAttachment>("", "csi-1")

@@ -128,6 +128,9 @@ pub struct Index<K> {
 
 type Observer<K> = Box<dyn Fn(Option<&K>, Option<&K>) + Send + Sync>;
 
+/// An object before and after a change (`None`: absent).
+type Change<K> = (Option<Arc<K>>, Option<Arc<K>>);
+
 struct IndexState<K> {
     objects: HashMap<String, Arc<K>>,
     /// Keys deleted, with the resourceVersion of their deletion: an older version of the
@@ -356,20 +359,22 @@ impl<K: Stored> Index<K> {
         for o in objects.into_iter().filter(|o| !o.is_gone()) {
             state.insert(o.key(), o);
         }
+        // What changed while the watch was away, as the events it missed would have told;
+        // told once the lock is released, so an observer may read the index.
+        let mut missed: Vec<Change<K>> = Vec::new();
         if self.observer.get().is_some() && self.synced() {
-            // What changed while the watch was away, as the events it missed would have told.
             for (key, old) in &before {
                 match state.objects.get(key) {
-                    None => self.observed(Some(old), None),
+                    None => missed.push((Some(old.clone()), None)),
                     Some(new) if new.resource_version() != old.resource_version() => {
-                        self.observed(Some(old), Some(new))
+                        missed.push((Some(old.clone()), Some(new.clone())))
                     }
                     Some(_) => {}
                 }
             }
             for (key, new) in &state.objects {
                 if !before.contains_key(key) {
-                    self.observed(None, Some(new));
+                    missed.push((None, Some(new.clone())));
                 }
             }
         }
@@ -383,6 +388,9 @@ impl<K: Stored> Index<K> {
         tombstones.retain(|key, _| !objects.contains_key(key));
         tombstone_order.retain(|key| tombstones.contains_key(key));
         drop(state);
+        for (old, new) in missed {
+            self.observed(old.as_deref(), new.as_deref());
+        }
         self.synced.store(true, Ordering::Release);
         self.subscribers.all();
     }

@@ -26,12 +26,11 @@ pub fn node_claim_for(claim: &NewNodeClaim, pool: &NodePool) -> NodeClaim {
         NODE_POOL_HASH_VERSION_ANNOTATION.into(),
         karpenter_api::hash::NODE_POOL_HASH_VERSION.into(),
     );
-    if claim.min_values_relaxed {
-        annotations.insert(
-            karpenter_api::labels::NODE_CLAIM_MIN_VALUES_RELAXED_ANNOTATION.into(),
-            "true".into(),
-        );
-    }
+    // Upstream writes it on every claim it makes: "true" or "false".
+    annotations.insert(
+        karpenter_api::labels::NODE_CLAIM_MIN_VALUES_RELAXED_ANNOTATION.into(),
+        claim.min_values_relaxed.to_string(),
+    );
     NodeClaim {
         metadata: ObjectMeta {
             generate_name: Some(format!("{}-", pool.name())),

@@ -322,6 +322,9 @@ pub struct Snapshot<'a, P> {
     /// volumes that cannot be placed yet. Pods that keep off karpenter's nodes on purpose are
     /// ignored without a reason.
     pub rejected: Vec<(&'a P, String)>,
+    /// Pending pods that keep off karpenter's nodes on purpose (`karpenter.sh/nodepool
+    /// DoesNotExist`): with `rejected`, upstream's `karpenter_scheduler_ignored_pods_count`.
+    pub avoiding: usize,
     /// What pods' volumes require of their node, by `namespace/name`.
     pub volume_requirements: Arc<HashMap<String, Requirements>>,
 }
@@ -334,6 +337,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
         let mut provisionable = Vec::new();
         let mut ignored = 0;
         let mut rejected = Vec::new();
+        let mut avoiding = 0;
         let volumes = Volumes::new(
             &observed.volume_claims,
             &observed.volumes,
@@ -367,7 +371,10 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
                         // As upstream: the pod waits (for its claim, say), said why.
                         Err(why) => {
                             ignored += 1;
-                            rejected.extend(why.map(|w| (pod, w)));
+                            match why {
+                                Some(why) => rejected.push((pod, why)),
+                                None => avoiding += 1,
+                            }
                         }
                     }
                 }
@@ -447,6 +454,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             displaced,
             ignored,
             rejected,
+            avoiding,
             volume_requirements: Arc::new(volume_requirements),
         }
     }

@@ -491,12 +491,9 @@ pub fn relax_min_values<'a>(
             let offered = offered_values(r, types.clone());
             ((offered as i64) < i64::from(min)).then(|| {
                 let values: Vec<&str> = r.values().collect();
-                Requirement::with_min_values(
-                    r.key(),
-                    r.operator(),
-                    &values,
-                    Some(i32::try_from(offered).unwrap_or(i32::MAX)),
-                )
+                // minValues is at least 1; nothing offered drops it.
+                let lowered = (offered > 0).then(|| i32::try_from(offered).unwrap_or(i32::MAX));
+                Requirement::with_min_values(r.key(), r.operator(), &values, lowered)
             })
         })
         .collect();
