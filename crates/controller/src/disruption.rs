@@ -287,15 +287,15 @@ async fn release_stale_taints<P: CloudProvider>(
     Ok(())
 }
 
-/// One pass: the orchestrator moves every command in flight along and, when `decide`, acts on
-/// a fresh decision over the nodes they have not taken (holding a consolidation until it is
+/// One pass: the orchestrator moves every command in flight along and, when a decision is due,
+/// acts on a fresh one over the nodes they have not taken (holding a consolidation until it is
 /// decided again after the validation delay). `now` is the orchestrator's clock.
 pub async fn pass<P: CloudProvider>(
     ctx: &Context<P>,
     orchestrator: &mut Orchestrator,
     now: Duration,
-    decide: bool,
 ) -> Result<(), Error> {
+    let decide = orchestrator.decision_due(now);
     if !ctx.cluster.synced() {
         return Err(Error::NotSynced("cluster state".into()));
     }
@@ -363,20 +363,20 @@ pub async fn run<P: CloudProvider>(
     ctx: Arc<Context<P>>,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
-    let mut orchestrator =
-        Orchestrator::new(ctx.options.consolidation_validation, REPLACEMENT_TIMEOUT);
+    let mut orchestrator = Orchestrator::new(
+        ctx.options.consolidation_validation,
+        REPLACEMENT_TIMEOUT,
+        ctx.options.disruption_poll,
+    );
     let origin = ctx.clock.instant();
-    let mut next_decision = Duration::ZERO;
     loop {
         let now = origin.elapsed();
+        let soonest = now + ctx.options.resync;
         let wake = if orchestrator.in_flight() > 0 {
-            now + ctx.options.resync
+            soonest
         } else {
-            next_decision.max(now + ctx.options.resync)
+            orchestrator.next_decision().max(soonest)
         };
-        let wake = orchestrator
-            .validation_due()
-            .map_or(wake, |due| wake.min(due.max(now + ctx.options.resync)));
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(wake.saturating_sub(now)) => {}
@@ -386,13 +386,7 @@ pub async fn run<P: CloudProvider>(
             ctx.cluster.set_marked_for_deletion(BTreeSet::new());
             continue;
         }
-        let now = origin.elapsed();
-        let decide =
-            now >= next_decision || orchestrator.validation_due().is_some_and(|due| now >= due);
-        if decide {
-            next_decision = now + ctx.options.disruption_poll;
-        }
-        let result = pass(&ctx, &mut orchestrator, now, decide).await;
+        let result = pass(&ctx, &mut orchestrator, origin.elapsed()).await;
         ctx.metrics.reconciled("disruption", result.is_ok());
         if let Err(e) = result
             && !e.is_conflict()

@@ -16,6 +16,8 @@ use super::Command;
 pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
 /// How long replacements may take to initialize before the command is rolled back.
 pub const REPLACEMENT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+/// Upstream's polling period: how often a fresh decision is made.
+pub const DECISION_EVERY: Duration = Duration::from_secs(10);
 
 /// How a replacement NodeClaim is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,13 +69,15 @@ struct InFlight {
 pub struct Orchestrator {
     validation_delay: Duration,
     replacement_timeout: Duration,
+    decision_every: Duration,
+    next_decision: Duration,
     held: Option<(Duration, Command)>,
     in_flight: Vec<InFlight>,
 }
 
 impl Default for Orchestrator {
     fn default() -> Self {
-        Self::new(VALIDATION_DELAY, REPLACEMENT_TIMEOUT)
+        Self::new(VALIDATION_DELAY, REPLACEMENT_TIMEOUT, DECISION_EVERY)
     }
 }
 
@@ -90,14 +94,33 @@ fn candidate_set(c: &Command) -> BTreeSet<&str> {
 }
 
 impl Orchestrator {
-    /// An orchestrator with the given validation delay and replacement timeout.
-    pub fn new(validation_delay: Duration, replacement_timeout: Duration) -> Self {
+    /// An orchestrator with the given validation delay, replacement timeout, and time between
+    /// fresh decisions.
+    pub fn new(
+        validation_delay: Duration,
+        replacement_timeout: Duration,
+        decision_every: Duration,
+    ) -> Self {
         Self {
             validation_delay,
             replacement_timeout,
+            decision_every,
+            next_decision: Duration::ZERO,
             held: None,
             in_flight: Vec::new(),
         }
+    }
+
+    /// When the next fresh decision is due: every `decision_every`, and when a held
+    /// consolidation may be validated. Commands in flight are advanced more often.
+    pub fn next_decision(&self) -> Duration {
+        self.validation_due()
+            .map_or(self.next_decision, |due| due.min(self.next_decision))
+    }
+
+    /// Whether a fresh decision is due at `now`.
+    pub fn decision_due(&self, now: Duration) -> bool {
+        now >= self.next_decision()
     }
 
     /// A command is held or in flight: step again soon.
@@ -110,8 +133,8 @@ impl Orchestrator {
         self.in_flight.len()
     }
 
-    /// When the held consolidation may be acted on, if one is held: decide again then.
-    pub fn validation_due(&self) -> Option<Duration> {
+    /// When the held consolidation may be acted on, if one is held.
+    fn validation_due(&self) -> Option<Duration> {
         self.held
             .as_ref()
             .map(|(at, _)| at.saturating_add(self.validation_delay))
@@ -130,23 +153,12 @@ impl Orchestrator {
     pub fn reset(&mut self) {
         self.held = None;
         self.in_flight.clear();
+        self.next_decision = Duration::ZERO;
     }
 
-    /// One pass at `now`: [`Orchestrator::advance`], then [`Orchestrator::decided`] with the
-    /// decision `decide` makes (over a cluster where the commands in flight have taken their
-    /// nodes).
-    pub fn step(
-        &mut self,
-        now: Duration,
-        replacement: impl Fn(&str) -> Replacement,
-        decide: impl FnOnce() -> Option<Command>,
-    ) -> Vec<Effect> {
-        let mut effects = self.advance(now, replacement);
-        effects.extend(self.decided(now, decide()));
-        effects
-    }
-
-    /// Moves every command in flight along by how its replacements are doing.
+    /// Moves every command in flight along by how its replacements are doing. The caller
+    /// carries the effects out, then decides afresh if [`Orchestrator::decision_due`] and
+    /// hands the decision to [`Orchestrator::decided`].
     pub fn advance(
         &mut self,
         now: Duration,
@@ -163,6 +175,7 @@ impl Orchestrator {
     /// held and acted on only if decided again after the validation delay; drift starts at
     /// once.
     pub fn decided(&mut self, now: Duration, command: Option<Command>) -> Vec<Effect> {
+        self.next_decision = now + self.decision_every;
         let Some(command) = command else {
             return self
                 .held
@@ -311,6 +324,31 @@ mod tests {
         Duration::from_secs(n)
     }
 
+    /// One pass as the controller and the simulator make it: advance, then decide if due.
+    trait Step {
+        fn step(
+            &mut self,
+            now: Duration,
+            replacement: impl Fn(&str) -> Replacement,
+            decide: impl FnOnce() -> Option<Command>,
+        ) -> Vec<Effect>;
+    }
+
+    impl Step for Orchestrator {
+        fn step(
+            &mut self,
+            now: Duration,
+            replacement: impl Fn(&str) -> Replacement,
+            decide: impl FnOnce() -> Option<Command>,
+        ) -> Vec<Effect> {
+            let mut effects = self.advance(now, replacement);
+            if self.decision_due(now) {
+                effects.extend(self.decided(now, decide()));
+            }
+            effects
+        }
+    }
+
     fn kinds(effects: &[Effect]) -> Vec<&'static str> {
         effects
             .iter()
@@ -349,8 +387,27 @@ mod tests {
             ["abandoned", "validating"],
             "another candidate starts its own delay"
         );
-        assert_eq!(kinds(&o.step(s(20), never, || None)), ["abandoned"]);
+        assert_eq!(kinds(&o.step(s(25), never, || None)), ["abandoned"]);
         assert!(!o.busy());
+    }
+
+    /// A fresh decision every 10 s, and when a held consolidation is due for validation; in
+    /// between, a pass only advances what is in flight.
+    #[test]
+    fn decisions_come_every_poll_and_when_validation_is_due() {
+        let mut o = Orchestrator::default();
+        assert!(o.decision_due(s(0)), "the first pass decides");
+        o.decided(s(0), Some(command(UNDERUTILIZED, &["a"], 0)));
+        assert_eq!(o.next_decision(), s(10));
+        assert!(!o.decision_due(s(9)));
+        o.decided(s(10), Some(command(UNDERUTILIZED, &["a"], 0)));
+        assert_eq!(
+            o.next_decision(),
+            s(15),
+            "the validation comes before the next poll"
+        );
+        o.decided(s(15), Some(command(UNDERUTILIZED, &["a"], 0)));
+        assert_eq!(o.next_decision(), s(25));
     }
 
     #[test]
@@ -397,7 +454,7 @@ mod tests {
         );
         assert!(
             o.step(
-                s(11),
+                s(20),
                 |_| Replacement::Launching,
                 || Some(command(UNDERUTILIZED, &["b"], 0))
             )
@@ -410,7 +467,7 @@ mod tests {
             "rb" => Replacement::Initialized,
             _ => Replacement::Failed,
         };
-        let effects = o.step(s(20), state, || None);
+        let effects = o.step(s(21), state, || None);
         let mut done: Vec<(&str, &str)> = effects
             .iter()
             .map(|e| match e {

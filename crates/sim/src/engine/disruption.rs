@@ -20,8 +20,6 @@ use karpenter_core::termination;
 use super::{SimPod, Simulation};
 use crate::report::Event;
 
-/// How often a disruption pass runs, as upstream's controller polls.
-const PASS_EVERY_SECONDS: u64 = 10;
 /// Virtual time 0 is this Unix time (Monday 2024-06-03 00:00 UTC), so budget schedules read
 /// naturally: `@daily` fires at t=0, `0 9 * * 1-5` nine hours in.
 pub const EPOCH: i64 = 1_717_372_800;
@@ -29,7 +27,6 @@ pub const EPOCH: i64 = 1_717_372_800;
 /// Disruption bookkeeping between passes.
 #[derive(Clone, Debug, Default)]
 pub(super) struct State {
-    next_pass: u64,
     /// The controller's orchestration: a consolidation held for re-validation, and the
     /// commands whose replacements are launching.
     orchestrator: Orchestrator,
@@ -37,18 +34,15 @@ pub(super) struct State {
 
 impl Simulation {
     /// Runs every second, as the controller's loop: drains, moves the commands in flight
-    /// along, and every [`PASS_EVERY_SECONDS`] (or when a held consolidation is due for
-    /// validation) decides anew over the nodes they have not taken.
+    /// along, and when the orchestrator says a decision is due (every 10 s, or when a held
+    /// consolidation may be validated) decides anew over the nodes they have not taken.
     pub(super) fn disrupt(&mut self) {
         self.expire();
         let now = std::time::Duration::from_secs(self.now);
         let mut orchestrator = std::mem::take(&mut self.disruption.orchestrator);
         let effects = orchestrator.advance(now, |name| self.replacement(name));
         self.carry_out(&mut orchestrator, effects);
-        let decide = self.now >= self.disruption.next_pass
-            || orchestrator.validation_due().is_some_and(|due| now >= due);
-        if decide {
-            self.disruption.next_pass = self.now + PASS_EVERY_SECONDS;
+        if orchestrator.decision_due(now) {
             let command = self.decision().into_iter().next();
             let effects = orchestrator.decided(now, command);
             self.carry_out(&mut orchestrator, effects);
