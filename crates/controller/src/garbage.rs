@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use karpenter_api::nodeclaim::condition::REGISTERED;
+use karpenter_core::state::node_ready;
 use kube::ResourceExt;
 
 use crate::cloudprovider::{CloudProvider, CloudProviderError};
@@ -74,12 +75,10 @@ pub async fn collect<P: CloudProvider>(ctx: &Context<P>) -> Result<Collected, Er
             .status
             .as_ref()
             .is_some_and(|s| conditions::is_true(&s.conditions, REGISTERED));
-        let node_ready = ctx.cluster.node_for_provider_id(&id).is_some_and(|n| {
-            n.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        });
+        let node_ready = ctx
+            .cluster
+            .node_for_provider_id(&id)
+            .is_some_and(|n| node_ready(&n));
         if !registered
             || claim.metadata.deletion_timestamp.is_some()
             || live.contains(&id)

@@ -372,12 +372,7 @@ fn labels_for(claim: &NodeClaim) -> crate::metrics::Labels {
 
 /// Why a registered node is not initialized yet, in upstream's reasons.
 pub fn not_initialized(claim: &NodeClaim, node: &Node) -> Option<(&'static str, String)> {
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    if !ready {
+    if !karpenter_core::state::node_ready(node) {
         return Some(("NodeNotReady", "Node status is NotReady".into()));
     }
     let taints = node

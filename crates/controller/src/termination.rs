@@ -9,13 +9,12 @@
 //! eviction is refused is retried with its own backoff (upstream's eviction queue: 100 ms
 //! doubling to 10 s), not on every pass.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
-use k8s_openapi::api::storage::v1::VolumeAttachment;
 use k8s_openapi::jiff::Timestamp;
 use karpenter_api::NodeClaim;
 use karpenter_api::labels::{
@@ -82,47 +81,6 @@ fn uid_precondition(pod: &StoredPod) -> Option<Preconditions> {
     })
 }
 
-fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// The node's VolumeAttachments its termination waits for: all but those of volumes that pods
-/// staying on the node use (pods the drain does not wait for, such as ones tolerating the
-/// disrupted taint: their volumes never detach before the node goes). `volume_of` gives a
-/// pod's claim's bound volume.
-pub fn blocking_attachments<'a>(
-    attachments: &'a [Arc<VolumeAttachment>],
-    pods: &[&StoredPod],
-    volume_of: impl Fn(&str, &str) -> Option<String>,
-    now: i64,
-) -> Vec<&'a VolumeAttachment> {
-    let staying: BTreeSet<String> = pods
-        .iter()
-        .filter(|p| !termination::drainable(**p, now))
-        .flat_map(|p| {
-            let namespace = p.metadata.namespace.clone().unwrap_or_default();
-            karpenter_core::state::pods::claim_names(*p)
-                .into_iter()
-                .filter_map(|claim| volume_of(&namespace, &claim))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    attachments
-        .iter()
-        .filter(|a| {
-            a.spec
-                .source
-                .persistent_volume_name
-                .as_ref()
-                .is_none_or(|pv| !staying.contains(pv))
-        })
-        .map(|a| &**a)
-        .collect()
-}
-
 /// When each node's drain came up empty, to hold it for the minimum drain time.
 #[derive(Default)]
 pub struct DrainClock(Mutex<HashMap<String, Instant>>);
@@ -172,7 +130,7 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
             .await?;
     }
     // Nothing runs on a NotReady node whose instance is gone: nothing to drain or wait for.
-    if !is_ready(node)
+    if !karpenter_core::state::node_ready(node)
         && !provider_id.is_empty()
         && matches!(
             ctx.call("get", ctx.provider.get(&provider_id)).await,
@@ -225,7 +183,12 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
                 .get(&format!("{namespace}/{claim}"))
                 .and_then(|c| c.spec.as_ref()?.volume_name.clone())
         };
-        let blocking = blocking_attachments(&attachments, &on_node, volume_of, now.as_second());
+        let blocking = termination::blocking_attachments(
+            attachments.iter().map(|a| &**a),
+            &on_node,
+            volume_of,
+            now.as_second(),
+        );
         if !blocking.is_empty() {
             let message = format!(
                 "Awaiting deletion of bound volumeattachments ({})",
@@ -455,55 +418,6 @@ mod tests {
         assert!(backoff.due("b", t0), "each pod has its own");
         backoff.forget("a");
         assert_eq!(backoff.refused("a", t0), EVICTION_BACKOFF_BASE);
-    }
-
-    #[test]
-    fn volumes_of_pods_that_stay_do_not_hold_the_node() {
-        let attachment = |name: &str, pv: Option<&str>| {
-            Arc::new(
-                serde_json::from_value::<VolumeAttachment>(json!({
-                    "metadata": {"name": name},
-                    "spec": {"attacher": "csi", "nodeName": "n", "source": {"persistentVolumeName": pv}},
-                }))
-                .unwrap(),
-            )
-        };
-        let with_claim = |name: &str, claim: &str, tolerate_all: bool| {
-            let mut p = raw(name, false, false);
-            p.metadata.namespace = Some("ns".into());
-            let spec = p.spec.as_mut().unwrap();
-            spec.volumes = Some(vec![
-                serde_json::from_value(
-                    json!({"name": "v", "persistentVolumeClaim": {"claimName": claim}}),
-                )
-                .unwrap(),
-            ]);
-            if tolerate_all {
-                spec.tolerations = Some(vec![
-                    serde_json::from_value(json!({"operator": "Exists"})).unwrap(),
-                ]);
-            }
-            stored(p)
-        };
-        let attachments = [
-            attachment("of-app", Some("pv-app")),
-            attachment("of-agent", Some("pv-agent")),
-            attachment("of-nobody", Some("pv-orphan")),
-            attachment("inline", None),
-        ];
-        let app = with_claim("app", "data-app", false);
-        let agent = with_claim("agent", "data-agent", true);
-        let volume_of = |ns: &str, claim: &str| (ns == "ns").then(|| claim.replace("data-", "pv-"));
-        let blocking: Vec<String> =
-            blocking_attachments(&attachments, &[&app, &agent], volume_of, 0)
-                .iter()
-                .map(|a| a.metadata.name.clone().unwrap())
-                .collect();
-        assert_eq!(
-            blocking,
-            ["of-app", "of-nobody", "inline"],
-            "only the volume of the pod that tolerates the drain (and stays) is not waited for"
-        );
     }
 
     /// The drain reads what state keeps of a pod (its trimmed spec): priority class, owner,

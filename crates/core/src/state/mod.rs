@@ -7,3 +7,11 @@ mod snapshot;
 pub mod volumes;
 
 pub use snapshot::{Counts, DisruptionInputs, Observed, Snapshot, StateNode, price_of};
+
+/// The node's `Ready` condition is true.
+pub fn node_ready(node: &k8s_openapi::api::core::v1::Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}

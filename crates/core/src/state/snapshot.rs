@@ -175,10 +175,7 @@ impl<'a, P: ObservedPod> StateNode<'a, P> {
 
     /// The node's `Ready` condition is true.
     pub fn ready(&self) -> bool {
-        self.node
-            .and_then(|n| n.status.as_ref())
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        self.node.is_some_and(super::node_ready)
     }
 
     /// Its labels: the node's, or what the claim's requirements decide while it launches.

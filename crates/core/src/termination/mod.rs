@@ -1,10 +1,12 @@
 //! Termination decisions shared by the controller's drain and the simulator's: which pods a
 //! drain waits for, in what order it evicts them, which it may never evict, and when the
-//! NodeClaim's `terminationGracePeriod` forces the rest out.
+//! NodeClaim's `terminationGracePeriod` forces the rest out, and which volume attachments the
+//! instance waits for.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use karpenter_api::labels::{DISRUPTED_TAINT_KEY, DO_NOT_DISRUPT_ANNOTATION};
 
 use crate::scheduling::taints;
@@ -113,6 +115,40 @@ pub fn forced(deadline: Option<i64>, pod_grace_seconds: i64, now: i64) -> bool {
     deadline.is_some_and(|d| now >= d - pod_grace_seconds)
 }
 
+/// The node's VolumeAttachments its termination waits for (upstream's
+/// `awaitVolumeDetachment`): all but those of volumes that pods staying on the node use —
+/// pods the drain does not wait for, such as ones tolerating the disrupted taint, whose
+/// volumes never detach before the node goes. `volume_of(namespace, claim)` gives a claim's
+/// bound volume.
+pub fn blocking_attachments<'a, P: ObservedPod>(
+    attachments: impl IntoIterator<Item = &'a VolumeAttachment>,
+    pods_on_node: &[&P],
+    volume_of: impl Fn(&str, &str) -> Option<String>,
+    now: i64,
+) -> Vec<&'a VolumeAttachment> {
+    let staying: BTreeSet<String> = pods_on_node
+        .iter()
+        .filter(|p| !drainable(**p, now))
+        .flat_map(|p| {
+            let namespace = p.meta().namespace.as_deref().unwrap_or_default();
+            pods::claim_names(*p)
+                .into_iter()
+                .filter_map(|claim| volume_of(namespace, &claim))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    attachments
+        .into_iter()
+        .filter(|a| {
+            a.spec
+                .source
+                .persistent_volume_name
+                .as_ref()
+                .is_none_or(|pv| !staying.contains(pv))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,5 +238,47 @@ mod tests {
             "its own 30 s would end at the deadline"
         );
         assert!(forced(Some(1000), 0, 1000));
+    }
+
+    #[test]
+    fn volumes_of_pods_that_stay_do_not_hold_the_node() {
+        let attachment = |name: &str, pv: Option<&str>| -> VolumeAttachment {
+            serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "spec": {"attacher": "csi", "nodeName": "n", "source": {"persistentVolumeName": pv}},
+            }))
+            .unwrap()
+        };
+        let with_claim = |name: &str, claim: &str, tolerations: serde_json::Value| {
+            let mut p = pod(
+                name,
+                json!({"metadata": {"namespace": "ns"}, "spec": {"tolerations": tolerations}}),
+            );
+            p.spec.as_mut().unwrap().volumes = Some(vec![
+                serde_json::from_value(
+                    json!({"name": "v", "persistentVolumeClaim": {"claimName": claim}}),
+                )
+                .unwrap(),
+            ]);
+            p
+        };
+        let attachments = [
+            attachment("of-app", Some("pv-app")),
+            attachment("of-agent", Some("pv-agent")),
+            attachment("of-nobody", Some("pv-orphan")),
+            attachment("inline", None),
+        ];
+        let app = with_claim("app", "data-app", json!([]));
+        let agent = with_claim("agent", "data-agent", json!([{"operator": "Exists"}]));
+        let volume_of = |ns: &str, claim: &str| (ns == "ns").then(|| claim.replace("data-", "pv-"));
+        let blocking: Vec<&str> = blocking_attachments(&attachments, &[&app, &agent], volume_of, 0)
+            .iter()
+            .map(|a| a.metadata.name.as_deref().unwrap())
+            .collect();
+        assert_eq!(
+            blocking,
+            ["of-app", "of-nobody", "inline"],
+            "only the volume of the pod that tolerates the drain (and stays) is not waited for"
+        );
     }
 }
