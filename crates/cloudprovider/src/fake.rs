@@ -9,10 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use karpenter_api::crd::Crd;
-use karpenter_api::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL};
 use karpenter_api::{NodeClaim, NodeClaimStatus, NodeClassReference, NodePool};
-use karpenter_core::cloudprovider::{InstanceType, cheapest_launch, fake};
-use karpenter_core::scheduling::requirements::node_claim_labels;
+use karpenter_core::cloudprovider::{InstanceType, cheapest_launch, fake, launch_labels};
 
 use crate::{CloudProvider, CloudProviderError, NodeClassReadiness, RepairPolicy, Result};
 
@@ -174,11 +172,7 @@ impl CloudProvider for FakeCloudProvider {
         })?;
         state.launched += 1;
         let provider_id = format!("{PROVIDER_ID_PREFIX}{}/{}", offering.zone, state.launched);
-        let mut labels = it.requirements.single_valued_labels();
-        labels.extend(node_claim_labels(claim, &fake::PROVIDER_LABELS));
-        labels.insert(INSTANCE_TYPE_LABEL.into(), it.name.clone());
-        labels.insert(ZONE_LABEL.into(), offering.zone.clone());
-        labels.insert(CAPACITY_TYPE_LABEL.into(), offering.capacity_type.clone());
+        let labels = launch_labels(claim, it, offering, &fake::PROVIDER_LABELS);
         let instance = NodeClaim {
             metadata: ObjectMeta {
                 name: claim.metadata.name.clone(),

@@ -128,14 +128,7 @@ impl<P: CloudProvider> Context<P> {
                 .get_or_create(&labels(&[
                     ("reason", &reason_label(command.reason)),
                     ("nodepool", &r.node_pool),
-                    (
-                        "min_values_relaxed",
-                        if r.min_values_relaxed {
-                            "true"
-                        } else {
-                            "false"
-                        },
-                    ),
+                    ("min_values_relaxed", &r.min_values_relaxed.to_string()),
                 ]))
                 .inc();
             replacements.push(made.name_any());

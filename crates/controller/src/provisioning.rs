@@ -155,6 +155,17 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
     })
 }
 
+/// Upstream's `FailedScheduling` pod event, at most once per 5 minutes per reason.
+fn failed_scheduling(reason: &str) -> Note<'static> {
+    Note {
+        dedupe: Duration::from_secs(300),
+        ..warning(
+            "FailedScheduling",
+            format!("Failed to schedule pod, {reason}"),
+        )
+    }
+}
+
 /// One provisioning round over the current state.
 pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned, Error> {
     let Scheduled {
@@ -168,14 +179,9 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
     } = schedule(ctx).await?;
     ctx.metrics.ignored_pods.set(ignored as i64);
     for (pod, why) in rejected {
-        let note = Note {
-            dedupe: Duration::from_secs(300),
-            ..warning(
-                "FailedScheduling",
-                format!("Failed to schedule pod, ignoring pod, {why}"),
-            )
-        };
-        ctx.recorder.publish_to(pod, note).await;
+        ctx.recorder
+            .publish_to(pod, failed_scheduling(&format!("ignoring pod, {why}")))
+            .await;
     }
     if batch.is_empty() {
         return Ok(Provisioned::default());
@@ -201,13 +207,7 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         "computed new nodeclaim(s) to fit pod(s)"
     );
     for (i, reason) in &results.pod_errors {
-        let note = Note {
-            dedupe: Duration::from_secs(300),
-            ..warning(
-                "FailedScheduling",
-                format!("Failed to schedule pod, {reason}"),
-            )
-        };
+        let note = failed_scheduling(reason);
         ctx.recorder
             .publish_to(pods::reference(&batch[*i]), note)
             .await;
@@ -253,14 +253,7 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
             .get_or_create(&labels(&[
                 ("reason", "provisioned"),
                 ("nodepool", &claim.node_pool),
-                (
-                    "min_values_relaxed",
-                    if claim.min_values_relaxed {
-                        "true"
-                    } else {
-                        "false"
-                    },
-                ),
+                ("min_values_relaxed", &claim.min_values_relaxed.to_string()),
             ]))
             .inc();
         for &i in &claim.pods {

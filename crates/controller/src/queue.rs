@@ -67,9 +67,7 @@ impl WorkQueue {
     /// consecutive failure, at most [`BACKOFF_MAX`].
     pub fn failed(&mut self, key: &str, now: Instant) -> Duration {
         let n = self.failures.entry(key.to_string()).or_default();
-        let delay = BACKOFF_BASE
-            .saturating_mul(1u32.checked_shl(*n).unwrap_or(u32::MAX))
-            .min(BACKOFF_MAX);
+        let delay = backoff(BACKOFF_BASE, BACKOFF_MAX, *n);
         *n = n.saturating_add(1);
         self.add(key, now + delay);
         delay
@@ -87,6 +85,12 @@ impl WorkQueue {
         }
         self.failures.remove(key);
     }
+}
+
+/// The wait after `failures` consecutive failures: `base` doubled per failure, at most `max`.
+pub(crate) fn backoff(base: Duration, max: Duration, failures: u32) -> Duration {
+    base.saturating_mul(1u32.checked_shl(failures).unwrap_or(u32::MAX))
+        .min(max)
 }
 
 /// Keys of an index that changed since they were last taken; every key after a relist.

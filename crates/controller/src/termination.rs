@@ -57,9 +57,7 @@ impl EvictionBackoff {
             map.retain(|_, (at, _)| *at + Duration::from_secs(60) > now);
         }
         let (at, n) = map.entry(uid.to_string()).or_insert((now, 0));
-        let delay = EVICTION_BACKOFF_BASE
-            .saturating_mul(1u32.checked_shl(*n).unwrap_or(u32::MAX))
-            .min(EVICTION_BACKOFF_MAX);
+        let delay = queue::backoff(EVICTION_BACKOFF_BASE, EVICTION_BACKOFF_MAX, *n);
         *n = n.saturating_add(1);
         *at = now + delay;
         delay
@@ -292,14 +290,16 @@ async fn drain<P: CloudProvider>(
             ..Default::default()
         };
         let result = api.evict(&pod_name(pod), &params).await;
-        match &result {
-            Err(kube::Error::Api(e)) if e.code != 404 && e.code != 409 => {
-                ctx.evictions.refused(&uid, now_instant);
-            }
-            Err(kube::Error::Api(_)) | Ok(_) => ctx.evictions.forget(&uid),
-            Err(_) => {
-                ctx.evictions.refused(&uid, now_instant);
-            }
+        // Evicted, or gone (404) or replaced (409): done with it; anything else is retried.
+        let refused = match &result {
+            Ok(_) => false,
+            Err(kube::Error::Api(e)) => e.code != 404 && e.code != 409,
+            Err(_) => true,
+        };
+        if refused {
+            ctx.evictions.refused(&uid, now_instant);
+        } else {
+            ctx.evictions.forget(&uid);
         }
         let code = match &result {
             Ok(_) => 200,

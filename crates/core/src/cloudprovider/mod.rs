@@ -159,6 +159,28 @@ pub fn cheapest_launch<'a>(
     best
 }
 
+/// The labels of an instance launched as `it` in `offering` for `claim`: the type's own
+/// single-valued labels, what the claim's requirements decide (see [`node_claim_labels`];
+/// `provider_labels` are the provider's well-known ones), and the offering's zone and capacity
+/// type.
+///
+/// [`node_claim_labels`]: crate::scheduling::requirements::node_claim_labels
+pub fn launch_labels<S: AsRef<str>>(
+    claim: &karpenter_api::NodeClaim,
+    it: &InstanceType,
+    offering: &Offering,
+    provider_labels: &[S],
+) -> std::collections::BTreeMap<String, String> {
+    let mut labels = it.requirements.single_valued_labels();
+    labels.extend(crate::scheduling::requirements::node_claim_labels(
+        claim,
+        provider_labels,
+    ));
+    labels.insert(ZONE_LABEL.into(), offering.zone.clone());
+    labels.insert(CAPACITY_TYPE_LABEL.into(), offering.capacity_type.clone());
+    labels
+}
+
 /// Orders instance types by their cheapest compatible available offering; types without one go
 /// last. Ties keep their order (upstream's sort is unstable; a stable order is reproducible).
 pub fn order_by_price<T: std::borrow::Borrow<InstanceType>>(

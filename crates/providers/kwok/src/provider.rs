@@ -10,9 +10,7 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Tain
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use karpenter_api::crd::Crd;
-use karpenter_api::labels::{
-    CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, UNREGISTERED_TAINT_KEY, ZONE_LABEL,
-};
+use karpenter_api::labels::{HOSTNAME_LABEL, UNREGISTERED_TAINT_KEY};
 use karpenter_api::{NodeClaim, NodeClaimStatus, NodeClassReference, NodePool};
 use karpenter_cloudprovider::{
     BoxError, CloudProvider, CloudProviderError, InstanceType, NodeClassReadiness, Offering,
@@ -22,8 +20,7 @@ use karpenter_controller::cloudprovider::Provider;
 
 use crate::KWOKNodeClass;
 use crate::catalog::{KWOK_LABELS, instance_types};
-use karpenter_core::cloudprovider::cheapest_launch;
-use karpenter_core::scheduling::requirements::node_claim_labels;
+use karpenter_core::cloudprovider::{cheapest_launch, launch_labels};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
@@ -50,10 +47,7 @@ fn not_found(e: &kube::Error) -> bool {
 /// The Node KWOK would run for a claim launched as `it` in `offering`.
 pub fn node_for(claim: &NodeClaim, it: &InstanceType, offering: &Offering) -> Node {
     let name = claim.name_any();
-    let mut labels = it.requirements.single_valued_labels();
-    labels.extend(node_claim_labels(claim, &KWOK_LABELS));
-    labels.insert(ZONE_LABEL.into(), offering.zone.clone());
-    labels.insert(CAPACITY_TYPE_LABEL.into(), offering.capacity_type.clone());
+    let mut labels = launch_labels(claim, it, offering, &KWOK_LABELS);
     labels.insert(HOSTNAME_LABEL.into(), name.clone());
     labels.insert(KWOK_NODE_KEY.into(), "fake".into());
     Node {
@@ -299,6 +293,7 @@ impl Provider for KwokProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use karpenter_api::labels::ZONE_LABEL;
     use karpenter_api::{NodeSelectorRequirementWithMinValues, Operator};
     use karpenter_core::resources::Resources;
 
