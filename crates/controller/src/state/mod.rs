@@ -44,29 +44,30 @@ pub trait Stored {
     }
 }
 
-macro_rules! stored_resource {
+/// Implements [`Stored`](crate::state::Stored) for kinds with no secondary key:
+/// `impl_stored!(Kind, …)`, for the kinds a provider keeps an index of (its NodeClass) as for
+/// the controller's own.
+#[macro_export]
+macro_rules! impl_stored {
     (@common) => {
         fn key(&self) -> String {
-            key_of(self)
+            $crate::state::key_of(self)
         }
         fn resource_version(&self) -> Option<&str> {
-            self.meta().resource_version.as_deref()
+            $crate::state::resource_version_of(self)
         }
         fn is_gone(&self) -> bool {
-            is_gone(self)
+            $crate::state::is_gone(self)
         }
     };
-}
-
-macro_rules! stored_resource_without_secondary_key {
     ($($ty:ty),*) => {$(
-        impl Stored for $ty {
-            stored_resource!(@common);
+        impl $crate::state::Stored for $ty {
+            $crate::impl_stored!(@common);
         }
     )*};
 }
 
-stored_resource_without_secondary_key!(
+impl_stored!(
     NodePool,
     PodDisruptionBudget,
     DaemonSet,
@@ -77,21 +78,21 @@ stored_resource_without_secondary_key!(
 );
 
 impl Stored for Node {
-    stored_resource!(@common);
+    impl_stored!(@common);
     fn secondary_key(&self) -> Option<&str> {
         self.spec.as_ref()?.provider_id.as_deref()
     }
 }
 
 impl Stored for VolumeAttachment {
-    stored_resource!(@common);
+    impl_stored!(@common);
     fn secondary_key(&self) -> Option<&str> {
         Some(self.spec.node_name.as_str())
     }
 }
 
 impl Stored for NodeClaim {
-    stored_resource!(@common);
+    impl_stored!(@common);
     fn secondary_key(&self) -> Option<&str> {
         self.status.as_ref()?.provider_id.as_deref()
     }
@@ -163,6 +164,11 @@ impl<K> Default for Index<K> {
 pub fn is_gone<K: Resource>(obj: &K) -> bool {
     let meta = obj.meta();
     meta.deletion_timestamp.is_some() && meta.finalizers.as_ref().is_none_or(|f| f.is_empty())
+}
+
+/// The resourceVersion an object was read at.
+pub fn resource_version_of<K: Resource>(obj: &K) -> Option<&str> {
+    obj.meta().resource_version.as_deref()
 }
 
 /// An object's index key: `namespace/name`, or `name` for cluster-scoped objects.

@@ -11,7 +11,7 @@ use crate::ec2nodeclass::{
 };
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 use k8s_openapi::jiff::Timestamp;
-use karpenter_controller::state::{self, Index, Stored};
+use karpenter_controller::state::{self, Index};
 use karpenter_controller::{Context, Error, conditions, queue};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -145,17 +145,7 @@ pub fn status(
     out
 }
 
-impl Stored for EC2NodeClass {
-    fn key(&self) -> String {
-        state::key_of(self)
-    }
-    fn resource_version(&self) -> Option<&str> {
-        self.metadata.resource_version.as_deref()
-    }
-    fn is_gone(&self) -> bool {
-        state::is_gone(self)
-    }
-}
+karpenter_controller::impl_stored!(EC2NodeClass);
 
 /// Resolves one EC2NodeClass and writes its status when it changed. Asks to be looked at
 /// again after [`STATUS_INTERVAL`]: what its selectors match changes in EC2, not in the API.
