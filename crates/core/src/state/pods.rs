@@ -197,22 +197,29 @@ fn term_problems(term: &k8s_openapi::api::core::v1::NodeSelectorTerm, out: &mut 
         out.push("node selector term with matchFields is not supported".into());
     }
     for e in term.match_expressions.iter().flatten() {
-        let Some(op) = operator(&e.operator) else {
-            out.push(format!(
-                "key {} has an unsupported operator {:?}",
-                e.key, e.operator
-            ));
-            continue;
-        };
-        out.extend(karpenter_api::validation::runtime::requirement_problems(
-            &karpenter_api::NodeSelectorRequirementWithMinValues {
-                key: e.key.clone(),
-                operator: op,
-                values: e.values.clone().unwrap_or_default(),
-                min_values: None,
-            },
-        ));
+        expression_problems(
+            &e.key,
+            &e.operator,
+            e.values.as_deref().unwrap_or_default(),
+            out,
+        );
     }
+}
+
+/// What is wrong with one node selection expression, as upstream's `ValidateRequirement`.
+fn expression_problems(key: &str, op: &str, values: &[String], out: &mut Vec<String>) {
+    let Some(operator) = operator(op) else {
+        out.push(format!("key {key} has an unsupported operator {op:?}"));
+        return;
+    };
+    out.extend(karpenter_api::validation::runtime::requirement_problems(
+        &karpenter_api::NodeSelectorRequirementWithMinValues {
+            key: key.to_string(),
+            operator,
+            values: values.to_vec(),
+            min_values: None,
+        },
+    ));
 }
 
 /// Whether provisioning may place the pod, as upstream's `Validate` decides before it
@@ -253,15 +260,7 @@ pub fn rejection(pod: &(impl ObservedPod + ?Sized)) -> Option<Rejection> {
     }
     let mut problems = Vec::new();
     for (key, value) in spec.node_selector.iter().flatten() {
-        let term = k8s_openapi::api::core::v1::NodeSelectorTerm {
-            match_expressions: Some(vec![k8s_openapi::api::core::v1::NodeSelectorRequirement {
-                key: key.clone(),
-                operator: "In".into(),
-                values: Some(vec![value.clone()]),
-            }]),
-            match_fields: None,
-        };
-        term_problems(&term, &mut problems);
+        expression_problems(key, "In", std::slice::from_ref(value), &mut problems);
     }
     for term in required {
         term_problems(term, &mut problems);
