@@ -14,8 +14,8 @@ use k8s_openapi::api::core::v1::Taint;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, DISRUPTED_TAINT_KEY, NODE_POOL_LABEL};
 use karpenter_api::nodeclaim::condition::INITIALIZED;
 use karpenter_api::{DisruptionReason, NodeClaim};
-use karpenter_core::disruption::orchestration::{Effect, Orchestrator, Replacement};
-use karpenter_core::disruption::{Command, Decision, decide};
+use karpenter_core::disruption::orchestration::{Due, Effect, Orchestrator, Replacement};
+use karpenter_core::disruption::{Command, Decision, Input, InvalidKind, Method, decide, validate};
 use karpenter_core::provisioning::node_claim_for;
 use karpenter_core::provisioning::scheduling::NodePoolInput;
 use kube::api::{DeleteParams, PostParams};
@@ -29,6 +29,36 @@ use crate::provisioning::{pool_inputs, scheduler_options};
 use crate::{Context, Error, conditions};
 
 pub use karpenter_core::disruption::orchestration::{REPLACEMENT_TIMEOUT, VALIDATION_DELAY};
+
+/// Upstream's `ConsolidationRejected` message for each candidate of a command that failed
+/// validation.
+fn rejected_messages(command: &Command, kind: InvalidKind) -> Vec<(String, String)> {
+    let decision = if command.replacements.is_empty() {
+        "delete"
+    } else {
+        "replace"
+    };
+    command
+        .candidates
+        .iter()
+        .map(|node| {
+            let what = if command.candidates.len() == 1 {
+                format!("{decision}: [{node}]")
+            } else {
+                format!(
+                    "{decision}: [{node}] (part of {}-node consolidation)",
+                    command.candidates.len()
+                )
+            };
+            let message = format!(
+                "Consolidation rejected: {what}, reason: {} (savings: ${:.2})",
+                kind.as_str(),
+                command.savings_per_hour
+            );
+            (node.clone(), message)
+        })
+        .collect()
+}
 
 fn reason_label(reason: DisruptionReason) -> String {
     reason.as_str().to_lowercase()
@@ -172,9 +202,15 @@ impl<P: CloudProvider> Context<P> {
                 Effect::Validating(command) => {
                     tracing::debug!(candidates = ?command.candidates, method = %command.method, "consolidation decided; validating");
                 }
-                Effect::Abandoned(command) => {
-                    tracing::debug!(candidates = ?command.candidates, method = %command.method, "consolidation no longer valid");
+                Effect::Abandoned { command, why } => {
+                    tracing::debug!(candidates = ?command.candidates, method = %command.method, why = %why, "abandoning the command: no longer valid");
                     self.metrics.disruption_failed_validations.inc();
+                    if command.method != Method::Emptiness {
+                        for (node, message) in rejected_messages(&command, why.kind) {
+                            self.publish_on_node(&node, normal("ConsolidationRejected", message))
+                                .await;
+                        }
+                    }
                 }
                 Effect::Taint(command) => {
                     self.metrics
@@ -280,51 +316,69 @@ async fn release_stale_taints<P: CloudProvider>(
     Ok(())
 }
 
-/// One pass: the orchestrator moves every command in flight along and, when a decision is due,
-/// acts on a fresh one over the nodes they have not taken (holding a consolidation until it is
-/// decided again after the validation delay). `now` is the orchestrator's clock.
+/// One pass: the orchestrator moves every command in flight along and then, as it says, acts
+/// on a fresh decision over the nodes they have not taken (holding a consolidation for the
+/// validation delay) or validates the held command against the state now. `now` is the
+/// orchestrator's clock.
 pub async fn pass<P: CloudProvider>(
     ctx: &Context<P>,
     orchestrator: &mut Orchestrator,
     now: Duration,
 ) -> Result<(), Error> {
-    let decide = orchestrator.decision_due(now);
+    let due = orchestrator.due(now);
     if !ctx.cluster.synced() {
         return Err(Error::NotSynced("cluster state".into()));
     }
-    if decide {
+    if matches!(due, Due::Decision) {
         release_stale_taints(ctx, &orchestrator.marked_for_deletion()).await?;
     }
     let pools = pool_inputs(ctx).await;
     let advanced = orchestrator.advance(now, |name| ctx.replacement(name));
-    let mut done = ctx.carry_out(orchestrator, advanced, &pools).await;
+    let done = ctx.carry_out(orchestrator, advanced, &pools).await;
     // The nodes taken are exactly those of the commands in flight, whatever happened; the
     // decision below sees them taken (and the candidates just deleted as deleting).
     ctx.cluster
         .set_marked_for_deletion(orchestrator.marked_for_deletion());
-    if decide && done.is_ok() {
-        let command = decide_now(ctx, &pools).await;
-        let effects = orchestrator.decided(now, command);
-        done = ctx.carry_out(orchestrator, effects, &pools).await;
-        ctx.cluster
-            .set_marked_for_deletion(orchestrator.marked_for_deletion());
-    }
+    done?;
+    let effects = match due {
+        Due::Nothing => return Ok(()),
+        Due::Decision => {
+            let command = decide_now(ctx, &pools).await;
+            orchestrator.decided(now, command)
+        }
+        Due::Validation(held) => {
+            let outcome = with_input(ctx, &pools, |input| validate(input, &held));
+            orchestrator.validated(now, outcome)
+        }
+    };
+    let done = ctx.carry_out(orchestrator, effects, &pools).await;
+    ctx.cluster
+        .set_marked_for_deletion(orchestrator.marked_for_deletion());
     done
 }
 
-/// The core's decision over the state now, exactly as a disruption pass makes it, without
-/// writing anything (`plan` reports it).
-pub fn decision<P: CloudProvider>(ctx: &Context<P>, pools: &[NodePoolInput]) -> Decision {
+/// Runs `f` over the disruption input of the state now, as every decision and validation sees it.
+fn with_input<P: CloudProvider, T>(
+    ctx: &Context<P>,
+    pools: &[NodePoolInput],
+    f: impl FnOnce(&Input<'_>) -> T,
+) -> T {
     let provider_labels = ctx.provider.provider_labels();
     let objects = ctx.cluster.objects();
     let now = ctx.clock.now().as_second();
     let inputs = objects.snapshot(pools, &provider_labels).disruption(now);
-    decide(&inputs.input(
+    f(&inputs.input(
         now,
         pools,
         scheduler_options(ctx),
         ctx.options.feature_gates.spot_to_spot_consolidation,
     ))
+}
+
+/// The core's decision over the state now, exactly as a disruption pass makes it, without
+/// writing anything (`plan` reports it).
+pub fn decision<P: CloudProvider>(ctx: &Context<P>, pools: &[NodePoolInput]) -> Decision {
+    with_input(ctx, pools, decide)
 }
 
 /// The decision now; its blocked nodes get upstream's events.

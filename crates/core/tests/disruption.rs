@@ -866,3 +866,243 @@ fn spot_to_spot_consolidation_needs_fifteen_cheaper_types() {
     );
     assert_eq!(deleted(&d), ["od"]);
 }
+
+/// Upstream's validation after the TTL wait, as a table: a command decided over `before` is
+/// validated against the cluster `after` the wait changed it.
+#[test]
+fn validation_rejects_commands_the_cluster_no_longer_allows() {
+    use karpenter_core::disruption::{InvalidKind, validate};
+    let budget = |nodes: &str| {
+        let nodes = nodes.to_string();
+        [pool("default", |np| {
+            np.spec.disruption.budgets = vec![Budget {
+                nodes,
+                ..Default::default()
+            }]
+        })]
+    };
+    let do_not_disrupt = |mut p: Pod| {
+        p.metadata.annotations = Some(
+            [(
+                "karpenter.sh/do-not-disrupt".to_string(),
+                "true".to_string(),
+            )]
+            .into(),
+        );
+        p
+    };
+    let pdb_pod = |mut p: Pod| {
+        p.metadata.labels = Some([("guarded".to_string(), "yes".to_string())].into());
+        p
+    };
+    let blocking_pdb = pdb("guard", 0, &[("guarded", "yes")]);
+    let empty_pair = || {
+        vec![
+            node("e0", "default", 2, "on-demand", vec![]),
+            node("e1", "default", 2, "on-demand", vec![]),
+        ]
+    };
+    let oversized = || vec![node("big", "default", 8, "on-demand", vec![app("500m")])];
+    let spread = || {
+        (0..2)
+            .map(|i| {
+                node(
+                    &format!("n{i}"),
+                    "default",
+                    8,
+                    "on-demand",
+                    vec![app("500m")],
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    type Edit = Box<dyn Fn(&mut Vec<NodeState>)>;
+    /// The candidates still going, or why not.
+    type Outcome = Result<Vec<&'static str>, InvalidKind>;
+    /// What the wait changed, and the PDBs after it.
+    type Wait = (Edit, Vec<PodDisruptionBudget>);
+    // (case, cluster before, the wait, the outcome)
+    let cases: Vec<(&str, Vec<NodeState>, Wait, Outcome)> = vec![
+        (
+            "nothing changed: emptiness goes ahead",
+            empty_pair(),
+            (Box::new(|_| {}), vec![]),
+            Ok(vec!["e0", "e1"]),
+        ),
+        (
+            "a pod bound to one empty node: the other still goes",
+            empty_pair(),
+            (Box::new(|n| n[0].pods.push(app("100m"))), vec![]),
+            Ok(vec!["e1"]),
+        ),
+        (
+            "pods bound to every empty node",
+            empty_pair(),
+            (
+                Box::new(|n| n.iter_mut().for_each(|n| n.pods.push(app("100m")))),
+                vec![],
+            ),
+            Err(InvalidKind::Churn),
+        ),
+        (
+            "an empty node nominated for pending pods",
+            vec![node("e0", "default", 2, "on-demand", vec![])],
+            (Box::new(|n| n[0].nominated = true), vec![]),
+            Err(InvalidKind::Churn),
+        ),
+        (
+            "the budget of one taken by a node gone NotReady",
+            vec![
+                node("e0", "default", 2, "on-demand", vec![]),
+                node("other", "default", 2, "on-demand", vec![app("1500m")]),
+            ],
+            (Box::new(|n| n[1].ready = false), vec![]),
+            Err(InvalidKind::Budget),
+        ),
+        (
+            "nothing changed: the replacement goes ahead",
+            oversized(),
+            (Box::new(|_| {}), vec![]),
+            Ok(vec!["big"]),
+        ),
+        (
+            "a do-not-disrupt pod scheduled during the wait (replace)",
+            oversized(),
+            (
+                Box::new(move |n| n[0].pods.push(do_not_disrupt(app("100m")))),
+                vec![],
+            ),
+            Err(InvalidKind::Churn),
+        ),
+        (
+            "a pod with a blocking PDB scheduled during the wait (replace)",
+            oversized(),
+            (
+                Box::new(move |n| n[0].pods.push(pdb_pod(app("100m")))),
+                vec![blocking_pdb.clone()],
+            ),
+            Err(InvalidKind::Churn),
+        ),
+        (
+            "the pods grew: the decided replacement no longer fits them",
+            oversized(),
+            (Box::new(|n| n[0].pods.push(app("5"))), vec![]),
+            Err(InvalidKind::Scheduling),
+        ),
+        (
+            "do-not-disrupt pods scheduled on both nodes of a merge",
+            spread(),
+            (
+                Box::new(move |n| {
+                    n.iter_mut()
+                        .for_each(|n| n.pods.push(do_not_disrupt(app("100m"))))
+                }),
+                vec![],
+            ),
+            Err(InvalidKind::Churn),
+        ),
+        (
+            "pods with a blocking PDB scheduled on a node of a merge",
+            spread(),
+            (
+                Box::new(move |n| n[1].pods.push(pdb_pod(app("100m")))),
+                vec![blocking_pdb.clone()],
+            ),
+            Err(InvalidKind::Churn),
+        ),
+    ];
+    let options = SchedulerOptions {
+        provider_labels: fake::provider_labels(),
+        ..Default::default()
+    };
+    for (case, mut nodes, (change, pdbs), expected) in cases {
+        let pools = if case.starts_with("the budget of one") {
+            budget("1")
+        } else {
+            budget("100%")
+        };
+        let decided = decide(&Input {
+            now: NOW,
+            nodes: &nodes,
+            node_pools: &pools,
+            pdbs: &[],
+            pending_pods: &[],
+            daemonset_pods: &[],
+            options: options.clone(),
+            spot_to_spot: false,
+        })
+        .commands
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("{case}: nothing decided"));
+        change(&mut nodes);
+        let outcome = validate(
+            &Input {
+                now: NOW,
+                nodes: &nodes,
+                node_pools: &pools,
+                pdbs: &pdbs,
+                pending_pods: &[],
+                daemonset_pods: &[],
+                options: options.clone(),
+                spot_to_spot: false,
+            },
+            &decided,
+        );
+        let outcome = outcome
+            .map(|c| c.candidates)
+            .map_err(|invalid| invalid.kind);
+        let expected = expected.map(|c| c.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(outcome, expected, "{case}");
+    }
+}
+
+/// A delete is valid while the candidate's pods still fit on the other nodes.
+#[test]
+fn validation_of_a_delete_fails_when_the_pods_no_longer_fit_elsewhere() {
+    use karpenter_core::disruption::{InvalidKind, validate};
+    let pools = [pool("default", |np| {
+        np.spec.disruption.budgets = vec![Budget {
+            nodes: "100%".into(),
+            ..Default::default()
+        }]
+    })];
+    let mut keeper = node("keeper", "default", 8, "on-demand", vec![app("1")]);
+    keeper
+        .annotations
+        .insert("karpenter.sh/do-not-disrupt".into(), "true".into());
+    let mut nodes = vec![keeper, node("b", "default", 4, "on-demand", vec![app("1")])];
+    let options = SchedulerOptions {
+        provider_labels: fake::provider_labels(),
+        ..Default::default()
+    };
+    fn input<'a>(
+        nodes: &'a [NodeState],
+        pools: &'a [NodePoolInput],
+        options: &SchedulerOptions,
+    ) -> Input<'a> {
+        Input {
+            now: NOW,
+            nodes,
+            node_pools: pools,
+            pdbs: &[],
+            pending_pods: &[],
+            daemonset_pods: &[],
+            options: options.clone(),
+            spot_to_spot: false,
+        }
+    }
+    let decided = decide(&input(&nodes, &pools, &options)).commands.remove(0);
+    assert!(decided.replacements.is_empty(), "{decided:?}");
+    assert!(validate(&input(&nodes, &pools, &options), &decided).is_ok());
+    // The keeper filled up meanwhile: b's pod would now need a new node.
+    let mut filler = app("6500m");
+    filler.metadata.name = Some("filler".into());
+    nodes[0].pods.push(filler);
+    assert_eq!(
+        validate(&input(&nodes, &pools, &options), &decided)
+            .map_err(|i| i.kind)
+            .err(),
+        Some(InvalidKind::Scheduling)
+    );
+}

@@ -13,7 +13,7 @@ use super::{
     Blocked, Command, Decision, Input, MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT, Method, NodeState,
 };
 use crate::provisioning::scheduling::{
-    BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, Results, Scheduler,
+    BoundPod, ExistingNodeInput, NewNodeClaim, Results, Scheduler,
 };
 
 /// The scheduling simulation with `removed` gone: do their pods (and the pending ones) fit, and
@@ -224,33 +224,79 @@ fn same_instance_type_ceiling(claim: &NewNodeClaim, nodes: &[&NodeState]) -> Opt
         .min_by(f64::total_cmp)
 }
 
-/// Upstream's Balanced policy: a move passes when its share of the pool's savings is at least
-/// half its share of the pool's disruption.
+/// A Balanced NodePool's denominators: what all its nodes cost per hour, and what disrupting
+/// all of them would cost (candidates or not, as upstream's `computeNodePoolTotals`).
+fn pool_totals(input: &Input<'_>, pool: &str) -> (f64, f64) {
+    input
+        .nodes
+        .iter()
+        .filter(|n| n.node_pool.as_deref() == Some(pool))
+        .fold((0.0, 0.0), |(cost, disruption), n| {
+            (cost + n.price, disruption + reschedule_cost(n))
+        })
+}
+
+/// Upstream's Balanced score: a move passes when its share of the pool's cost saved is at
+/// least 1/k of its share of the pool's disruption cost. Nothing to normalize against, or
+/// nothing saved, fails; no disruption at all passes.
+fn balanced_score_passes(
+    savings: f64,
+    disruption: f64,
+    (total_cost, total_disruption): (f64, f64),
+) -> bool {
+    if total_cost <= 0.0 || total_disruption <= 0.0 {
+        return false;
+    }
+    let savings_share = savings / total_cost;
+    if savings_share <= 0.0 {
+        return false;
+    }
+    let disruption_share = disruption / total_disruption;
+    disruption_share == 0.0
+        || savings_share / disruption_share >= 1.0 / karpenter_api::nodepool::BALANCED_K
+}
+
+/// Upstream's Balanced policy over a move: every Balanced NodePool among the candidates must
+/// approve its part — its candidates' disruption cost, and (across pools) the savings in
+/// proportion to what its candidates cost. Other policies always approve.
 pub(super) fn balanced_approves(
     input: &Input<'_>,
-    pool: &NodePoolInput,
     command: &Command,
     candidates: &[&Candidate<'_>],
 ) -> bool {
-    if pool.node_pool.spec.disruption.consolidation_policy != ConsolidationPolicy::Balanced {
+    let source_cost: f64 = candidates.iter().map(|c| c.node.price).sum();
+    let mut pools: Vec<&str> = candidates.iter().map(|c| c.pool_name()).collect();
+    pools.sort_unstable();
+    pools.dedup();
+    pools.iter().all(|&pool| {
+        let mine: Vec<&&Candidate<'_>> = candidates
+            .iter()
+            .filter(|c| c.pool_name() == pool)
+            .collect();
+        if mine[0].pool.node_pool.spec.disruption.consolidation_policy
+            != ConsolidationPolicy::Balanced
+        {
+            return true;
+        }
+        let pool_cost: f64 = mine.iter().map(|c| c.node.price).sum();
+        let savings = if pools.len() > 1 && source_cost > 0.0 {
+            command.savings_per_hour * pool_cost / source_cost
+        } else {
+            command.savings_per_hour
+        };
+        let disruption: f64 = mine.iter().map(|c| c.reschedule_cost).sum();
+        balanced_score_passes(savings, disruption, pool_totals(input, pool))
+    })
+}
+
+/// Upstream's `CanPassThreshold`: whether deleting the candidate outright — the best any move
+/// of it can do — would pass its Balanced NodePool's score. Other policies always pass.
+pub(super) fn balanced_could_pass(input: &Input<'_>, c: &Candidate<'_>) -> bool {
+    if c.pool.node_pool.spec.disruption.consolidation_policy != ConsolidationPolicy::Balanced {
         return true;
     }
-    let nodes: Vec<&NodeState> = input
-        .nodes
-        .iter()
-        .filter(|n| n.node_pool.as_deref() == Some(pool.node_pool.name()))
-        .collect();
-    let total_cost: f64 = nodes.iter().map(|n| n.price).sum();
-    let total_disruption: f64 = nodes.iter().map(|n| reschedule_cost(n)).sum();
-    let disruption: f64 = candidates.iter().map(|c| c.reschedule_cost).sum();
-    if command.savings_per_hour <= 0.0 || total_cost <= 0.0 {
-        return false;
-    }
-    if disruption <= 0.0 || total_disruption <= 0.0 {
-        return true;
-    }
-    (command.savings_per_hour / total_cost) / (disruption / total_disruption)
-        >= 1.0 / karpenter_api::nodepool::BALANCED_K
+    let totals = pool_totals(input, c.pool_name());
+    totals.0 <= 0.0 || balanced_score_passes(c.node.price, c.reschedule_cost, totals)
 }
 
 /// The candidates consolidation may move, within the budget for `Underutilized`, in order; the
@@ -270,43 +316,12 @@ pub(super) fn consolidation_candidates<'c, 'a>(
     let consolidatable: Vec<&Candidate<'_>> = candidates
         .iter()
         .filter(|c| c.pod_blocker.is_none())
-        .filter(|c| {
-            // Pricing a node needs its type, capacity type and zone (upstream's checks).
-            if let Some(why) = unpriceable(c) {
-                decision.block(&c.node.name, Blocked::Unconsolidatable, why);
-                return false;
+        .filter(|c| match ineligible_for_consolidation(c, input.now) {
+            Some((kind, why)) => {
+                decision.block_if_unexplained(&c.node.name, kind, &why);
+                false
             }
-            let spec = &c.pool.node_pool.spec.disruption;
-            let why = if no_consolidation(c) {
-                Some((
-                    Blocked::Disabled,
-                    format!("NodePool {:?} has consolidation disabled", c.pool_name()),
-                ))
-            } else if spec.consolidation_policy == ConsolidationPolicy::WhenEmpty {
-                Some((
-                    Blocked::Ineligible,
-                    "consolidationPolicy is WhenEmpty and the node has pods".to_string(),
-                ))
-            } else if is_empty(c.node) {
-                Some((
-                    Blocked::Ineligible,
-                    "empty, waiting for consolidateAfter".to_string(),
-                ))
-            } else if !c.consolidatable(input.now) {
-                Some((
-                    Blocked::Ineligible,
-                    "pods changed within consolidateAfter".to_string(),
-                ))
-            } else {
-                None
-            };
-            match why {
-                Some((kind, why)) => {
-                    decision.block_if_unexplained(&c.node.name, kind, &why);
-                    false
-                }
-                None => true,
-            }
+            None => true,
         })
         .collect();
     within_budget(
@@ -315,6 +330,44 @@ pub(super) fn consolidation_candidates<'c, 'a>(
         &consolidatable,
         decision,
     )
+}
+
+/// Why a candidate without a pod-level blocker may not be consolidated now (upstream's
+/// `ShouldDisrupt` for consolidation), if anything: it cannot be priced, its NodePool disables
+/// consolidation or allows only empty nodes, it is empty (emptiness's business), or its pods
+/// changed within `consolidateAfter`.
+pub(super) fn ineligible_for_consolidation(
+    c: &Candidate<'_>,
+    now: i64,
+) -> Option<(Blocked, String)> {
+    // Pricing a node needs its type, capacity type and zone (upstream's checks).
+    if let Some(why) = unpriceable(c) {
+        return Some((Blocked::Unconsolidatable, why));
+    }
+    let spec = &c.pool.node_pool.spec.disruption;
+    if no_consolidation(c) {
+        Some((
+            Blocked::Disabled,
+            format!("NodePool {:?} has consolidation disabled", c.pool_name()),
+        ))
+    } else if spec.consolidation_policy == ConsolidationPolicy::WhenEmpty {
+        Some((
+            Blocked::Ineligible,
+            "consolidationPolicy is WhenEmpty and the node has pods".to_string(),
+        ))
+    } else if is_empty(c.node) {
+        Some((
+            Blocked::Ineligible,
+            "empty, waiting for consolidateAfter".to_string(),
+        ))
+    } else if !c.consolidatable(now) {
+        Some((
+            Blocked::Ineligible,
+            "pods changed within consolidateAfter".to_string(),
+        ))
+    } else {
+        None
+    }
 }
 
 /// Whether the candidate's NodePool disables consolidation (`consolidateAfter: Never`).
@@ -326,4 +379,132 @@ pub(super) fn no_consolidation(c: &Candidate<'_>) -> bool {
         .consolidate_after
         .0
         .is_none()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disruption::candidates::reschedule_cost;
+    use crate::provisioning::scheduling::{NodePoolInput, SchedulerOptions};
+    use karpenter_api::NodePool;
+
+    /// Upstream's ScoreMove table: pool totals of 100 (cost) and 100 (disruption), k = 2.
+    #[test]
+    fn balanced_score_as_upstream() {
+        let cases = [
+            ("high savings, low disruption", 20.0, 5.0, true),
+            ("equal fractions", 10.0, 10.0, true),
+            ("low savings, high disruption", 5.0, 50.0, false),
+            ("zero disruption cost", 10.0, 0.0, true),
+            ("zero savings", 0.0, 10.0, false),
+            ("negative savings", -5.0, 10.0, false),
+            ("exactly at the threshold", 5.0, 10.0, true),
+            ("just under the threshold", 4.9, 10.0, false),
+        ];
+        for (case, savings, disruption, approved) in cases {
+            assert_eq!(
+                balanced_score_passes(savings, disruption, (100.0, 100.0)),
+                approved,
+                "{case}"
+            );
+        }
+        assert!(
+            !balanced_score_passes(10.0, 1.0, (0.0, 100.0)),
+            "nothing to normalize against"
+        );
+    }
+
+    fn pool(name: &str, policy: ConsolidationPolicy) -> NodePoolInput {
+        let mut node_pool = NodePool::default();
+        node_pool.metadata.name = Some(name.into());
+        node_pool.spec.disruption.consolidation_policy = policy;
+        NodePoolInput {
+            node_pool,
+            instance_types: Vec::new(),
+        }
+    }
+
+    fn node(name: &str, pool: &str, price: f64, pods: usize) -> NodeState {
+        NodeState {
+            name: name.into(),
+            node_pool: Some(pool.into()),
+            price,
+            pods: (0..pods)
+                .map(|i| {
+                    let mut p = Pod::default();
+                    p.metadata.name = Some(format!("{name}-{i}"));
+                    p
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn delete(candidates: &[&Candidate<'_>]) -> Command {
+        Command {
+            reason: DisruptionReason::Underutilized,
+            method: Method::MultiNodeConsolidation,
+            candidates: candidates.iter().map(|c| c.node.name.clone()).collect(),
+            replacements: Vec::new(),
+            savings_per_hour: candidates.iter().map(|c| c.node.price).sum(),
+        }
+    }
+
+    /// A move across NodePools credits each Balanced pool only with the savings its own nodes
+    /// bring: an expensive node of another pool does not buy the disruption of a Balanced
+    /// pool's busiest node.
+    #[test]
+    fn balanced_credits_each_pool_with_its_share_of_the_savings() {
+        let balanced = pool("balanced", ConsolidationPolicy::Balanced);
+        let other = pool("other", ConsolidationPolicy::WhenEmptyOrUnderutilized);
+        // The Balanced pool: one node with 20 pods (disruption 21) and two with one (2 each).
+        let nodes = [
+            node("heavy", "balanced", 1.0, 20),
+            node("light-0", "balanced", 1.0, 1),
+            node("light-1", "balanced", 1.0, 1),
+            node("pricey", "other", 10.0, 1),
+        ];
+        let input = Input {
+            now: 0,
+            nodes: &nodes,
+            node_pools: &[],
+            pdbs: &[],
+            pending_pods: &[],
+            daemonset_pods: &[],
+            options: SchedulerOptions::default(),
+            spot_to_spot: false,
+        };
+        let candidate = |n: &'static str| {
+            let node = nodes.iter().find(|x| x.name == n).expect("node");
+            Candidate {
+                node,
+                pool: if node.node_pool.as_deref() == Some("balanced") {
+                    &balanced
+                } else {
+                    &other
+                },
+                reschedule_cost: reschedule_cost(node),
+                pod_blocker: None,
+            }
+        };
+        let (heavy, light, pricey) = (
+            candidate("heavy"),
+            candidate("light-0"),
+            candidate("pricey"),
+        );
+        // Alone, the heavy node saves 1/3 of the pool's cost for 21/25 of its disruption.
+        assert!(!balanced_approves(&input, &delete(&[&heavy]), &[&heavy]));
+        // With the pricey node of another pool, the Balanced pool is credited 1 of the 11
+        // saved, not all 11: still rejected.
+        let both = [&heavy, &pricey];
+        assert!(!balanced_approves(&input, &delete(&both), &both));
+        // A light node passes alone (1/3 saved for 2/25 disrupted) and with the other pool.
+        assert!(balanced_approves(&input, &delete(&[&light]), &[&light]));
+        let both = [&light, &pricey];
+        assert!(balanced_approves(&input, &delete(&both), &both));
+        // Deleting the heavy node outright could never pass, so no move of it is tried.
+        assert!(!balanced_could_pass(&input, &heavy));
+        assert!(balanced_could_pass(&input, &light));
+        assert!(balanced_could_pass(&input, &pricey), "not a Balanced pool");
+    }
 }

@@ -6,7 +6,8 @@ use karpenter_api::DisruptionReason;
 
 use super::candidates::{Candidate, budget_mapping, is_empty, round_robin_by_pool, within_budget};
 use super::consolidation::{
-    balanced_approves, consolidate, consolidation_candidates, no_consolidation, reschedule,
+    balanced_approves, balanced_could_pass, consolidate, consolidation_candidates,
+    no_consolidation, reschedule,
 };
 use super::{Blocked, Command, Decision, Input, Method};
 
@@ -35,6 +36,12 @@ pub(super) fn method(method: Method) -> &'static dyn DisruptionMethod {
 /// Every empty, consolidatable node within budget, in one command.
 struct Emptiness;
 
+/// Whether emptiness may take the candidate (upstream's `ShouldDisrupt` for emptiness): empty,
+/// nothing blocking it, consolidation enabled and `consolidateAfter` passed.
+pub(super) fn emptiness_eligible(c: &Candidate<'_>, now: i64) -> bool {
+    c.pod_blocker.is_none() && !no_consolidation(c) && is_empty(c.node) && c.consolidatable(now)
+}
+
 impl DisruptionMethod for Emptiness {
     fn compute(
         &self,
@@ -44,12 +51,7 @@ impl DisruptionMethod for Emptiness {
     ) -> Option<Command> {
         let empty: Vec<&Candidate<'_>> = candidates
             .iter()
-            .filter(|c| {
-                c.pod_blocker.is_none()
-                    && !no_consolidation(c)
-                    && is_empty(c.node)
-                    && c.consolidatable(input.now)
-            })
+            .filter(|c| emptiness_eligible(c, input.now))
             .collect();
         let chosen = within_budget(input, DisruptionReason::Empty, &empty, decision);
         if chosen.is_empty() {
@@ -171,11 +173,7 @@ impl DisruptionMethod for MultiNodeConsolidation {
             let prefix = &within_budget[..=mid];
             let valid = consolidate(input, Method::MultiNodeConsolidation, prefix)
                 .ok()
-                .filter(|cmd| {
-                    prefix
-                        .iter()
-                        .all(|c| balanced_approves(input, c.pool, cmd, prefix))
-                });
+                .filter(|cmd| balanced_approves(input, cmd, prefix));
             match valid {
                 Some(cmd) => {
                     best = Some(cmd);
@@ -200,15 +198,19 @@ impl DisruptionMethod for SingleNodeConsolidation {
         decision: &mut Decision,
     ) -> Option<Command> {
         let within_budget = consolidation_candidates(input, candidates, decision);
+        let not_worth_it = "the Balanced policy judges the savings not worth the disruption";
         for c in &round_robin_by_pool(&within_budget) {
+            if !balanced_could_pass(input, c) {
+                // Even deleting it outright would not pass: no move of it will.
+                decision.block(&c.node.name, Blocked::Unconsolidatable, not_worth_it.into());
+                continue;
+            }
             let one = std::slice::from_ref(c);
             match consolidate(input, Method::SingleNodeConsolidation, one) {
-                Ok(cmd) if balanced_approves(input, c.pool, &cmd, one) => return Some(cmd),
-                Ok(_) => decision.block(
-                    &c.node.name,
-                    Blocked::Unconsolidatable,
-                    "the Balanced policy judges the savings not worth the disruption".into(),
-                ),
+                Ok(cmd) if balanced_approves(input, &cmd, one) => return Some(cmd),
+                Ok(_) => {
+                    decision.block(&c.node.name, Blocked::Unconsolidatable, not_worth_it.into())
+                }
                 Err(why) => decision.block(&c.node.name, Blocked::Unconsolidatable, why),
             }
         }

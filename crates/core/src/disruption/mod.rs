@@ -11,6 +11,7 @@ pub mod drift;
 mod methods;
 pub mod orchestration;
 pub mod pdb;
+mod validation;
 
 use std::collections::BTreeMap;
 
@@ -23,6 +24,7 @@ use crate::resources::Resources;
 
 use candidates::Candidate;
 pub use candidates::eviction_cost;
+pub use validation::{Invalid, InvalidKind, validate};
 
 /// A node as disruption sees it.
 #[derive(Clone, Debug, Default)]

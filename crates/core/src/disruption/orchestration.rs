@@ -1,6 +1,7 @@
 //! Upstream's orchestration of a disruption command, as a state machine the caller drives with
-//! its own clock: a consolidation is held for [`VALIDATION_DELAY`] and acted on only if the
-//! next decision still makes it; acting taints the candidates, launches the replacements, and
+//! its own clock: a consolidation is held for [`VALIDATION_DELAY`] — no fresh decision is made
+//! meanwhile, as upstream's disruption loop waits — and acted on only if it is still valid
+//! then ([`super::validate`]); acting taints the candidates, launches the replacements, and
 //! deletes the candidates only once every replacement has initialized; a replacement that
 //! fails or does not initialize within [`REPLACEMENT_TIMEOUT`] rolls the taint back. The
 //! controller carries the [`Effect`]s out through the API server, the simulator on its model.
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use karpenter_api::DisruptionReason;
 
-use super::Command;
+use super::{Command, Invalid};
 
 /// Upstream's wait before a consolidation decision is acted on.
 pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
@@ -35,8 +36,13 @@ pub enum Replacement {
 pub enum Effect {
     /// A consolidation is held until it is re-validated.
     Validating(Command),
-    /// A held consolidation was not decided again: nothing is done (a failed validation).
-    Abandoned(Command),
+    /// A held consolidation failed validation: nothing is done.
+    Abandoned {
+        /// The command held.
+        command: Command,
+        /// Why it is no longer valid.
+        why: Invalid,
+    },
     /// Taint the candidates `karpenter.sh/disrupted:NoSchedule`: the command starts.
     Taint(Command),
     /// Create the replacement NodeClaims, then report their names with
@@ -81,12 +87,16 @@ impl Default for Orchestrator {
     }
 }
 
-/// Whether a fresh decision makes the held one again: same reason, same candidates, as many
-/// replacements.
-fn same_command(a: &Command, b: &Command) -> bool {
-    a.reason == b.reason
-        && candidate_set(a) == candidate_set(b)
-        && a.replacements.len() == b.replacements.len()
+/// What a pass must do after moving the commands in flight along.
+#[derive(Clone, Debug)]
+pub enum Due {
+    /// Nothing yet.
+    Nothing,
+    /// Decide afresh and hand the decision to [`Orchestrator::decided`].
+    Decision,
+    /// Validate the held command against the cluster now ([`super::validate`]) and hand the
+    /// outcome to [`Orchestrator::validated`].
+    Validation(Command),
 }
 
 fn candidate_set(c: &Command) -> BTreeSet<&str> {
@@ -111,16 +121,21 @@ impl Orchestrator {
         }
     }
 
-    /// When the next fresh decision is due: every `decision_every`, and when a held
-    /// consolidation may be validated. Commands in flight are advanced more often.
+    /// When the next decision or validation is due: a held consolidation's validation, else
+    /// the next poll. Commands in flight are advanced more often.
     pub fn next_decision(&self) -> Duration {
-        self.validation_due()
-            .map_or(self.next_decision, |due| due.min(self.next_decision))
+        self.validation_due().unwrap_or(self.next_decision)
     }
 
-    /// Whether a fresh decision is due at `now`.
-    pub fn decision_due(&self, now: Duration) -> bool {
-        now >= self.next_decision()
+    /// What is due at `now`: the held command's validation once its delay has passed, else a
+    /// fresh decision every `decision_every` — none while a command is held.
+    pub fn due(&self, now: Duration) -> Due {
+        match (&self.held, self.validation_due()) {
+            (Some((_, held)), Some(at)) if now >= at => Due::Validation(held.clone()),
+            (Some(_), _) => Due::Nothing,
+            (None, _) if now >= self.next_decision => Due::Decision,
+            (None, _) => Due::Nothing,
+        }
     }
 
     /// A command is held or in flight: step again soon.
@@ -157,8 +172,7 @@ impl Orchestrator {
     }
 
     /// Moves every command in flight along by how its replacements are doing. The caller
-    /// carries the effects out, then decides afresh if [`Orchestrator::decision_due`] and
-    /// hands the decision to [`Orchestrator::decided`].
+    /// carries the effects out, then does what [`Orchestrator::due`] says.
     pub fn advance(
         &mut self,
         now: Duration,
@@ -171,52 +185,56 @@ impl Orchestrator {
         effects
     }
 
-    /// Acts on a fresh decision's first command (`None`: nothing to do): a consolidation is
-    /// held and acted on only if decided again after the validation delay; drift starts at
-    /// once.
+    /// Acts on a fresh decision's first command (`None`: nothing to do): drift starts at
+    /// once; emptiness and consolidation are held for validation.
     pub fn decided(&mut self, now: Duration, command: Option<Command>) -> Vec<Effect> {
         self.next_decision = now + self.decision_every;
         let Some(command) = command else {
-            return self
-                .held
-                .take()
-                .map(|(_, held)| vec![Effect::Abandoned(held)])
-                .unwrap_or_default();
+            return Vec::new();
         };
-        let taken = self.marked_for_deletion();
-        if command.candidates.iter().any(|c| taken.contains(c)) {
+        if self.takes_a_marked_node(&command) {
             // A decision over state that has not caught up with a command in flight.
             return Vec::new();
         }
         if command.reason == DisruptionReason::Drifted {
-            let mut effects: Vec<Effect> = self
-                .held
-                .take()
-                .map(|(_, e)| Effect::Abandoned(e))
-                .into_iter()
-                .collect();
-            effects.extend(self.start(now, command));
-            return effects;
+            return self.start(now, command);
         }
-        match self.held.take() {
-            Some((at, held)) if same_command(&held, &command) => {
-                if now.saturating_sub(at) < self.validation_delay {
-                    self.held = Some((at, held));
-                    Vec::new()
-                } else {
-                    self.start(now, command)
-                }
+        if self.held.is_some() {
+            // Callers decide only when nothing is held; a held command is not dropped unseen.
+            return Vec::new();
+        }
+        self.held = Some((now, command.clone()));
+        vec![Effect::Validating(command)]
+    }
+
+    /// Acts on the held command's validation: the command to carry out, or why it is no longer
+    /// valid (the next pass decides afresh).
+    pub fn validated(&mut self, now: Duration, outcome: Result<Command, Invalid>) -> Vec<Effect> {
+        let Some((_, held)) = self.held.take() else {
+            return Vec::new();
+        };
+        match outcome {
+            Ok(command) if !self.takes_a_marked_node(&command) => self.start(now, command),
+            Ok(command) => {
+                self.next_decision = now;
+                vec![Effect::Abandoned {
+                    command,
+                    why: Invalid {
+                        kind: super::InvalidKind::Churn,
+                        why: "a candidate was taken by another command".into(),
+                    },
+                }]
             }
-            earlier => {
-                self.held = Some((now, command.clone()));
-                let mut effects: Vec<Effect> = earlier
-                    .map(|(_, e)| Effect::Abandoned(e))
-                    .into_iter()
-                    .collect();
-                effects.push(Effect::Validating(command));
-                effects
+            Err(why) => {
+                self.next_decision = now;
+                vec![Effect::Abandoned { command: held, why }]
             }
         }
+    }
+
+    fn takes_a_marked_node(&self, command: &Command) -> bool {
+        let taken = self.marked_for_deletion();
+        command.candidates.iter().any(|c| taken.contains(c))
     }
 
     fn start(&mut self, now: Duration, command: Command) -> Vec<Effect> {
@@ -324,26 +342,51 @@ mod tests {
         Duration::from_secs(n)
     }
 
-    /// One pass as the controller and the simulator make it: advance, then decide if due.
+    /// One pass as the controller and the simulator make it: advance, then decide or validate
+    /// if due. `decide` stands for the cluster's decision now; the held command is validated
+    /// by `still` (whether the cluster still allows it).
     trait Step {
         fn step(
             &mut self,
             now: Duration,
             replacement: impl Fn(&str) -> Replacement,
             decide: impl FnOnce() -> Option<Command>,
-        ) -> Vec<Effect>;
-    }
+        ) -> Vec<Effect> {
+            self.step_validating(now, replacement, decide, true)
+        }
 
-    impl Step for Orchestrator {
-        fn step(
+        fn step_validating(
             &mut self,
             now: Duration,
             replacement: impl Fn(&str) -> Replacement,
             decide: impl FnOnce() -> Option<Command>,
+            still: bool,
+        ) -> Vec<Effect>;
+    }
+
+    impl Step for Orchestrator {
+        fn step_validating(
+            &mut self,
+            now: Duration,
+            replacement: impl Fn(&str) -> Replacement,
+            decide: impl FnOnce() -> Option<Command>,
+            still: bool,
         ) -> Vec<Effect> {
             let mut effects = self.advance(now, replacement);
-            if self.decision_due(now) {
-                effects.extend(self.decided(now, decide()));
+            match self.due(now) {
+                Due::Nothing => {}
+                Due::Decision => effects.extend(self.decided(now, decide())),
+                Due::Validation(held) => {
+                    let outcome = if still {
+                        Ok(held)
+                    } else {
+                        Err(Invalid {
+                            kind: crate::disruption::InvalidKind::Churn,
+                            why: "1 candidates are no longer valid".into(),
+                        })
+                    };
+                    effects.extend(self.validated(now, outcome));
+                }
             }
             effects
         }
@@ -354,7 +397,7 @@ mod tests {
             .iter()
             .map(|e| match e {
                 Effect::Validating(_) => "validating",
-                Effect::Abandoned(_) => "abandoned",
+                Effect::Abandoned { .. } => "abandoned",
                 Effect::Taint(_) => "taint",
                 Effect::Launch(_) => "launch",
                 Effect::Waiting(_) => "waiting",
@@ -367,47 +410,58 @@ mod tests {
     const UNDERUTILIZED: DisruptionReason = DisruptionReason::Underutilized;
 
     #[test]
-    fn a_consolidation_acts_only_when_decided_again_after_the_delay() {
+    fn a_consolidation_is_held_and_acts_once_validated_after_the_delay() {
         let mut o = Orchestrator::default();
         let delete = || Some(command(UNDERUTILIZED, &["a"], 0));
         let never = |_: &str| Replacement::Launching;
+        let other = || panic!("no fresh decision while a command is held");
         assert_eq!(kinds(&o.step(s(0), never, delete)), ["validating"]);
-        assert_eq!(kinds(&o.step(s(10), never, delete)), [] as [&str; 0]);
-        assert_eq!(kinds(&o.step(s(15), never, delete)), ["taint", "delete"]);
+        assert_eq!(kinds(&o.step(s(10), never, other)), [] as [&str; 0]);
+        assert_eq!(kinds(&o.step(s(14), never, other)), [] as [&str; 0]);
+        assert_eq!(kinds(&o.step(s(15), never, other)), ["taint", "delete"]);
         assert!(!o.busy());
     }
 
     #[test]
-    fn a_changed_or_vanished_decision_abandons_the_held_one() {
+    fn a_held_command_that_fails_validation_is_abandoned_and_the_next_pass_decides() {
         let mut o = Orchestrator::default();
         let never = |_: &str| Replacement::Launching;
         o.step(s(0), never, || Some(command(UNDERUTILIZED, &["a"], 0)));
-        assert_eq!(
-            kinds(&o.step(s(15), never, || Some(command(UNDERUTILIZED, &["b"], 0)))),
-            ["abandoned", "validating"],
-            "another candidate starts its own delay"
-        );
-        assert_eq!(kinds(&o.step(s(25), never, || None)), ["abandoned"]);
+        let effects = o.step_validating(s(15), never, || None, false);
+        assert_eq!(kinds(&effects), ["abandoned"]);
         assert!(!o.busy());
+        assert!(
+            matches!(o.due(s(15)), Due::Decision),
+            "a failed validation is followed by a fresh decision at once"
+        );
+        assert_eq!(
+            kinds(&o.step(s(16), never, || Some(command(UNDERUTILIZED, &["b"], 0)))),
+            ["validating"]
+        );
     }
 
-    /// A fresh decision every 10 s, and when a held consolidation is due for validation; in
-    /// between, a pass only advances what is in flight.
+    /// A fresh decision every 10 s when nothing is held; a held consolidation is validated at
+    /// the end of its delay instead.
     #[test]
-    fn decisions_come_every_poll_and_when_validation_is_due() {
+    fn decisions_come_every_poll_and_validation_when_due() {
         let mut o = Orchestrator::default();
-        assert!(o.decision_due(s(0)), "the first pass decides");
-        o.decided(s(0), Some(command(UNDERUTILIZED, &["a"], 0)));
-        assert_eq!(o.next_decision(), s(10));
-        assert!(!o.decision_due(s(9)));
-        o.decided(s(10), Some(command(UNDERUTILIZED, &["a"], 0)));
-        assert_eq!(
-            o.next_decision(),
-            s(15),
-            "the validation comes before the next poll"
+        assert!(
+            matches!(o.due(s(0)), Due::Decision),
+            "the first pass decides"
         );
-        o.decided(s(15), Some(command(UNDERUTILIZED, &["a"], 0)));
+        o.decided(s(0), None);
+        assert_eq!(o.next_decision(), s(10));
+        assert!(matches!(o.due(s(9)), Due::Nothing));
+        o.decided(s(10), Some(command(UNDERUTILIZED, &["a"], 0)));
+        assert_eq!(o.next_decision(), s(25), "the validation, not the poll");
+        assert!(matches!(o.due(s(20)), Due::Nothing), "no poll while held");
         assert_eq!(o.next_decision(), s(25));
+        assert!(matches!(o.due(s(25)), Due::Validation(_)));
+        o.validated(s(25), Ok(command(UNDERUTILIZED, &["a"], 0)));
+        assert!(
+            matches!(o.due(s(25)), Due::Decision),
+            "the poll that came due meanwhile"
+        );
     }
 
     #[test]

@@ -11,10 +11,10 @@ use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatu
 use karpenter_api::NodePool;
 use karpenter_api::labels::DISRUPTED_TAINT_KEY;
 use karpenter_core::disruption::orchestration::{
-    Effect, Orchestrator, Replacement, VALIDATION_DELAY,
+    Due, Effect, Orchestrator, Replacement, VALIDATION_DELAY,
 };
 use karpenter_core::disruption::pdb::{disruptions_allowed, selects};
-use karpenter_core::disruption::{Command, NodeState, decide, expired};
+use karpenter_core::disruption::{Command, Input, NodeState, decide, expired, validate};
 use karpenter_core::termination;
 
 use super::{SimPod, Simulation};
@@ -42,11 +42,18 @@ impl Simulation {
         let mut orchestrator = std::mem::take(&mut self.disruption.orchestrator);
         let effects = orchestrator.advance(now, |name| self.replacement(name));
         self.carry_out(&mut orchestrator, effects);
-        if orchestrator.decision_due(now) {
-            let command = self.decision().into_iter().next();
-            let effects = orchestrator.decided(now, command);
-            self.carry_out(&mut orchestrator, effects);
-        }
+        let effects = match orchestrator.due(now) {
+            Due::Nothing => Vec::new(),
+            Due::Decision => {
+                let command = self.with_input(decide).commands.into_iter().next();
+                orchestrator.decided(now, command)
+            }
+            Due::Validation(held) => {
+                let outcome = self.with_input(|input| validate(input, &held));
+                orchestrator.validated(now, outcome)
+            }
+        };
+        self.carry_out(&mut orchestrator, effects);
         self.disruption.orchestrator = orchestrator;
         self.drain();
     }
@@ -67,10 +74,10 @@ impl Simulation {
         while let Some(effect) = queue.pop_front() {
             match effect {
                 Effect::Validating(_) | Effect::Waiting(_) => {}
-                Effect::Abandoned(command) => self.event(
+                Effect::Abandoned { command, why } => self.event(
                     "DisruptionBlocked",
                     format!(
-                        "{} of {} abandoned: no longer valid after {}s",
+                        "{} of {} abandoned: no longer valid after {}s: {why}",
                         command.method,
                         command.candidates.join(", "),
                         VALIDATION_DELAY.as_secs()
@@ -174,21 +181,21 @@ impl Simulation {
         self.event(kind, message);
     }
 
-    /// The snapshot the controller would see, and the core's decision over it.
-    fn decision(&self) -> Vec<Command> {
+    /// Runs `f` over the snapshot the controller would see now (the core's decision or its
+    /// validation of a held command).
+    fn with_input<T>(&self, f: impl FnOnce(&Input<'_>) -> T) -> T {
         let pools = self.pool_inputs();
         let objects = self.objects();
         let now = EPOCH + self.now as i64;
         let inputs = objects
             .snapshot(&pools, &self.catalog.provider_labels)
             .disruption(now);
-        decide(&inputs.input(
+        f(&inputs.input(
             now,
             &pools,
             self.options(),
             self.feature_gates.spot_to_spot_consolidation,
         ))
-        .commands
     }
 
     /// Every node as disruption sees it now.
