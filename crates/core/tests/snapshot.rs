@@ -322,3 +322,90 @@ fn disruption_sees_prices_nominations_and_the_last_pod_event() {
         "nodes karpenter does not manage count as initialized, as upstream"
     );
 }
+
+/// Upstream's CSI volume limits: the CSINode says how many volumes of a driver the node can
+/// attach; a claim already attached there counts once, and a pod that would go past the limit
+/// gets a new node instead.
+#[test]
+fn csi_volume_limits_count_per_node() {
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+    use karpenter_core::cloudprovider::fake;
+    use karpenter_core::provisioning::scheduling::{NodePoolInput, Scheduler, SchedulerOptions};
+    use std::sync::Arc;
+
+    let with_claim = |claim: &str| {
+        json!({"spec": {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}})
+    };
+    let claims: Vec<PersistentVolumeClaim> = ["data-0", "data-1", "data-2", "shared"]
+        .iter()
+        .map(|name| {
+            let spec = if *name == "data-0" {
+                json!({"volumeName": "pv-0"})
+            } else {
+                json!({"storageClassName": "gp3"})
+            };
+            serde_json::from_value(
+                json!({"metadata": {"name": name, "namespace": "ns"}, "spec": spec}),
+            )
+            .unwrap()
+        })
+        .collect();
+    let pv: PersistentVolume = serde_json::from_value(json!({"metadata": {"name": "pv-0"},
+        "spec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0"}}}))
+    .unwrap();
+    let class: StorageClass = serde_json::from_value(json!({"metadata": {"name": "gp3"},
+        "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer"}))
+    .unwrap();
+    let csi_node: CSINode = serde_json::from_value(json!({"metadata": {"name": "n1"},
+        "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": "i-1", "allocatable": {"count": 2}}]}}))
+    .unwrap();
+    let nodes = [node("n1", json!({}))];
+    let scheduled = |pending: &[(&str, &str)]| {
+        let mut pods = vec![pod("db-0", Some("n1"), with_claim("data-0"))];
+        pods.extend(
+            pending
+                .iter()
+                .map(|(name, claim)| pod(name, None, with_claim(claim))),
+        );
+        let snapshot = Snapshot::new(Observed {
+            volume_claims: claims.iter().collect(),
+            volumes: vec![&pv],
+            storage_classes: vec![&class],
+            csi_nodes: vec![&csi_node],
+            ..observed(&nodes, &[], &pods)
+        });
+        let mut pool = karpenter_api::NodePool::default();
+        pool.metadata.name = Some("default".into());
+        let pools = [NodePoolInput {
+            node_pool: pool,
+            instance_types: fake::instance_types(4).into_iter().map(Arc::new).collect(),
+        }];
+        let options = snapshot.scheduler_options(&SchedulerOptions {
+            provider_labels: fake::provider_labels(),
+            ..Default::default()
+        });
+        let batch: Vec<Pod> = snapshot.pods_to_schedule().into_iter().cloned().collect();
+        let results = Scheduler::new(&pools, &snapshot.existing_nodes(), &[], options)
+            .solve(&batch, &|| false);
+        let on_n1: Vec<&str> = results
+            .existing_nodes
+            .get("n1")
+            .into_iter()
+            .flatten()
+            .map(|&i| batch[i].metadata.name.as_deref().unwrap())
+            .collect();
+        (on_n1.join(","), results.new_node_claims.len())
+    };
+    assert_eq!(
+        scheduled(&[("db-1", "data-1"), ("db-2", "data-2")]),
+        ("db-1".to_string(), 1),
+        "n1 attaches data-0 and one more: the third volume goes to a new node"
+    );
+    assert_eq!(
+        scheduled(&[("a", "shared"), ("b", "shared")]),
+        ("a,b".to_string(), 0),
+        "two pods of one claim attach it once"
+    );
+}

@@ -8,7 +8,7 @@ use std::path::Path;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::cloudprovider::cheapest_launch;
 use karpenter_core::disruption::{self, Decision};
@@ -192,6 +192,8 @@ pub struct ClusterObjects {
     pub volumes: Vec<PersistentVolume>,
     /// StorageClasses.
     pub storage_classes: Vec<StorageClass>,
+    /// CSINodes (nodes' CSI volume limits).
+    pub csi_nodes: Vec<CSINode>,
     /// Objects of kinds the planner does not use.
     pub ignored: usize,
 }
@@ -223,6 +225,7 @@ impl ClusterObjects {
                 "StorageClass" => objects
                     .storage_classes
                     .push(read(file, doc.index, doc.object)?),
+                "CSINode" => objects.csi_nodes.push(read(file, doc.index, doc.object)?),
                 _ => objects.ignored += 1,
             }
         }
@@ -279,6 +282,7 @@ pub fn plan_objects(
         volume_claims: objects.volume_claims.iter().collect(),
         volumes: objects.volumes.iter().collect(),
         storage_classes: objects.storage_classes.iter().collect(),
+        csi_nodes: objects.csi_nodes.iter().collect(),
         node_pools: pools,
         provider_labels,
         ..Default::default()

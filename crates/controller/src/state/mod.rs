@@ -16,7 +16,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttachment};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use karpenter_api::{NodeClaim, NodePool};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -74,7 +74,8 @@ impl_stored!(
     Namespace,
     PersistentVolumeClaim,
     PersistentVolume,
-    StorageClass
+    StorageClass,
+    CSINode
 );
 
 impl Stored for Node {
@@ -437,6 +438,8 @@ pub struct Cluster {
     pub storage_classes: Index<StorageClass>,
     /// VolumeAttachments, by node: a terminating node waits for its volumes to detach.
     pub volume_attachments: Index<VolumeAttachment>,
+    /// CSINodes: how many volumes of each CSI driver a node can attach.
+    pub csi_nodes: Index<CSINode>,
     /// Nodes a provisioning result counted on, and until when.
     pub nominations: Nominations,
     /// Nodes whose pods bound, left or finished since the pod-events loop last looked.
@@ -503,6 +506,7 @@ impl Default for Cluster {
             volumes: Index::default(),
             storage_classes: Index::default(),
             volume_attachments: Index::default(),
+            csi_nodes: Index::default(),
             nominations: Nominations::default(),
             marked: Default::default(),
             changes: watch::channel(0).0,
@@ -531,6 +535,7 @@ impl Cluster {
         visit.kind(|c| &c.volumes, same::<PersistentVolume>);
         visit.kind(|c| &c.storage_classes, same::<StorageClass>);
         visit.kind(|c| &c.volume_attachments, same::<VolumeAttachment>);
+        visit.kind(|c| &c.csi_nodes, same::<CSINode>);
     }
 
     /// Marks every index listed, whatever it holds (tests that set state by hand).

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use karpenter_api::NodeClaim;
 use karpenter_core::provisioning::scheduling::NodePoolInput;
 use karpenter_core::state::{Observed, Snapshot};
@@ -26,6 +26,7 @@ pub struct Objects {
     volume_claims: Vec<Arc<PersistentVolumeClaim>>,
     volumes: Vec<Arc<PersistentVolume>>,
     storage_classes: Vec<Arc<StorageClass>>,
+    csi_nodes: Vec<Arc<CSINode>>,
     nominated: BTreeSet<String>,
     marked_for_deletion: BTreeSet<String>,
 }
@@ -43,6 +44,7 @@ impl Cluster {
             volume_claims: self.volume_claims.all(),
             volumes: self.volumes.all(),
             storage_classes: self.storage_classes.all(),
+            csi_nodes: self.csi_nodes.all(),
             nominated: self.nominations.nominated(),
             marked_for_deletion: self.marked_for_deletion(),
         }
@@ -67,6 +69,7 @@ impl Objects {
             volume_claims: self.volume_claims.iter().map(|c| &**c).collect(),
             volumes: self.volumes.iter().map(|v| &**v).collect(),
             storage_classes: self.storage_classes.iter().map(|c| &**c).collect(),
+            csi_nodes: self.csi_nodes.iter().map(|c| &**c).collect(),
             node_pools,
             provider_labels,
             nominated: self.nominated.clone(),

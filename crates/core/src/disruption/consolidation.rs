@@ -39,6 +39,7 @@ pub(super) fn remaining_nodes(input: &Input<'_>, removed: &[&NodeState]) -> Vec<
             pods: BoundPod::all(&n.pods),
             initialized: n.initialized,
             node_pool: n.node_pool.clone(),
+            volume_usage: n.volume_usage.clone(),
             ..Default::default()
         })
         .collect()

@@ -67,6 +67,8 @@ pub struct NodeState {
     /// Its instance is being terminated (the NodeClaim's `InstanceTerminating`): it no longer
     /// counts toward its NodePool's size for budgets, as upstream.
     pub instance_terminating: bool,
+    /// Its CSI volume limits with the volumes its pods attach.
+    pub volume_usage: crate::scheduling::volumeusage::VolumeUsage,
 }
 
 /// A decision to disrupt nodes.

@@ -5,6 +5,7 @@ pub mod requirement;
 pub mod requirements;
 pub mod selector;
 pub mod taints;
+pub mod volumeusage;
 
 pub use requirement::Requirement;
 pub use requirements::{AllowUndefined, Incompatible, Requirements};

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Taint,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
 use karpenter_api::NodeClaim;
 use karpenter_api::labels::{
@@ -22,14 +22,14 @@ use karpenter_api::labels::{
 use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED, INSTANCE_TERMINATING};
 
 use super::pods::{self, ObservedPod};
-use super::volumes::Volumes;
+use super::volumes::{PodVolumes, Volumes};
 use crate::disruption::NodeState;
 use crate::provisioning::scheduling::{
     BoundPod, ExistingNodeInput, NodePoolInput, SchedulerOptions,
 };
 use crate::resources::Resources;
-use crate::scheduling::Requirements;
 use crate::scheduling::requirements::node_claim_labels;
+use crate::scheduling::volumeusage::VolumeUsage;
 
 /// What was observed of the cluster, by reference.
 pub struct Observed<'a, P> {
@@ -52,6 +52,8 @@ pub struct Observed<'a, P> {
     pub volumes: Vec<&'a PersistentVolume>,
     /// See `volume_claims`.
     pub storage_classes: Vec<&'a StorageClass>,
+    /// Every CSINode: how many volumes of each CSI driver a node can attach.
+    pub csi_nodes: Vec<&'a CSINode>,
     /// The NodePools in use, with their instance types (prices come from them).
     pub node_pools: &'a [NodePoolInput],
     /// The labels a launching claim's instance will decide (the provider's well-known ones).
@@ -75,6 +77,7 @@ impl<P> Default for Observed<'_, P> {
             volume_claims: Vec::new(),
             volumes: Vec::new(),
             storage_classes: Vec::new(),
+            csi_nodes: Vec::new(),
             node_pools: &[],
             provider_labels: &[],
             nominated: BTreeSet::new(),
@@ -322,8 +325,10 @@ pub struct Snapshot<'a, P> {
     /// Pending pods that keep off karpenter's nodes on purpose (`karpenter.sh/nodepool
     /// DoesNotExist`): with `rejected`, upstream's `karpenter_scheduler_ignored_pods_count`.
     pub avoiding: usize,
-    /// What pods' volumes require of their node, by `namespace/name`.
-    pub volume_requirements: Arc<HashMap<String, Requirements>>,
+    /// What pods' volumes bring to scheduling, by `namespace/name`.
+    pub pod_volumes: Arc<HashMap<String, PodVolumes>>,
+    /// Each node's CSI volume limits (driver → volumes), from its CSINode.
+    volume_limits: HashMap<&'a str, BTreeMap<String, usize>>,
 }
 
 impl<'a, P: ObservedPod> Snapshot<'a, P> {
@@ -340,15 +345,22 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             &observed.volumes,
             &observed.storage_classes,
         );
-        let mut volume_requirements = HashMap::new();
+        let mut pod_volumes = HashMap::new();
         for &pod in &observed.pods {
-            let volumes = || volumes.requirements(pod);
+            let of_pod = || volumes.of_pod(pod);
             match pod.node_name() {
                 Some(_) if pods::is_terminal(pod) => {}
                 Some(node) => {
-                    // A bound pod's volumes matter when disruption moves it.
-                    if let Ok(Some(r)) = volumes() {
-                        volume_requirements.insert(pods::key(pod), r);
+                    // A bound pod's volumes count against its node's limits, and matter when
+                    // disruption moves it.
+                    if !pods::claim_names(pod).is_empty() {
+                        let found = PodVolumes {
+                            requirements: volumes.requirements(pod).ok().flatten(),
+                            attachments: volumes.attachments(pod),
+                        };
+                        if !found.is_empty() {
+                            pod_volumes.insert(pods::key(pod), found);
+                        }
                     }
                     pods_by_node.entry(node).or_default().push(pod)
                 }
@@ -356,12 +368,12 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
                     let checked = match pods::rejection(pod) {
                         Some(pods::Rejection::AvoidsKarpenter) => Err(None),
                         Some(pods::Rejection::Invalid(why)) => Err(Some(why)),
-                        None => volumes().map_err(Some),
+                        None => of_pod().map_err(Some),
                     };
                     match checked {
-                        Ok(r) => {
-                            if let Some(r) = r {
-                                volume_requirements.insert(pods::key(pod), r);
+                        Ok(found) => {
+                            if !found.is_empty() {
+                                pod_volumes.insert(pods::key(pod), found);
                             }
                             provisionable.push(pod)
                         }
@@ -444,7 +456,6 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             .filter(|p| pods::is_reschedulable(*p))
             .collect();
         Self {
-            observed,
             nodes,
             not_launched,
             provisionable,
@@ -452,8 +463,39 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             ignored,
             rejected,
             avoiding,
-            volume_requirements: Arc::new(volume_requirements),
+            pod_volumes: Arc::new(pod_volumes),
+            volume_limits: observed
+                .csi_nodes
+                .iter()
+                .map(|c| {
+                    let limits = c
+                        .spec
+                        .drivers
+                        .iter()
+                        .filter_map(|d| {
+                            let count = d.allocatable.as_ref()?.count?;
+                            Some((d.name.clone(), usize::try_from(count).unwrap_or(0)))
+                        })
+                        .collect();
+                    (c.metadata.name.as_deref().unwrap_or_default(), limits)
+                })
+                .collect(),
+            observed,
         }
+    }
+
+    /// The node's CSI volume limits with the volumes its pods attach.
+    fn volume_usage(&self, node: &StateNode<'a, P>) -> VolumeUsage {
+        let Some(limits) = self.volume_limits.get(node.name()) else {
+            return VolumeUsage::default();
+        };
+        let mut usage = VolumeUsage::new(limits.clone());
+        for pod in &node.pods {
+            if let Some(v) = self.pod_volumes.get(&pods::key(*pod)) {
+                usage.add(&v.attachments);
+            }
+        }
+        usage
     }
 
     /// How much of each kind the snapshot holds.
@@ -502,6 +544,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
                         .map(|p| shared.get(p))
                         .collect(),
                     initialized: n.initialized(),
+                    volume_usage: self.volume_usage(n),
                 }
             })
             .collect()
@@ -542,6 +585,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
                     drifted: n.drifted(),
                     drifted_at: n.drifted_at(),
                     instance_terminating: n.instance_terminating(),
+                    volume_usage: self.volume_usage(n),
                     labels,
                 }
             })
@@ -591,7 +635,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
     pub fn scheduler_options(&self, options: &SchedulerOptions) -> SchedulerOptions {
         SchedulerOptions {
             namespaces: self.namespaces(),
-            volume_requirements: self.volume_requirements.clone(),
+            pod_volumes: self.pod_volumes.clone(),
             ..options.clone()
         }
     }
@@ -623,7 +667,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             daemonset_pods: self.daemonset_pods(),
             pdbs: self.pdbs(),
             namespaces: self.namespaces(),
-            volume_requirements: self.volume_requirements.clone(),
+            pod_volumes: self.pod_volumes.clone(),
         }
     }
 }
@@ -691,8 +735,8 @@ pub struct DisruptionInputs {
     pub pdbs: Vec<PodDisruptionBudget>,
     /// Namespaces with their labels.
     pub namespaces: Vec<(String, BTreeMap<String, String>)>,
-    /// What pods' volumes require of their node, by `namespace/name`.
-    pub volume_requirements: Arc<HashMap<String, Requirements>>,
+    /// What pods' volumes bring to scheduling, by `namespace/name`.
+    pub pod_volumes: Arc<HashMap<String, PodVolumes>>,
 }
 
 impl DisruptionInputs {
@@ -713,7 +757,7 @@ impl DisruptionInputs {
             daemonset_pods: &self.daemonset_pods,
             options: SchedulerOptions {
                 namespaces: self.namespaces.clone(),
-                volume_requirements: self.volume_requirements.clone(),
+                pod_volumes: self.pod_volumes.clone(),
                 ..options
             },
             spot_to_spot,

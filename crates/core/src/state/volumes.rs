@@ -2,7 +2,9 @@
 //! A claim bound to a volume brings the volume's node affinity (a zonal disk: its zone); an
 //! unbound claim whose StorageClass binds `WaitForFirstConsumer` brings the class's allowed
 //! topologies. Like upstream, these constrain the node only, never the pod's own affinity, so
-//! topology spread counts are unaffected.
+//! topology spread counts are unaffected. Each claim also attaches a volume through a CSI
+//! driver — the volume's, or its class's provisioner — which counts against the node's CSI
+//! volume limits.
 
 use std::collections::HashMap;
 
@@ -13,6 +15,43 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::pods::{self, ObservedPod};
 use crate::scheduling::Requirements;
+use crate::scheduling::volumeusage::Attachment;
+
+/// What a pod's persistent volumes bring to scheduling.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodVolumes {
+    /// What they require of the node (a bound volume's zone, a class's allowed topologies).
+    pub requirements: Option<Requirements>,
+    /// The volumes they attach, by CSI driver, against nodes' volume limits.
+    pub attachments: Vec<Attachment>,
+}
+
+impl PodVolumes {
+    /// Nothing to say: no requirement and no attachment.
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_none() && self.attachments.is_empty()
+    }
+}
+
+/// The CSI drivers that took over Kubernetes' in-tree volume plugins (the CSI translation
+/// library's table), so a StorageClass naming an in-tree provisioner counts against the
+/// driver's limit.
+const IN_TREE_TO_CSI: [(&str, &str); 7] = [
+    ("kubernetes.io/aws-ebs", "ebs.csi.aws.com"),
+    ("kubernetes.io/gce-pd", "pd.csi.storage.gke.io"),
+    ("kubernetes.io/azure-disk", "disk.csi.azure.com"),
+    ("kubernetes.io/azure-file", "file.csi.azure.com"),
+    ("kubernetes.io/cinder", "cinder.csi.openstack.org"),
+    ("kubernetes.io/vsphere-volume", "csi.vsphere.vmware.com"),
+    ("kubernetes.io/portworx-volume", "pxd.portworx.com"),
+];
+
+fn csi_name(provisioner: &str) -> &str {
+    IN_TREE_TO_CSI
+        .iter()
+        .find(|(in_tree, _)| *in_tree == provisioner)
+        .map_or(provisioner, |(_, csi)| csi)
+}
 
 /// The annotation that makes a StorageClass the default for claims that name none.
 pub const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
@@ -61,6 +100,52 @@ impl<'a> Volumes<'a> {
             classes: classes.iter().map(|c| (name(&c.metadata), *c)).collect(),
             default_class,
         }
+    }
+
+    /// What the pod's volumes bring to scheduling, or why it cannot be placed yet (see
+    /// [`Volumes::requirements`]).
+    pub fn of_pod(&self, pod: &(impl ObservedPod + ?Sized)) -> Result<PodVolumes, String> {
+        Ok(PodVolumes {
+            requirements: self.requirements(pod)?,
+            attachments: self.attachments(pod),
+        })
+    }
+
+    /// The volumes the pod's claims attach, by CSI driver, as upstream's `GetVolumes`: a bound
+    /// claim counts under its volume's CSI driver (in-tree EBS under EBS's), an unbound one
+    /// under its class's provisioner. Claims that cannot be resolved, and volumes no CSI driver
+    /// attaches, are not counted.
+    pub fn attachments(&self, pod: &(impl ObservedPod + ?Sized)) -> Vec<Attachment> {
+        let namespace = pod.meta().namespace.as_deref().unwrap_or("default");
+        pods::claim_names(pod)
+            .into_iter()
+            .filter_map(|claim_name| {
+                let claim = self.claims.get(&(namespace, claim_name.as_str()))?;
+                let spec = claim.spec.as_ref()?;
+                let driver = match spec.volume_name.as_deref() {
+                    Some(volume) if !volume.is_empty() => {
+                        let pv = self.volumes.get(volume)?.spec.as_ref()?;
+                        match (&pv.csi, &pv.aws_elastic_block_store) {
+                            (Some(csi), _) => csi.driver.clone(),
+                            (None, Some(_)) => csi_name("kubernetes.io/aws-ebs").to_string(),
+                            (None, None) => return None,
+                        }
+                    }
+                    _ => {
+                        let class = match spec.storage_class_name.as_deref() {
+                            Some("") => return None,
+                            Some(class) => *self.classes.get(class)?,
+                            None => self.default_class?,
+                        };
+                        csi_name(&class.provisioner).to_string()
+                    }
+                };
+                Some(Attachment {
+                    driver,
+                    claim: format!("{namespace}/{claim_name}"),
+                })
+            })
+            .collect()
     }
 
     /// What the pod's volumes require of its node (`None`: nothing), or why the pod cannot be
@@ -281,6 +366,64 @@ mod tests {
             r(&["missing"]),
             Err("persistentvolumeclaim \"db/missing\" not found".into())
         );
+    }
+
+    #[test]
+    fn claims_count_under_the_driver_that_attaches_them() {
+        let claims: Vec<PersistentVolumeClaim> = [
+            json!({"metadata": {"name": "csi", "namespace": "db"}, "spec": {"volumeName": "pv-csi"}}),
+            json!({"metadata": {"name": "in-tree", "namespace": "db"}, "spec": {"volumeName": "pv-ebs"}}),
+            json!({"metadata": {"name": "nfs", "namespace": "db"}, "spec": {"volumeName": "pv-nfs"}}),
+            json!({"metadata": {"name": "unbound", "namespace": "db"}, "spec": {"storageClassName": "gp2"}}),
+            json!({"metadata": {"name": "defaulted", "namespace": "db"}, "spec": {}}),
+            json!({"metadata": {"name": "static", "namespace": "db"}, "spec": {"storageClassName": ""}}),
+        ]
+        .into_iter()
+        .map(from)
+        .collect();
+        let pvs: Vec<PersistentVolume> = [
+            json!({"metadata": {"name": "pv-csi"}, "spec": {"csi": {"driver": "disk.csi.azure.com", "volumeHandle": "h"}}}),
+            json!({"metadata": {"name": "pv-ebs"}, "spec": {"awsElasticBlockStore": {"volumeID": "vol-1"}}}),
+            json!({"metadata": {"name": "pv-nfs"}, "spec": {"nfs": {"server": "s", "path": "/"}}}),
+        ]
+        .into_iter()
+        .map(from)
+        .collect();
+        let classes: Vec<StorageClass> = [
+            json!({"metadata": {"name": "gp2"}, "provisioner": "kubernetes.io/aws-ebs"}),
+            json!({"metadata": {"name": "std", "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}}, "provisioner": "pd.csi.storage.gke.io"}),
+        ]
+        .into_iter()
+        .map(from)
+        .collect();
+        let volumes = Volumes::new(
+            &claims.iter().collect::<Vec<_>>(),
+            &pvs.iter().collect::<Vec<_>>(),
+            &classes.iter().collect::<Vec<_>>(),
+        );
+        let drivers = |claims: &[&str]| -> Vec<(String, String)> {
+            volumes
+                .attachments(&pod(claims))
+                .into_iter()
+                .map(|a| (a.claim, a.driver))
+                .collect()
+        };
+        let cases = [
+            ("csi", Some("disk.csi.azure.com")),
+            ("in-tree", Some("ebs.csi.aws.com")),
+            ("nfs", None),
+            ("unbound", Some("ebs.csi.aws.com")),
+            ("defaulted", Some("pd.csi.storage.gke.io")),
+            ("static", None),
+            ("missing", None),
+        ];
+        for (claim, driver) in cases {
+            let expected: Vec<(String, String)> = driver
+                .map(|d| (format!("db/{claim}"), d.to_string()))
+                .into_iter()
+                .collect();
+            assert_eq!(drivers(&[claim]), expected, "{claim}");
+        }
     }
 
     /// Upstream's `ValidatePersistentVolumeClaims` cases: the pod is ignored, with the reason.

@@ -783,7 +783,7 @@ impl Simulation {
                 })
                 .collect(),
             // And what the pods' volumes require of their node.
-            volume_requirements: std::sync::Arc::new(self.volume_requirements(&batch)),
+            pod_volumes: std::sync::Arc::new(self.pod_volumes(&batch)),
             ..self.options()
         };
         let results = Scheduler::new(&[], &existing, &[], options).solve(&batch, &|| false);

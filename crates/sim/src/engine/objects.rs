@@ -18,9 +18,8 @@ use karpenter_api::labels::NODE_INITIALIZED_LABEL;
 use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED, LAUNCHED};
 use karpenter_core::disruption::drift::{instance_type_not_found, template_drift};
 use karpenter_core::provisioning::scheduling::NodePoolInput;
-use karpenter_core::scheduling::Requirements;
 use karpenter_core::state::pods;
-use karpenter_core::state::volumes::Volumes;
+use karpenter_core::state::volumes::{PodVolumes, Volumes};
 use karpenter_core::state::{Observed, Snapshot};
 
 use super::disruption::EPOCH;
@@ -60,8 +59,9 @@ impl Objects {
             storage_classes: self.storage_classes.iter().collect(),
             node_pools,
             provider_labels,
-            nominated: BTreeSet::new(),
             marked_for_deletion: self.marked_for_deletion.clone(),
+            // The simulated nodes run no CSI drivers: no volume limits.
+            ..Default::default()
         })
     }
 }
@@ -201,9 +201,9 @@ impl Simulation {
         self.storage.values().filter_map(pick).collect()
     }
 
-    /// What `pods`' volumes require of their node, by `namespace/name` (for the scheduler
+    /// What `pods`' volumes bring to scheduling, by `namespace/name` (for the scheduler
     /// stand-in, which does not go through karpenter's snapshot).
-    pub(super) fn volume_requirements(&self, pods: &[Pod]) -> HashMap<String, Requirements> {
+    pub(super) fn pod_volumes(&self, pods: &[Pod]) -> HashMap<String, PodVolumes> {
         if self.storage.is_empty() {
             return HashMap::new();
         }
@@ -222,7 +222,8 @@ impl Simulation {
             }),
         );
         pods.iter()
-            .filter_map(|p| Some((pods::key(p), volumes.requirements(p).ok()??)))
+            .filter_map(|p| Some((pods::key(p), volumes.of_pod(p).ok()?)))
+            .filter(|(_, v)| !v.is_empty())
             .collect()
     }
 

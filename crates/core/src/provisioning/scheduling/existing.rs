@@ -10,6 +10,7 @@ use karpenter_api::labels::{HOSTNAME_LABEL, UNREGISTERED_TAINT_KEY};
 use super::{PodData, Rejected};
 use crate::resources::{Resources, pod_requests};
 use crate::scheduling::hostports::{self, HostPort};
+use crate::scheduling::volumeusage::VolumeUsage;
 use crate::scheduling::{AllowUndefined, Requirement, Requirements, taints};
 
 /// What the scheduler needs to know about an existing node.
@@ -33,6 +34,8 @@ pub struct ExistingNodeInput {
     pub initialized: bool,
     /// The NodePool it belongs to, if karpenter manages it.
     pub node_pool: Option<String>,
+    /// Its CSI volume limits (from its CSINode) with the volumes its pods attach.
+    pub volume_usage: VolumeUsage,
 }
 
 /// A pod already on a node, reduced to what scheduling reads of it: its requests and host
@@ -110,6 +113,7 @@ pub(super) struct ExistingNode {
     pub taints: Vec<Taint>,
     pub remaining: Resources,
     pub host_ports: Vec<HostPort>,
+    pub volume_usage: VolumeUsage,
     pub initialized: bool,
 }
 
@@ -180,6 +184,7 @@ impl ExistingNode {
             taints,
             remaining,
             host_ports,
+            volume_usage: input.volume_usage.clone(),
             initialized: input.initialized,
         }
     }
@@ -193,6 +198,8 @@ impl ExistingNode {
         let fits = taints::first_untolerated(&self.taints, &pod.tolerations).is_none()
             && hostports::first_conflict(&pod.host_ports, &self.host_ports).is_none()
             && pod.requests.fits(&self.remaining)
+            && (pod.attachments.is_empty()
+                || self.volume_usage.exceeds_limits(&pod.attachments).is_none())
             && self
                 .requirements
                 .compatible(&pod.requirements, AllowUndefined::Nothing)
@@ -207,5 +214,6 @@ impl ExistingNode {
     pub fn add(&mut self, pod: &PodData) {
         self.remaining.sub(&pod.requests);
         self.host_ports.extend(pod.host_ports.iter().cloned());
+        self.volume_usage.add(&pod.attachments);
     }
 }

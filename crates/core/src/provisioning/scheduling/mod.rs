@@ -30,8 +30,10 @@ use topology::{CountedNode, Matching, PodRef, Topology};
 use crate::cloudprovider::InstanceType;
 use crate::resources::{Limits, NODES, QuantityError, Resources};
 use crate::scheduling::hostports::{HostPort, spec_host_ports};
+use crate::scheduling::volumeusage::Attachment;
 use crate::scheduling::{AllowUndefined, Requirement, Requirements};
 use crate::state::pods::ObservedPod;
+use crate::state::volumes::PodVolumes;
 
 /// The most instance types a NodeClaim lists (upstream's `MaxInstanceTypes`).
 pub const MAX_INSTANCE_TYPES: usize = 600;
@@ -62,9 +64,10 @@ pub struct SchedulerOptions {
     /// The cluster's namespaces with their labels, for pod (anti-)affinity terms with a
     /// `namespaceSelector`.
     pub namespaces: Vec<(String, BTreeMap<String, String>)>,
-    /// What pods' persistent volumes require of their node, by `namespace/name` (see
-    /// [`crate::state::volumes`]); it constrains the node, not the pod's topology.
-    pub volume_requirements: Arc<HashMap<String, Requirements>>,
+    /// What pods' persistent volumes bring, by `namespace/name` (see
+    /// [`crate::state::volumes`]): requirements that constrain the node, not the pod's
+    /// topology, and attachments that count against nodes' CSI volume limits.
+    pub pod_volumes: Arc<HashMap<String, PodVolumes>>,
 }
 
 impl Default for SchedulerOptions {
@@ -75,7 +78,7 @@ impl Default for SchedulerOptions {
             max_instance_types: MAX_INSTANCE_TYPES,
             provider_labels: Vec::new(),
             namespaces: Vec::new(),
-            volume_requirements: Arc::default(),
+            pod_volumes: Arc::default(),
         }
     }
 }
@@ -93,6 +96,8 @@ pub struct PodData {
     pub tolerations: Vec<Toleration>,
     /// Host ports the pod binds.
     pub host_ports: Vec<HostPort>,
+    /// The volumes its claims attach (against existing nodes' CSI limits).
+    pub attachments: Vec<Attachment>,
 }
 
 impl PodData {
@@ -119,6 +124,7 @@ impl PodData {
             strict_requirements,
             tolerations: spec.and_then(|s| s.tolerations.clone()).unwrap_or_default(),
             host_ports: spec_host_ports(spec),
+            attachments: Vec::new(),
         })
     }
 }
@@ -234,13 +240,14 @@ struct Rejected;
 /// A pod's scheduling data with what its volumes require of the node.
 fn pod_data(pod: &dyn ObservedPod, options: &SchedulerOptions) -> Result<PodData, QuantityError> {
     let mut data = PodData::of(pod, options.respect_preferences)?;
-    if !options.volume_requirements.is_empty()
-        && let Some(volumes) = options
-            .volume_requirements
-            .get(&crate::state::pods::key(pod))
+    if !options.pod_volumes.is_empty()
+        && let Some(volumes) = options.pod_volumes.get(&crate::state::pods::key(pod))
     {
-        data.requirements.add_all(volumes);
-        data.strict_requirements.add_all(volumes);
+        if let Some(r) = &volumes.requirements {
+            data.requirements.add_all(r);
+            data.strict_requirements.add_all(r);
+        }
+        data.attachments = volumes.attachments.clone();
     }
     Ok(data)
 }
