@@ -3,7 +3,8 @@
 //! (a change of hash algorithm, such as moving from upstream Karpenter, drifts nothing), and
 //! every launched NodeClaim's `Drifted` condition is true exactly while the core's checks or
 //! the provider say it has drifted. The disruption controller then replaces drifted nodes
-//! within their budgets.
+//! within their budgets. The same pass keeps each NodeClaim's `Consolidatable` condition as
+//! upstream's (true once `consolidateAfter` has passed since its last pod event).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,9 +13,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use karpenter_api::labels::NODE_POOL_LABEL;
-use karpenter_api::nodeclaim::condition::DRIFTED;
+use karpenter_api::nodeclaim::condition::{CONSOLIDATABLE, DRIFTED};
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::disruption::consolidatable::{Consolidatable, consolidatable};
 use karpenter_core::disruption::drift::{
     DriftReason, INSTANCE_TYPE_CHECK_AFTER_SECONDS, INSTANCE_TYPE_CHECK_EVERY_SECONDS,
     has_drifted_condition, instance_type_not_found, is_launched, node_claim_hash_annotations,
@@ -52,6 +54,8 @@ pub struct Reconciled {
     pub drifted: Vec<(String, String)>,
     /// NodeClaims whose `Drifted` condition was removed.
     pub cleared: Vec<String>,
+    /// NodeClaims whose `Consolidatable` condition was set or removed, with whether it is set.
+    pub consolidatable: Vec<(String, bool)>,
 }
 
 enum Verdict {
@@ -122,7 +126,8 @@ pub async fn reconcile<P: CloudProvider>(
             }
         }
         let verdict = verdict(ctx, checks, &mut instance_types, pool, &claim).await;
-        apply(ctx, &claim, verdict, &mut done).await?;
+        let consolidatable = consolidatable(pool, &claim, ctx.clock.now());
+        apply(ctx, &claim, verdict, consolidatable, &mut done).await?;
     }
     Ok(done)
 }
@@ -198,24 +203,26 @@ async fn apply<P: CloudProvider>(
     ctx: &Context<P>,
     claim: &NodeClaim,
     verdict: Verdict,
+    consolidatable: Consolidatable,
     done: &mut Reconciled,
 ) -> Result<(), Error> {
     let mut status = claim.status.clone().unwrap_or_default();
     let name = claim.name_any();
+    let mut changed = false;
     match verdict {
-        Verdict::Unknown => return Ok(()),
+        Verdict::Unknown => {}
         Verdict::NotDrifted => {
-            if !has_drifted_condition(claim) {
-                return Ok(());
+            if has_drifted_condition(claim) {
+                status.conditions.retain(|c| c.type_ != DRIFTED);
+                changed = true;
+                done.cleared.push(name.clone());
+                tracing::debug!(nodeclaim = %name, "no longer drifted");
             }
-            status.conditions.retain(|c| c.type_ != DRIFTED);
-            done.cleared.push(name.clone());
-            tracing::debug!(nodeclaim = %name, "no longer drifted");
         }
         Verdict::Drifted(reason) => {
             let reason = reason.as_str();
             let was = conditions::is_true(&status.conditions, DRIFTED);
-            if !conditions::set(
+            if conditions::set(
                 &mut status.conditions,
                 DRIFTED,
                 "True",
@@ -223,22 +230,48 @@ async fn apply<P: CloudProvider>(
                 reason,
                 ctx.clock.now(),
             ) {
-                return Ok(());
+                changed = true;
+                if !was {
+                    let pool = claim
+                        .labels()
+                        .get(NODE_POOL_LABEL)
+                        .cloned()
+                        .unwrap_or_default();
+                    ctx.metrics
+                        .nodeclaims_drifted
+                        .get_or_create(&labels(&[("type", reason), ("nodepool", &pool)]))
+                        .inc();
+                    tracing::info!(nodeclaim = %name, reason = %reason, "marked drifted");
+                }
+                done.drifted.push((name.clone(), reason.to_string()));
             }
-            if !was {
-                let pool = claim
-                    .labels()
-                    .get(NODE_POOL_LABEL)
-                    .cloned()
-                    .unwrap_or_default();
-                ctx.metrics
-                    .nodeclaims_drifted
-                    .get_or_create(&labels(&[("type", reason), ("nodepool", &pool)]))
-                    .inc();
-                tracing::info!(nodeclaim = %name, reason = %reason, "marked drifted");
-            }
-            done.drifted.push((name.clone(), reason.to_string()));
         }
+    }
+    let had = conditions::get(&status.conditions, CONSOLIDATABLE).is_some();
+    match consolidatable {
+        Consolidatable::Yes => {
+            if conditions::set(
+                &mut status.conditions,
+                CONSOLIDATABLE,
+                "True",
+                CONSOLIDATABLE,
+                "",
+                ctx.clock.now(),
+            ) {
+                changed = true;
+                done.consolidatable.push((name.clone(), true));
+                tracing::debug!(nodeclaim = %name, "marked consolidatable");
+            }
+        }
+        Consolidatable::Absent | Consolidatable::At(_) if had => {
+            status.conditions.retain(|c| c.type_ != CONSOLIDATABLE);
+            changed = true;
+            done.consolidatable.push((name.clone(), false));
+        }
+        Consolidatable::Absent | Consolidatable::At(_) => {}
+    }
+    if !changed {
+        return Ok(());
     }
     let patch = json!({
         "metadata": {"resourceVersion": claim.resource_version()},

@@ -424,8 +424,20 @@ async fn an_emptied_node_waits_consolidate_after_from_when_its_last_pod_left() {
         h.cloud.deleted().is_empty(),
         "a node running a pod that fits no cheaper type stays"
     );
+    let consolidatable = || {
+        h.server.list::<NodeClaim>().first().is_some_and(|c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Consolidatable" && c.status == "True")
+            })
+        })
+    };
+    assert!(consolidatable(), "its pod bound over consolidateAfter ago");
     h.server.delete::<Pod>("default", "web").expect("deleted");
     let left = h.clock.now();
+    h.until(minutes(1), || (!consolidatable()).then_some(()))
+        .await;
     let (_, removed) = h
         .until(minutes(20), || {
             h.cloud.deleted().contains(&instance).then_some(())

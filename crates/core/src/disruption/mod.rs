@@ -6,6 +6,7 @@
 
 pub mod budgets;
 mod candidates;
+pub mod consolidatable;
 mod consolidation;
 pub mod drift;
 mod methods;

@@ -249,18 +249,23 @@ impl<'a, P: ObservedPod> StateNode<'a, P> {
     }
 
     /// When a pod last bound to or left it: the claim's `lastPodEventTime` or its newest pod
-    /// (other than DaemonSet pods), never before it was created.
+    /// (other than DaemonSet pods), never before it initialized (upstream counts from then
+    /// when no pod has come or gone) or was created.
     pub fn last_pod_event(&self, created_at: i64) -> i64 {
+        let status = self.claim.and_then(|c| c.status.as_ref());
         self.pods
             .iter()
             .filter(|p| !pods::is_daemonset_pod(**p))
             .filter_map(|p| {
                 seconds(p.start_time()).or_else(|| seconds(p.meta().creation_timestamp.as_ref()))
             })
-            .chain(seconds(
-                self.claim
-                    .and_then(|c| c.status.as_ref()?.last_pod_event_time.as_ref()),
-            ))
+            .chain(seconds(status.and_then(|s| s.last_pod_event_time.as_ref())))
+            .chain(seconds(status.and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == INITIALIZED && c.status == "True")
+                    .map(|c| &c.last_transition_time)
+            })))
             .max()
             .unwrap_or(created_at)
             .max(created_at)
