@@ -622,3 +622,65 @@ fn preference_pods_follow_upstreams_benchmark_outcome() {
     assert_eq!(o.nodes.len(), 40);
     assert!((0..40).all(|i| o.label(i, ZONE) == Some("test-zone-1")));
 }
+
+/// Upstream's "volume requirements do not count against minDomains": a pod whose volume is in
+/// zone 1 spreads over every zone the NodePool reaches, not over its volume's zone alone (which
+/// would leave one domain of three and a global minimum of 0); it lands in zone 1 with skew 1.
+#[test]
+fn volume_zones_constrain_the_node_not_the_spread() {
+    use karpenter_core::state::volumes::PodVolumes;
+    let constraint = TopologySpreadConstraint {
+        max_skew: 1,
+        topology_key: ZONE.into(),
+        when_unsatisfiable: "DoNotSchedule".into(),
+        label_selector: Some(LabelSelector {
+            match_labels: Some([("app".to_string(), "test".to_string())].into()),
+            ..Default::default()
+        }),
+        min_domains: Some(3),
+        ..Default::default()
+    };
+    let first = pod().labels(APP).spread_with(constraint.clone()).times(3);
+    let o = Env::new(topology_pool()).provision(&first);
+    let cluster = o.cluster(&first, Vec::new());
+    assert_eq!(o.skew_of(&first, ZONE, APP, &[]), [1, 1, 1]);
+    let mut with_volume = pod().labels(APP).spread_with(constraint).build();
+    with_volume.metadata.name = Some("db-0".into());
+    with_volume.metadata.namespace = Some("default".into());
+    let mut env = Env::new(topology_pool());
+    env.existing = cluster.clone();
+    let zone_1 = karpenter_core::scheduling::Requirements::from_node_selector(&[
+        k8s_openapi::api::core::v1::NodeSelectorRequirement {
+            key: ZONE.into(),
+            operator: "In".into(),
+            values: Some(vec!["test-zone-1".into()]),
+        },
+    ]);
+    env.options.pod_volumes = std::sync::Arc::new(
+        [(
+            "default/db-0".to_string(),
+            PodVolumes {
+                requirements: Some(zone_1),
+                attachments: Vec::new(),
+            },
+        )]
+        .into(),
+    );
+    let second = [with_volume];
+    let o = env.provision(&second);
+    assert!(
+        o.results.pod_errors.is_empty(),
+        "{:?}",
+        o.results.pod_errors
+    );
+    let node = o
+        .results
+        .existing_nodes
+        .keys()
+        .next()
+        .and_then(|name| cluster.iter().find(|n| &n.name == name))
+        .map(|n| &n.labels)
+        .unwrap_or_else(|| &o.node(0).labels);
+    assert_eq!(node.get(ZONE).map(String::as_str), Some("test-zone-1"));
+    assert_eq!(o.skew_of(&second, ZONE, APP, &cluster), [1, 1, 2]);
+}

@@ -814,7 +814,7 @@ spec:
 ---
 apiVersion: v1
 kind: PersistentVolumeClaim
-metadata: {name: data-db-0}
+metadata: {name: data-db-0, annotations: {pv.kubernetes.io/bind-completed: "yes"}}
 spec:
   accessModes: [ReadWriteOnce]
   resources: {requests: {storage: 10Gi}}

@@ -13,6 +13,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::storage::v1::StorageClass;
 
+use karpenter_api::labels::HOSTNAME_LABEL;
+
 use super::pods::{self, ObservedPod};
 use crate::scheduling::Requirements;
 use crate::scheduling::volumeusage::Attachment;
@@ -55,6 +57,9 @@ fn csi_name(provisioner: &str) -> &str {
 
 /// The annotation that makes a StorageClass the default for claims that name none.
 pub const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
+
+/// The annotation the volume binder sets once a claim is bound to its volume.
+pub const BIND_COMPLETED_ANNOTATION: &str = "pv.kubernetes.io/bind-completed";
 
 /// The volumes, claims and classes of the cluster, by name.
 #[derive(Default)]
@@ -185,12 +190,53 @@ impl<'a> Volumes<'a> {
                     let pv = self.volumes.get(volume).ok_or_else(|| {
                         format!("persistentvolume \"{volume}\" of claim \"{namespace}/{claim_name}\" not found")
                     })?;
-                    pv.spec
+                    if pv.metadata.deletion_timestamp.is_some() {
+                        return Err(format!(
+                            "persistentvolume \"{volume}\" of claim \"{namespace}/{claim_name}\" is being deleted"
+                        ));
+                    }
+                    // As kube-scheduler: a claim naming a volume is bound only once the binder
+                    // has said so.
+                    let bound = claim
+                        .metadata
+                        .annotations
                         .as_ref()
+                        .is_some_and(|a| a.contains_key(BIND_COMPLETED_ANNOTATION));
+                    if !bound {
+                        return Err(format!(
+                            "{of_claim} is considered unbound because it does not contain annotation \"{BIND_COMPLETED_ANNOTATION}\""
+                        ));
+                    }
+                    let spec = pv.spec.as_ref();
+                    let terms = spec
                         .and_then(|s| s.node_affinity.as_ref())
                         .and_then(|a| a.required.as_ref())
                         .map(|r| r.node_selector_terms.clone())
-                        .unwrap_or_default()
+                        .unwrap_or_default();
+                    if spec.is_some_and(|s| s.local.is_some() || s.host_path.is_some()) {
+                        // A local or hostPath volume pins its node by hostname; a pod that
+                        // moves to a new node cannot keep that, so the hostname is dropped.
+                        let without_hostname: Vec<NodeSelectorTerm> = terms
+                            .into_iter()
+                            .map(|mut t| {
+                                if let Some(e) = t.match_expressions.as_mut() {
+                                    e.retain(|r| r.key != HOSTNAME_LABEL);
+                                }
+                                t
+                            })
+                            .collect();
+                        if without_hostname
+                            .iter()
+                            .any(|t| t.match_expressions.as_ref().is_none_or(Vec::is_empty))
+                        {
+                            // A term left empty allows any node.
+                            Vec::new()
+                        } else {
+                            without_hostname
+                        }
+                    } else {
+                        terms
+                    }
                 }
                 _ => {
                     let no_class =
@@ -304,7 +350,8 @@ mod tests {
     #[test]
     fn volumes_require_their_topology_of_the_node() {
         let bound: PersistentVolumeClaim = from(
-            json!({"metadata": {"name": "bound", "namespace": "db"}, "spec": {"volumeName": "pv-a"}}),
+            json!({"metadata": {"name": "bound", "namespace": "db", "annotations": {BIND_COMPLETED_ANNOTATION: "yes"}},
+                "spec": {"volumeName": "pv-a"}}),
         );
         let waiting: PersistentVolumeClaim = from(
             json!({"metadata": {"name": "waiting", "namespace": "db"}, "spec": {"storageClassName": "zonal"}}),
@@ -426,6 +473,42 @@ mod tests {
         }
     }
 
+    /// A local or hostPath volume's hostname is dropped: the pod cannot follow it to a new node.
+    #[test]
+    fn local_volumes_keep_their_zone_and_lose_their_hostname() {
+        let claim = |name: &str, pv: &str| -> PersistentVolumeClaim {
+            from(json!({"metadata": {"name": name, "namespace": "db",
+                "annotations": {BIND_COMPLETED_ANNOTATION: "yes"}}, "spec": {"volumeName": pv}}))
+        };
+        let local = |name: &str, expressions: serde_json::Value| -> PersistentVolume {
+            from(
+                json!({"metadata": {"name": name}, "spec": {"local": {"path": "/mnt/disk"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}}}}),
+            )
+        };
+        let claims = [claim("zoned", "pv-zoned"), claim("pinned", "pv-pinned")];
+        let pvs = [
+            local(
+                "pv-zoned",
+                json!([{"key": ZONE_LABEL, "operator": "In", "values": ["zone-a"]},
+                    {"key": HOSTNAME_LABEL, "operator": "In", "values": ["old-node"]}]),
+            ),
+            local(
+                "pv-pinned",
+                json!([{"key": HOSTNAME_LABEL, "operator": "In", "values": ["old-node"]}]),
+            ),
+        ];
+        let volumes = Volumes::new(
+            &claims.iter().collect::<Vec<_>>(),
+            &pvs.iter().collect::<Vec<_>>(),
+            &[],
+        );
+        let zoned = volumes.requirements(&pod(&["zoned"])).unwrap().unwrap();
+        assert_eq!(zone_of(&zoned), ["zone-a"]);
+        assert!(zoned.get(HOSTNAME_LABEL).is_none(), "{zoned:?}");
+        assert_eq!(volumes.requirements(&pod(&["pinned"])), Ok(None));
+    }
+
     /// Upstream's `ValidatePersistentVolumeClaims` cases: the pod is ignored, with the reason.
     #[test]
     fn claims_a_pod_cannot_be_placed_with_say_why() {
@@ -451,8 +534,32 @@ mod tests {
                 json!({}),
             ),
             claim("unknown-volume", json!({"volumeName": "pv-x"}), json!({})),
+            claim("not-yet-bound", json!({"volumeName": "pv-ok"}), json!({})),
+            claim(
+                "on-deleted-volume",
+                json!({"volumeName": "pv-deleting"}),
+                json!({}),
+            ),
         ];
-        let volumes = Volumes::new(&claims.iter().collect::<Vec<_>>(), &[], &[]);
+        let mut claims = claims;
+        for c in claims.iter_mut().filter(|c| {
+            matches!(
+                c.metadata.name.as_deref(),
+                Some("unknown-volume" | "on-deleted-volume")
+            )
+        }) {
+            c.metadata.annotations =
+                Some([(BIND_COMPLETED_ANNOTATION.to_string(), "yes".to_string())].into());
+        }
+        let pv_ok: PersistentVolume = from(json!({"metadata": {"name": "pv-ok"}}));
+        let pv_deleting: PersistentVolume = from(
+            json!({"metadata": {"name": "pv-deleting", "deletionTimestamp": "2024-01-01T00:00:00Z"}}),
+        );
+        let volumes = Volumes::new(
+            &claims.iter().collect::<Vec<_>>(),
+            &[&pv_ok, &pv_deleting],
+            &[],
+        );
         let cases = [
             (
                 "deleting",
@@ -477,6 +584,14 @@ mod tests {
             (
                 "unknown-volume",
                 "persistentvolume \"pv-x\" of claim \"db/unknown-volume\" not found",
+            ),
+            (
+                "not-yet-bound",
+                "persistentvolumeclaim \"db/not-yet-bound\" is considered unbound because it does not contain annotation \"pv.kubernetes.io/bind-completed\"",
+            ),
+            (
+                "on-deleted-volume",
+                "persistentvolume \"pv-deleting\" of claim \"db/on-deleted-volume\" is being deleted",
             ),
         ];
         for (name, why) in cases {

@@ -243,9 +243,10 @@ fn pod_data(pod: &dyn ObservedPod, options: &SchedulerOptions) -> Result<PodData
     if !options.pod_volumes.is_empty()
         && let Some(volumes) = options.pod_volumes.get(&crate::state::pods::key(pod))
     {
+        // The node must meet them, but they are not the pod's own affinity: topology spread
+        // counts domains by the pod's requirements alone (upstream keeps them apart too).
         if let Some(r) = &volumes.requirements {
             data.requirements.add_all(r);
-            data.strict_requirements.add_all(r);
         }
         data.attachments = volumes.attachments.clone();
     }
