@@ -15,8 +15,14 @@ use super::{Command, Invalid};
 
 /// Upstream's wait before a consolidation decision is acted on.
 pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
-/// How long replacements may take to initialize before the command is rolled back.
+/// How long replacements may take to initialize before the command is rolled back, at least:
+/// with many nodes in flight the wait grows by [`RETRY_SCALE`] per node, up to
+/// [`MAX_REPLACEMENT_TIMEOUT`] (upstream's `GetMaxRetryDuration`).
 pub const REPLACEMENT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+/// The longest replacements may take, however many nodes are in flight.
+pub const MAX_REPLACEMENT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+/// How much longer replacements may take per node in flight.
+pub const RETRY_SCALE: Duration = Duration::from_millis(80);
 /// Upstream's polling period: how often a fresh decision is made.
 pub const DECISION_EVERY: Duration = Duration::from_secs(10);
 
@@ -153,6 +159,22 @@ impl Orchestrator {
         self.held
             .as_ref()
             .map(|(at, _)| at.saturating_add(self.validation_delay))
+    }
+
+    /// How long the commands in flight may wait for their replacements: longer with more
+    /// nodes in flight (launching thousands of replacements takes a while), within bounds.
+    pub fn retry_duration(&self) -> Duration {
+        let nodes: usize = self
+            .in_flight
+            .iter()
+            .map(|f| f.command.candidates.len())
+            .sum();
+        RETRY_SCALE
+            .saturating_mul(u32::try_from(nodes).unwrap_or(u32::MAX))
+            .clamp(
+                self.replacement_timeout,
+                MAX_REPLACEMENT_TIMEOUT.max(self.replacement_timeout),
+            )
     }
 
     /// The nodes the commands in flight have taken (upstream's `MarkedForDeletion`): a fresh
@@ -295,10 +317,11 @@ impl Orchestrator {
         if let Some(i) = states.iter().position(|s| *s == Replacement::Failed) {
             return roll_back(format!("replacement {} failed", flight.replacements[i]));
         }
-        if now.saturating_sub(flight.started) > self.replacement_timeout {
+        let timeout = self.retry_duration();
+        if now.saturating_sub(flight.started) > timeout {
             return roll_back(format!(
                 "replacements did not initialize within {}s",
-                self.replacement_timeout.as_secs()
+                timeout.as_secs()
             ));
         }
         if states.iter().all(|s| *s == Replacement::Initialized) {
@@ -533,6 +556,46 @@ mod tests {
         done.sort();
         assert_eq!(done, [("delete", "b"), ("roll back", "a")]);
         assert!(!o.busy());
+    }
+
+    /// Upstream's queue: a command with several replacements finishes only when every one has
+    /// initialized.
+    #[test]
+    fn candidates_go_only_once_every_replacement_initialized() {
+        let drift = command(DisruptionReason::Drifted, &["a"], 2);
+        let mut o = Orchestrator::default();
+        o.step(s(0), |_| Replacement::Launching, || Some(drift.clone()));
+        o.launched(&drift, vec!["r1".into(), "r2".into()]);
+        let one_ready = |name: &str| match name {
+            "r1" => Replacement::Initialized,
+            _ => Replacement::Launching,
+        };
+        assert_eq!(kinds(&o.step(s(30), one_ready, || None)), ["waiting"]);
+        assert_eq!(
+            kinds(&o.step(s(60), |_| Replacement::Initialized, || None)),
+            ["delete"]
+        );
+    }
+
+    /// Upstream's `CalculateRetryDuration` table: 80 ms per node in flight, within 10 minutes
+    /// and an hour.
+    #[test]
+    fn the_replacement_timeout_grows_with_the_nodes_in_flight() {
+        let cases = [
+            (100, s(600)),
+            (4_000, s(600)),
+            (10_000, s(800)),
+            (40_000, s(3200)),
+            (80_000, s(3600)),
+            (100_000, s(3600)),
+        ];
+        for (nodes, expected) in cases {
+            let mut o = Orchestrator::default();
+            let names: Vec<String> = (0..nodes).map(|i| format!("n{i}")).collect();
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            o.decided(s(0), Some(command(DisruptionReason::Drifted, &refs, 1)));
+            assert_eq!(o.retry_duration(), expected, "{nodes} nodes");
+        }
     }
 
     #[test]
