@@ -215,6 +215,64 @@ mod tests {
         assert!(step.evict.is_empty());
     }
 
+    /// Upstream's termination suite on which pods a drain evicts and waits for.
+    #[test]
+    fn which_pods_a_drain_evicts() {
+        let tolerating = |toleration: serde_json::Value| {
+            pod("p", json!({"spec": {"tolerations": [toleration]}}))
+        };
+        let cases = [
+            (
+                "tolerates the disrupted taint (Equal): it would come straight back",
+                tolerating(
+                    json!({"key": "karpenter.sh/disrupted", "operator": "Equal", "effect": "NoSchedule"}),
+                ),
+                false,
+            ),
+            (
+                "tolerates the disrupted taint (Exists)",
+                tolerating(json!({"key": "karpenter.sh/disrupted", "operator": "Exists"})),
+                false,
+            ),
+            (
+                "tolerates only node.kubernetes.io/unschedulable",
+                tolerating(
+                    json!({"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}),
+                ),
+                true,
+            ),
+            ("no owner", pod("p", json!({})), true),
+            (
+                "a static pod (owned by its node)",
+                pod(
+                    "p",
+                    json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "n"}]}}),
+                ),
+                false,
+            ),
+            (
+                "failed",
+                pod("p", json!({"status": {"phase": "Failed"}})),
+                false,
+            ),
+        ];
+        for (case, p, drained) in cases {
+            assert_eq!(drainable(&p, 0), drained, "{case}");
+        }
+        // A pod of the first group still terminating holds the next group back.
+        let leaving = pod(
+            "leaving",
+            json!({"metadata": {"deletionTimestamp": "1970-01-01T00:01:00Z"}}),
+        );
+        let ds = pod(
+            "ds",
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "d"}]}}),
+        );
+        let step = drain_step(&[&leaving, &ds], None, 90);
+        assert!(step.evict.is_empty(), "{:?}", names(&step.evict));
+        assert_eq!(step.waiting, 2);
+    }
+
     #[test]
     fn only_a_true_do_not_disrupt_protects_from_eviction() {
         let with = |v: &str| BTreeMap::from([(DO_NOT_DISRUPT_ANNOTATION.to_string(), v.into())]);
