@@ -12,6 +12,8 @@ pub mod catalog;
 mod error;
 #[cfg(feature = "fake")]
 pub mod fake;
+#[cfg(feature = "http")]
+pub mod http;
 mod provider;
 mod registration;
 mod repair;

@@ -6,9 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use karpenter_cloudprovider::http::HttpClient;
 
 use crate::auth::CredentialsProvider;
 use crate::auth::sigv4::{self, SignableRequest};
@@ -100,26 +98,23 @@ fn pricing_region(region: &str) -> &'static str {
     }
 }
 
-type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
-
 /// A signed AWS request sender.
 #[derive(Clone)]
 pub struct AwsHttp {
-    client: Client<Connector, Full<Bytes>>,
+    client: HttpClient,
     /// Where the services are.
     pub endpoints: Endpoints,
     credentials: CredentialsProvider,
-    timeout: Duration,
 }
 
 impl AwsHttp {
     /// A client for `endpoints`, signing with `credentials`.
     pub fn new(endpoints: Endpoints, credentials: CredentialsProvider) -> Result<Self> {
         Ok(Self {
-            client: plain_client()?,
+            client: HttpClient::new(Duration::from_secs(30))
+                .map_err(|e| AwsError::Transport(e.to_string()))?,
             endpoints,
             credentials,
-            timeout: Duration::from_secs(30),
         })
     }
 
@@ -233,29 +228,19 @@ impl AwsHttp {
         request: http::Request<Full<Bytes>>,
         url: &str,
     ) -> Result<(u16, Bytes)> {
-        let response = tokio::time::timeout(self.timeout, self.client.request(request))
-            .await
-            .map_err(|_| AwsError::Transport(format!("{url}: timed out")))?
-            .map_err(|e| AwsError::Transport(format!("{url}: {e}")))?;
-        let status = response.status().as_u16();
-        let bytes = response
-            .into_body()
+        let (parts, body) = request.into_parts();
+        let body = body
             .collect()
             .await
             .map_err(|e| AwsError::Transport(format!("{url}: {e}")))?
             .to_bytes();
-        Ok((status, bytes))
+        let response = self
+            .client
+            .send(&http::Request::from_parts(parts, body))
+            .await
+            .map_err(|e| AwsError::Transport(e.to_string()))?;
+        Ok((response.status, response.body))
     }
-}
-
-fn plain_client() -> Result<Client<Connector, Full<Bytes>>> {
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_native_roots()
-        .map_err(|e| AwsError::Transport(format!("loading root certificates: {e}")))?
-        .https_or_http()
-        .enable_http1()
-        .build();
-    Ok(Client::builder(TokioExecutor::new()).build(connector))
 }
 
 /// An error body: EC2's `<Response><Errors><Error><Code>`, the query protocol's

@@ -1,0 +1,250 @@
+//! The HTTP client cloud providers share: hyper over rustls (or plain HTTP to a local endpoint,
+//! such as an emulator in tests), a timeout per attempt, and — for requests that may be sent
+//! twice — retries with exponential backoff and full jitter on throttling, server errors and
+//! lost connections, honouring the server's `Retry-After`. Each provider keeps its own signing,
+//! endpoints and error bodies.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+/// Why a request got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HttpError {
+    /// The connection failed or broke, or the request could not be built.
+    #[error("request to {url}: {reason}")]
+    Transport {
+        /// Where it went.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// No answer within the timeout.
+    #[error("request to {0}: timed out")]
+    TimedOut(String),
+}
+
+/// An answer, whatever its status.
+#[derive(Clone, Debug)]
+pub struct Response {
+    /// The HTTP status.
+    pub status: u16,
+    /// The response headers.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Bytes,
+}
+
+impl Response {
+    /// A 2xx status.
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// A response header as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// How often, and how patiently, a request that may be repeated is retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included.
+    pub attempts: u32,
+    /// The backoff before the second attempt; it doubles with each attempt.
+    pub base: Duration,
+    /// The longest backoff.
+    pub max: Duration,
+}
+
+impl RetryPolicy {
+    /// Send once, never retry: for requests a second copy of which would do harm.
+    pub const NEVER: RetryPolicy = RetryPolicy {
+        attempts: 1,
+        base: Duration::ZERO,
+        max: Duration::ZERO,
+    };
+
+    /// The cloud SDKs' standard mode: three attempts, backoff from 1 s up to 20 s.
+    pub const STANDARD: RetryPolicy = RetryPolicy {
+        attempts: 3,
+        base: Duration::from_secs(1),
+        max: Duration::from_secs(20),
+    };
+
+    /// The longest wait before attempt `attempt` (1 = the second attempt): the base doubled
+    /// per attempt, within the maximum.
+    pub fn ceiling(&self, attempt: u32) -> Duration {
+        self.base
+            .saturating_mul(
+                1u32.checked_shl(attempt.saturating_sub(1))
+                    .unwrap_or(u32::MAX),
+            )
+            .min(self.max)
+    }
+}
+
+/// Whether a status is worth another attempt: throttling, a timeout, or a server error that
+/// may pass.
+pub fn retryable(status: u16) -> bool {
+    matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
+}
+
+/// The server's `Retry-After` in seconds, if it sent one.
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(Duration::from_secs)
+}
+
+/// Full jitter: a wait spread evenly below `ceiling`, so clients that failed together do not
+/// come back together.
+fn jittered(ceiling: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    // RandomState is seeded randomly per process and per instance: enough spread for backoff,
+    // without a random-number crate.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(ceiling.as_nanos());
+    let fraction = (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64;
+    ceiling.mul_f64(fraction)
+}
+
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// The shared client: cheap to clone (one connection pool).
+#[derive(Clone, Debug)]
+pub struct HttpClient {
+    client: Client<Connector, Full<Bytes>>,
+    timeout: Duration,
+}
+
+impl HttpClient {
+    /// A client trusting the system's root certificates, with `timeout` per attempt.
+    pub fn new(timeout: Duration) -> Result<Self, HttpError> {
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_native_roots()
+            .map_err(|e| HttpError::Transport {
+                url: String::new(),
+                reason: format!("loading root certificates: {e}"),
+            })?
+            .https_or_http()
+            .enable_http1()
+            .build();
+        Ok(Self {
+            client: Client::builder(TokioExecutor::new()).build(connector),
+            timeout,
+        })
+    }
+
+    /// Sends `request` once.
+    pub async fn send(&self, request: &Request<Bytes>) -> Result<Response, HttpError> {
+        let url = request.uri().to_string();
+        let mut builder = Request::builder()
+            .method(request.method().clone())
+            .uri(request.uri().clone());
+        if let Some(headers) = builder.headers_mut() {
+            headers.clone_from(request.headers());
+        }
+        let copy = builder
+            .body(Full::new(request.body().clone()))
+            .map_err(|e| HttpError::Transport {
+                url: url.clone(),
+                reason: e.to_string(),
+            })?;
+        let response = tokio::time::timeout(self.timeout, self.client.request(copy))
+            .await
+            .map_err(|_| HttpError::TimedOut(url.clone()))?
+            .map_err(|e| HttpError::Transport {
+                url: url.clone(),
+                reason: e.to_string(),
+            })?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = tokio::time::timeout(self.timeout, response.into_body().collect())
+            .await
+            .map_err(|_| HttpError::TimedOut(url.clone()))?
+            .map_err(|e| HttpError::Transport {
+                url,
+                reason: e.to_string(),
+            })?
+            .to_bytes();
+        Ok(Response {
+            status: status.as_u16(),
+            headers,
+            body,
+        })
+    }
+
+    /// Sends `request`, again after a backoff while the answer is retryable (or there is
+    /// none), at most `policy.attempts` times; the last answer or error is returned.
+    pub async fn send_with_retries(
+        &self,
+        request: &Request<Bytes>,
+        policy: RetryPolicy,
+    ) -> Result<Response, HttpError> {
+        let mut attempt = 1;
+        loop {
+            let outcome = self.send(request).await;
+            let wait = match &outcome {
+                Ok(r) if !retryable(r.status) => return outcome,
+                Ok(r) => retry_after(&r.headers),
+                Err(_) => None,
+            };
+            if attempt >= policy.attempts {
+                return outcome;
+            }
+            let wait = wait
+                .map(|w| w.min(policy.max))
+                .unwrap_or_else(|| jittered(policy.ceiling(attempt)));
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_within_the_maximum_and_jitter_stays_below_it() {
+        let p = RetryPolicy::STANDARD;
+        assert_eq!(p.ceiling(1), Duration::from_secs(1));
+        assert_eq!(p.ceiling(2), Duration::from_secs(2));
+        assert_eq!(p.ceiling(5), Duration::from_secs(16));
+        assert_eq!(p.ceiling(6), Duration::from_secs(20));
+        assert_eq!(p.ceiling(60), Duration::from_secs(20));
+        for _ in 0..100 {
+            assert!(jittered(Duration::from_secs(4)) < Duration::from_secs(4));
+        }
+    }
+
+    #[test]
+    fn throttling_and_server_errors_are_retried_client_errors_are_not() {
+        for s in [408, 429, 500, 502, 503, 504] {
+            assert!(retryable(s), "{s}");
+        }
+        for s in [200, 400, 401, 403, 404, 409, 501] {
+            assert!(!retryable(s), "{s}");
+        }
+        let mut h = HeaderMap::new();
+        h.insert(http::header::RETRY_AFTER, "7".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
+        h.insert(
+            http::header::RETRY_AFTER,
+            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
+        );
+        assert_eq!(retry_after(&h), None, "dates are not honoured");
+    }
+}
