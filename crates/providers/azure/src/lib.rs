@@ -3,7 +3,13 @@
 //! karpenter-provider-azure computes it). The `AKSNodeClass` and launches through ARM are to
 //! come; the registration already names the NodeClass so `convert` recognises AKS NodePools.
 
+#[cfg(feature = "cloud")]
+pub mod arm;
+#[cfg(feature = "cloud")]
+pub mod auth;
 pub mod catalog;
+#[cfg(feature = "cloud")]
+pub mod compute;
 
 use karpenter_api::crd::GroupKind;
 use karpenter_cloudprovider::Registration;
