@@ -20,11 +20,14 @@ use serde_json::{Value, json};
 
 const TOKEN: &str = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.mock";
 
+/// How an operation ends: fine, or with ARM's error code and message.
+type Outcome = Result<(), (String, String)>;
+
 #[derive(Default)]
 struct Cloud {
     resources: BTreeMap<String, Value>,
     /// Async operations: id → polls left before it ends, and how it ends.
-    operations: BTreeMap<String, (u32, Result<(), (String, String)>)>,
+    operations: BTreeMap<String, (u32, Outcome)>,
     /// VM sizes that fail to allocate, with ARM's error code.
     refuse: BTreeMap<String, String>,
     tokens_issued: usize,
