@@ -17,6 +17,7 @@ pub mod http;
 mod provider;
 mod registration;
 mod repair;
+pub mod unavailable;
 
 pub use catalog::Catalog;
 pub use error::{BoxError, Cause, CloudProviderError, Result};

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod catalog;
 #[cfg(feature = "cloud")]
 pub mod compute;
+pub mod offerings;
 
 use karpenter_api::crd::GroupKind;
 use karpenter_cloudprovider::Registration;
