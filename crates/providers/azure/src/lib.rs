@@ -4,6 +4,8 @@
 //! come; the registration already names the NodeClass so `convert` recognises AKS NodePools.
 
 pub mod catalog;
+pub mod gpus;
+pub mod vmsize;
 
 use karpenter_api::crd::GroupKind;
 use karpenter_cloudprovider::Registration;
