@@ -5,6 +5,7 @@
 
 pub mod catalog;
 pub mod gpus;
+pub mod skus;
 pub mod vmsize;
 
 use karpenter_api::crd::GroupKind;
