@@ -5,6 +5,7 @@
 
 pub mod catalog;
 pub mod gpus;
+pub mod instancetype;
 pub mod pricing;
 pub mod skus;
 pub mod vmsize;
