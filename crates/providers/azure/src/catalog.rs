@@ -9,6 +9,8 @@ use karpenter_cloudprovider::catalog::{on_demand, requirements};
 use karpenter_core::cloudprovider::{InstanceType, Overhead};
 use karpenter_core::resources::Resources;
 use serde::Deserialize;
+use std::collections::HashSet;
+use std::sync::OnceLock;
 
 const MIB: i64 = 1 << 20;
 const GIB: i64 = 1 << 30;
@@ -75,13 +77,36 @@ pub fn kube_reserved_memory_mib(memory_gib: f64) -> i64 {
 
 /// The memory a node of `memory_gib` reports: whole GiB, less the VM overhead rounded up.
 pub fn memory_capacity_bytes(memory_gib: f64) -> i64 {
-    let memory = memory_gib as i64 * GIB;
-    memory - (memory as f64 * VM_MEMORY_OVERHEAD_PERCENT).ceil() as i64
+    memory_capacity_bytes_with_overhead(memory_gib, VM_MEMORY_OVERHEAD_PERCENT)
 }
 
-#[derive(Deserialize)]
+/// [`memory_capacity_bytes`] with another VM overhead share (upstream's
+/// `--vm-memory-overhead-percent`).
+pub fn memory_capacity_bytes_with_overhead(memory_gib: f64, overhead_percent: f64) -> i64 {
+    let memory = memory_gib as i64 * GIB;
+    memory - (memory as f64 * overhead_percent).ceil() as i64
+}
+
+/// The node's kube-reserved CPU and memory and its memory eviction threshold, from the size's
+/// vCPUs and memory: what AKS keeps off allocatable.
+pub fn overhead(vcpus: i64, memory_gib: f64) -> Overhead {
+    let mut kube_reserved = Resources::new();
+    kube_reserved.cpu = kube_reserved_cpu_milli(vcpus);
+    kube_reserved.memory = kube_reserved_memory_mib(memory_gib) * MIB * 1000;
+    let mut eviction_threshold = Resources::new();
+    eviction_threshold.memory = EVICTION_MEMORY_MIB * MIB * 1000;
+    Overhead {
+        kube_reserved,
+        eviction_threshold,
+        ..Default::default()
+    }
+}
+
+#[derive(Clone, Deserialize)]
 struct Sku {
     name: String,
+    #[serde(default)]
+    in_karpenter_known_skus: bool,
     vcpu: i64,
     memory_mib: i64,
     architecture: String,
@@ -152,11 +177,6 @@ fn instance_type(sku: Sku, zones: &[String]) -> Option<InstanceType> {
         Some(_) => capacity.set("nvidia.com/gpu", sku.gpu_count * 1000),
         None => {}
     }
-    let mut kube_reserved = Resources::new();
-    kube_reserved.cpu = kube_reserved_cpu_milli(sku.vcpu);
-    kube_reserved.memory = kube_reserved_memory_mib(memory_gib) * MIB * 1000;
-    let mut eviction_threshold = Resources::new();
-    eviction_threshold.memory = EVICTION_MEMORY_MIB * MIB * 1000;
     let labels = [
         (LABELS[0], Some(sku.name.clone())),
         (LABELS[1], Some(size.family)),
@@ -173,23 +193,51 @@ fn instance_type(sku: Sku, zones: &[String]) -> Option<InstanceType> {
         requirements(&sku.name, &sku.architecture, zones, &["on-demand"], &labels),
         on_demand(zones, sku.on_demand_price_usd_per_hour),
         capacity,
-        Overhead {
-            kube_reserved,
-            eviction_threshold,
-            ..Default::default()
-        },
+        overhead(sku.vcpu, memory_gib),
     ))
+}
+
+/// The embedded data, parsed once.
+fn embedded() -> &'static [Sku] {
+    static SKUS: OnceLock<Vec<Sku>> = OnceLock::new();
+    SKUS.get_or_init(|| {
+        serde_json::from_str(include_str!("../data/skus.json"))
+            .expect("the embedded Azure catalog parses")
+    })
+}
+
+/// The embedded eastus on-demand list prices, USD per hour, by size name: the prices the
+/// provider starts from before (or without) the Retail Prices API.
+pub fn embedded_on_demand_prices() -> impl Iterator<Item = (&'static str, f64)> {
+    embedded()
+        .iter()
+        .filter(|s| s.on_demand_price_usd_per_hour > 0.0)
+        .map(|s| (s.name.as_str(), s.on_demand_price_usd_per_hour))
+}
+
+/// Whether upstream knows the size (its known-SKU list, as of the embedded data). Sizes it
+/// does not know are offered at a penalty price so they never win on cost alone.
+pub fn is_known_sku(name: &str) -> bool {
+    static KNOWN: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    KNOWN
+        .get_or_init(|| {
+            embedded()
+                .iter()
+                .filter(|s| s.in_karpenter_known_skus)
+                .map(|s| s.name.as_str())
+                .collect()
+        })
+        .contains(name)
 }
 
 /// The `azure` catalog.
 pub fn catalog() -> Catalog {
-    let skus: Vec<Sku> = serde_json::from_str(include_str!("../data/skus.json"))
-        .expect("the embedded Azure catalog parses");
     let zones: Vec<String> = ZONES.iter().map(|z| z.to_string()).collect();
-    let types = skus
-        .into_iter()
+    let types = embedded()
+        .iter()
         // Upstream offers no size AKS cannot run a node on: under 2 vCPUs or 3.5 GiB.
         .filter(|s| s.vcpu >= 2 && s.memory_mib >= 3584)
+        .cloned()
         .filter_map(|s| instance_type(s, &zones));
     Catalog::new("azure", types, &LABELS)
 }

@@ -1,7 +1,10 @@
-//! The Azure provider. So far its pure part only: the simulator's `azure` catalog
-//! ([`catalog`]: VM sizes in eastus with AKS's allocatable, as upstream's
-//! karpenter-provider-azure computes it). The `AKSNodeClass` and launches through ARM are to
-//! come; the registration already names the NodeClass so `convert` recognises AKS NodePools.
+//! The Azure provider, being built. The pure part: the simulator's `azure` catalog
+//! ([`catalog`], AKS's allocatable as upstream computes it), instance types from ARM's Resource
+//! SKUs with upstream's filters ([`skus`], [`vmsize`], [`gpus`], [`instancetype`]), prices from
+//! the Retail Prices API with an embedded fallback ([`pricing`]), and what ARM's capacity
+//! errors block ([`offerings`]). With the `cloud` feature: Entra ID tokens ([`auth`]), ARM over
+//! REST ([`arm`]) and node VMs ([`compute`]). Still to come: the `CloudProvider` that ties
+//! them together, bootstrap, and the controller registration.
 
 #[cfg(feature = "cloud")]
 pub mod arm;
@@ -10,7 +13,12 @@ pub mod auth;
 pub mod catalog;
 #[cfg(feature = "cloud")]
 pub mod compute;
+pub mod gpus;
+pub mod instancetype;
 pub mod offerings;
+pub mod pricing;
+pub mod skus;
+pub mod vmsize;
 
 use karpenter_api::crd::GroupKind;
 use karpenter_cloudprovider::Registration;
