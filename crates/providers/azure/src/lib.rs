@@ -3,10 +3,16 @@
 //! karpenter-provider-azure computes it). The `AKSNodeClass` and launches through ARM are to
 //! come; the registration already names the NodeClass so `convert` recognises AKS NodePools.
 
+pub mod aksnodeclass;
 pub mod catalog;
 
-use karpenter_api::crd::GroupKind;
-use karpenter_cloudprovider::Registration;
+pub use aksnodeclass::{AKSNodeClass, AKSNodeClassSpec, AKSNodeClassStatus};
+
+use karpenter_api::crd::{Crd, GroupKind};
+use karpenter_cloudprovider::{NodeClassConversion, Registration};
+
+/// The NodeClass CRDs of this provider.
+pub const CRDS: &[Crd] = &[aksnodeclass::CRD];
 
 /// The API group of the Azure provider's NodeClass and labels.
 pub const GROUP: &str = "karpenter.azure.com";
@@ -15,7 +21,11 @@ pub const GROUP: &str = "karpenter.azure.com";
 pub const REGISTRATION: Registration = Registration {
     name: "azure",
     node_class: GroupKind::new(GROUP, "AKSNodeClass"),
-    crds: &[],
-    conversions: &[],
+    crds: CRDS,
+    conversions: &[NodeClassConversion {
+        from_api_version: "karpenter.azure.com/v1alpha2",
+        kind: "AKSNodeClass",
+        convert: aksnodeclass::conversion::convert_v1alpha2,
+    }],
     catalog: Some(catalog::catalog),
 };
