@@ -1,4 +1,5 @@
-//! The Azure provider, being built. The pure part: the simulator's `azure` catalog
+//! The Azure provider, being built. The pure part: the `AKSNodeClass` API ([`aksnodeclass`]:
+//! upstream's schema, CEL rules, defaults and hash), the simulator's `azure` catalog
 //! ([`catalog`], AKS's allocatable as upstream computes it), instance types from ARM's Resource
 //! SKUs with upstream's filters ([`skus`], [`vmsize`], [`gpus`], [`instancetype`]), prices from
 //! the Retail Prices API with an embedded fallback ([`pricing`]), and what ARM's capacity
@@ -6,6 +7,7 @@
 //! REST ([`arm`]) and node VMs ([`compute`]). Still to come: the `CloudProvider` that ties
 //! them together, bootstrap, and the controller registration.
 
+pub mod aksnodeclass;
 #[cfg(feature = "cloud")]
 pub mod arm;
 #[cfg(feature = "cloud")]
@@ -20,8 +22,13 @@ pub mod pricing;
 pub mod skus;
 pub mod vmsize;
 
-use karpenter_api::crd::GroupKind;
-use karpenter_cloudprovider::Registration;
+pub use aksnodeclass::{AKSNodeClass, AKSNodeClassSpec, AKSNodeClassStatus};
+
+use karpenter_api::crd::{Crd, GroupKind};
+use karpenter_cloudprovider::{NodeClassConversion, Registration};
+
+/// The NodeClass CRDs of this provider.
+pub const CRDS: &[Crd] = &[aksnodeclass::CRD];
 
 /// The API group of the Azure provider's NodeClass and labels.
 pub const GROUP: &str = "karpenter.azure.com";
@@ -30,7 +37,11 @@ pub const GROUP: &str = "karpenter.azure.com";
 pub const REGISTRATION: Registration = Registration {
     name: "azure",
     node_class: GroupKind::new(GROUP, "AKSNodeClass"),
-    crds: &[],
-    conversions: &[],
+    crds: CRDS,
+    conversions: &[NodeClassConversion {
+        from_api_version: "karpenter.azure.com/v1alpha2",
+        kind: "AKSNodeClass",
+        convert: aksnodeclass::conversion::convert_v1alpha2,
+    }],
     catalog: Some(catalog::catalog),
 };
