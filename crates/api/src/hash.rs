@@ -19,6 +19,54 @@ use k8s_openapi::api::core::v1::Taint;
 
 use crate::NodePool;
 
+/// The hash of a NodeClass spec as JSON: FNV-1a over its canonical text, in decimal. Object
+/// keys are sorted, arrays hashed as sorted lists (reordering changes nothing) and zero values
+/// (null, false, 0, "", empty list or object) left out, so writing a default out drifts
+/// nothing. Providers remove the fields they do not hash first.
+pub fn json_hash(value: &serde_json::Value) -> String {
+    let mut fnv = Fnv::default();
+    fnv.str(&canonical_json(value));
+    fnv.0.to_string()
+}
+
+/// A JSON value's canonical text, as [`json_hash`] reads it.
+pub fn canonical_json(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut fields: Vec<(&String, String)> = map
+                .iter()
+                .filter(|(_, v)| !is_zero(v))
+                .map(|(k, v)| (k, canonical_json(v)))
+                .collect();
+            fields.sort();
+            let inner: Vec<String> = fields
+                .into_iter()
+                .map(|(k, v)| format!("{}:{v}", Value::String(k.clone())))
+                .collect();
+            format!("{{{}}}", inner.join(","))
+        }
+        Value::Array(items) => {
+            let mut inner: Vec<String> = items.iter().map(canonical_json).collect();
+            inner.sort();
+            format!("[{}]", inner.join(","))
+        }
+        other => other.to_string(),
+    }
+}
+
+fn is_zero(value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.values().all(is_zero),
+    }
+}
+
 /// This implementation's `karpenter.sh/nodepool-hash-version` (upstream's is `v3`).
 pub const NODE_POOL_HASH_VERSION: &str = "rs-v1";
 

@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use karpenter_api::hash::Fnv;
+use karpenter_api::hash::json_hash;
 
 use super::AKSNodeClass;
 
@@ -38,46 +38,6 @@ impl AKSNodeClass {
                 fields.remove(*ignored);
             }
         }
-        let mut fnv = Fnv::default();
-        fnv.str(&canonical(&spec));
-        fnv.0.to_string()
-    }
-}
-
-/// A JSON value's canonical text: object keys sorted, arrays as sorted sets, and zero values
-/// (null, false, 0, "", empty list or object) dropped.
-fn canonical(value: &Value) -> String {
-    match value {
-        Value::Object(map) => {
-            let mut fields: Vec<(&String, String)> = map
-                .iter()
-                .filter(|(_, v)| !is_zero(v))
-                .map(|(k, v)| (k, canonical(v)))
-                .collect();
-            fields.sort();
-            let inner: Vec<String> = fields
-                .into_iter()
-                .map(|(k, v)| format!("{}:{v}", Value::String(k.clone())))
-                .collect();
-            format!("{{{}}}", inner.join(","))
-        }
-        Value::Array(items) => {
-            let mut inner: Vec<String> = items.iter().map(canonical).collect();
-            inner.sort();
-            inner.dedup();
-            format!("[{}]", inner.join(","))
-        }
-        other => other.to_string(),
-    }
-}
-
-fn is_zero(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::Bool(b) => !b,
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.values().all(is_zero),
+        json_hash(&spec)
     }
 }
