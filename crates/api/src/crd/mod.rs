@@ -295,6 +295,30 @@ fn node_claim_checks(object: &Value, problems: &mut Vec<Problem>) {
     );
 }
 
+/// A CEL validation rule with its message.
+pub fn rule(rule: &str, message: &str) -> Value {
+    json!({"message": message, "rule": rule})
+}
+
+/// A string field that takes one of `values`.
+pub fn one_of(description: &str, values: &[&str]) -> Value {
+    json!({"description": description, "enum": values, "type": "string"})
+}
+
+/// A node selector requirement as NodeClass statuses report them (an image's requirements):
+/// key, operator and values, unvalidated.
+pub fn status_requirement() -> Value {
+    json!({
+        "properties": {
+            "key": {"type": "string"},
+            "operator": {"type": "string"},
+            "values": {"items": {"type": "string"}, "type": "array", "x-kubernetes-list-type": "atomic"},
+        },
+        "required": ["key", "operator"],
+        "type": "object",
+    })
+}
+
 /// The root of a CRD schema: `apiVersion`, `kind`, `metadata`, `spec` and `status`.
 pub fn object_root(description: &str, spec: Value, status: Value, spec_required: bool) -> Value {
     let mut root = json!({

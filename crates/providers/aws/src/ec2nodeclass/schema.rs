@@ -3,7 +3,9 @@
 
 use serde_json::{Value, json};
 
-use karpenter_api::crd::{CONDITION_REASON_PATTERN, conditions, object_root};
+use karpenter_api::crd::{
+    CONDITION_REASON_PATTERN, conditions, object_root, one_of, rule, status_requirement,
+};
 
 const VOLUME_SIZE_PATTERN: &str = r"^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G|([1-9]||[1-5][0-7]|58)Ti|([1-9]||[1-5][0-9]|6[0-3]|64)T)$";
 const AMI_FAMILIES: [&str; 6] = [
@@ -15,20 +17,12 @@ const AMI_FAMILIES: [&str; 6] = [
     "windows2025",
 ];
 
-fn rule(rule: &str, message: &str) -> Value {
-    json!({"message": message, "rule": rule})
-}
-
 fn string(description: &str) -> Value {
     json!({"description": description, "type": "string"})
 }
 
 fn pattern(description: &str, pattern: &str) -> Value {
     json!({"description": description, "pattern": pattern, "type": "string"})
-}
-
-fn one_of(description: &str, values: &[&str]) -> Value {
-    json!({"description": description, "enum": values, "type": "string"})
 }
 
 fn integer(description: &str, format: &str, min: Option<i64>, max: Option<i64>) -> Value {
@@ -383,15 +377,7 @@ fn spec() -> Value {
 }
 
 fn status() -> Value {
-    let requirement = json!({
-        "properties": {
-            "key": {"type": "string"},
-            "operator": {"type": "string"},
-            "values": {"items": {"type": "string"}, "type": "array", "x-kubernetes-list-type": "atomic"},
-        },
-        "required": ["key", "operator"],
-        "type": "object",
-    });
+    let requirement = status_requirement();
     json!({
         "description": "What the selectors resolved to.",
         "properties": {

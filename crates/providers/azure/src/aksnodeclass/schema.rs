@@ -4,7 +4,10 @@
 
 use serde_json::{Value, json};
 
-use karpenter_api::crd::{CONDITION_REASON_PATTERN, DURATION_PATTERN, conditions, object_root};
+use karpenter_api::crd::{
+    CONDITION_REASON_PATTERN, DURATION_PATTERN, conditions, object_root, one_of, rule,
+    status_requirement,
+};
 
 use super::{ImageFamily, defaults};
 
@@ -15,14 +18,6 @@ pub(super) const SUBNET_ID_PATTERN: &str = r"(?i)^\/subscriptions\/[^\/]+\/resou
 const SIZE_PATTERN: &str = r"^\d+(E|P|T|G|M|K|Ei|Pi|Ti|Gi|Mi|Ki)$";
 /// A DNS zone: the root `.` or dotted labels, optionally fully qualified.
 const ZONE_PATTERN: &str = r"^(\.|[A-Za-z0-9]([A-Za-z0-9_-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9_-]{0,61}[A-Za-z0-9])?)*\.?)$";
-
-fn rule(rule: &str, message: &str) -> Value {
-    json!({"message": message, "rule": rule})
-}
-
-fn one_of(description: &str, values: &[&str]) -> Value {
-    json!({"description": description, "enum": values, "type": "string"})
-}
 
 fn boolean(description: &str) -> Value {
     json!({"description": description, "type": "boolean"})
@@ -462,15 +457,7 @@ fn spec() -> Value {
 }
 
 fn status() -> Value {
-    let requirement = json!({
-        "properties": {
-            "key": {"type": "string"},
-            "operator": {"type": "string"},
-            "values": {"items": {"type": "string"}, "type": "array", "x-kubernetes-list-type": "atomic"},
-        },
-        "required": ["key", "operator"],
-        "type": "object",
-    });
+    let requirement = status_requirement();
     // Upstream's conditions are a plain list, not a map keyed by type.
     let mut conditions = conditions(CONDITION_REASON_PATTERN, true);
     if let Some(fields) = conditions.as_object_mut() {
