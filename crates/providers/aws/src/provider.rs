@@ -47,8 +47,9 @@ use crate::nodeclass::{self, NodeClassError, ResolvedNodeClass};
 use crate::pricing::Pricing;
 use crate::pricing_api::PriceList;
 use crate::ssm::ParameterStore;
-use crate::unavailable::{UnavailableOfferings, is_insufficient_capacity};
+use crate::unavailable::is_insufficient_capacity;
 use crate::userdata::{self, Bootstrap};
+use karpenter_cloudprovider::unavailable::UnavailableOfferings;
 
 /// The tag naming the NodePool an instance was launched for.
 pub const TAG_NODE_POOL: &str = "karpenter.sh/nodepool";

@@ -1,8 +1,6 @@
 //! EC2's capacity errors: which error codes mean "no capacity here" rather than "you asked
 //! wrongly". The offerings they concern are marked in the providers' shared
-//! [`UnavailableOfferings`] cache.
-
-pub use karpenter_cloudprovider::unavailable::{UNAVAILABLE_OFFERINGS_TTL, UnavailableOfferings};
+//! [`karpenter_cloudprovider::unavailable::UnavailableOfferings`] cache.
 
 /// The error codes that mean "no capacity here", not "you asked wrongly".
 pub const INSUFFICIENT_CAPACITY_CODES: [&str; 7] = [

@@ -5,7 +5,7 @@
 //! minutes before they expire; secrets and tokens never reach a log (`Debug` redacts them).
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use karpenter_cloudprovider::http::{HttpClient, RetryPolicy};
@@ -355,11 +355,6 @@ fn error_description(body: &[u8]) -> String {
         .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned())
 }
 
-/// How long to wait before a token is needed again, for callers that pre-warm it.
-pub fn refresh_in(token: &Token, now: u64) -> Duration {
-    Duration::from_secs(token.expires_at.saturating_sub(now + REFRESH_MARGIN))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,15 +422,5 @@ mod tests {
         let imds = br#"{"access_token":"eyJ1","expires_in":"86399","expires_on":"1700086399","resource":"https://management.azure.com/","token_type":"Bearer"}"#;
         assert_eq!(parse_token(imds, 1000).unwrap().expires_at, 1_700_086_399);
         assert!(parse_token(br#"{"access_token":"x"}"#, 0).is_err());
-        assert_eq!(
-            refresh_in(
-                &Token {
-                    access_token: String::new(),
-                    expires_at: 4000
-                },
-                1000
-            ),
-            Duration::from_secs(2700)
-        );
     }
 }
