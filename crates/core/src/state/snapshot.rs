@@ -29,7 +29,7 @@ use crate::provisioning::scheduling::{
 };
 use crate::resources::Resources;
 use crate::scheduling::requirements::node_claim_labels;
-use crate::scheduling::volumeusage::VolumeUsage;
+use crate::scheduling::volumeusage::{Attachment, VolumeUsage};
 
 /// What was observed of the cluster, by reference.
 pub struct Observed<'a, P> {
@@ -332,8 +332,8 @@ pub struct Snapshot<'a, P> {
     pub avoiding: usize,
     /// What pods' volumes bring to scheduling, by `namespace/name`.
     pub pod_volumes: Arc<HashMap<String, PodVolumes>>,
-    /// Each node's CSI volume limits (driver → volumes), from its CSINode.
-    volume_limits: HashMap<&'a str, BTreeMap<String, usize>>,
+    /// Each node's CSI volume limits (from its CSINode) with what its pods attach.
+    volume_usage: HashMap<&'a str, VolumeUsage>,
 }
 
 impl<'a, P: ObservedPod> Snapshot<'a, P> {
@@ -351,6 +351,8 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             &observed.storage_classes,
         );
         let mut pod_volumes = HashMap::new();
+        // What bound pods attach, by node: counted against the node's CSI limits once here.
+        let mut attached_on: HashMap<&str, Vec<Attachment>> = HashMap::new();
         for &pod in &observed.pods {
             let of_pod = || volumes.of_pod(pod);
             match pod.node_name() {
@@ -363,6 +365,12 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
                             requirements: volumes.requirements(pod).ok().flatten(),
                             attachments: volumes.attachments(pod),
                         };
+                        if !found.attachments.is_empty() {
+                            attached_on
+                                .entry(node)
+                                .or_default()
+                                .extend(found.attachments.iter().cloned());
+                        }
                         if !found.is_empty() {
                             pod_volumes.insert(pods::key(pod), found);
                         }
@@ -469,7 +477,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             rejected,
             avoiding,
             pod_volumes: Arc::new(pod_volumes),
-            volume_limits: observed
+            volume_usage: observed
                 .csi_nodes
                 .iter()
                 .map(|c| {
@@ -482,7 +490,12 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
                             Some((d.name.clone(), usize::try_from(count).unwrap_or(0)))
                         })
                         .collect();
-                    (c.metadata.name.as_deref().unwrap_or_default(), limits)
+                    let name = c.metadata.name.as_deref().unwrap_or_default();
+                    let mut usage = VolumeUsage::new(limits);
+                    if let Some(attached) = attached_on.get(name) {
+                        usage.add(attached);
+                    }
+                    (name, usage)
                 })
                 .collect(),
             observed,
@@ -491,16 +504,10 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
 
     /// The node's CSI volume limits with the volumes its pods attach.
     fn volume_usage(&self, node: &StateNode<'a, P>) -> VolumeUsage {
-        let Some(limits) = self.volume_limits.get(node.name()) else {
-            return VolumeUsage::default();
-        };
-        let mut usage = VolumeUsage::new(limits.clone());
-        for pod in &node.pods {
-            if let Some(v) = self.pod_volumes.get(&pods::key(*pod)) {
-                usage.add(&v.attachments);
-            }
-        }
-        usage
+        self.volume_usage
+            .get(node.name())
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// How much of each kind the snapshot holds.
