@@ -281,12 +281,18 @@ impl Compute {
         Self { arm, placement }
     }
 
-    /// Creates (or finds, if a previous attempt made them) the NIC and then the VM of
-    /// `request`, waiting for both to be provisioned. A VM that fails to come up is deleted
-    /// with its NIC, so nothing is left behind; the error says why (`SkuNotAvailable`,
+    /// Creates the NIC and then the VM of `request`, waiting for both to be provisioned; a VM
+    /// a previous attempt made is returned as it is, never PUT again (a changed PUT could fail
+    /// and the clean-up below would then delete a node in use). A VM that fails to come up is
+    /// deleted with its NIC, so nothing is left behind; the error says why (`SkuNotAvailable`,
     /// `ZonalAllocationFailed`, `AllocationFailed`, a quota…).
     pub async fn create(&self, request: &VmRequest) -> Result<Vm, ArmError> {
         let name = resource_name(&request.node_claim);
+        match self.get(&name).await {
+            Ok(vm) => return Ok(vm),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
+        }
         let nic = self
             .arm
             .put(

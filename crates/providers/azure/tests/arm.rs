@@ -32,6 +32,7 @@ struct Cloud {
     refuse: BTreeMap<String, String>,
     tokens_issued: usize,
     unauthorized: usize,
+    puts: usize,
 }
 
 type Shared = Arc<Mutex<Cloud>>;
@@ -114,6 +115,7 @@ async fn resource(
             ),
         },
         "PUT" => {
+            cloud.puts += 1;
             let mut r: Value = serde_json::from_str(&body).unwrap();
             let name = id.rsplit('/').next().unwrap().to_string();
             r["id"] = json!(id);
@@ -321,11 +323,13 @@ async fn a_node_vm_is_created_found_listed_and_deleted_once() {
         "the operation was awaited"
     );
     assert_eq!(vm.zone.as_deref(), Some("1"));
-    // A retried create of the same claim finds the same VM, not a second one.
+    // A retried create of the same claim finds the same VM: nothing is PUT again.
+    let puts = cloud.lock().unwrap().puts;
     compute
         .create(&request("default-abc", "Standard_D2s_v5"))
         .await
         .unwrap();
+    assert_eq!(cloud.lock().unwrap().puts, puts);
     let listed = compute.list().await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(
