@@ -59,26 +59,35 @@ fn run(nodes: &[NodeState], pools: &[NodePoolInput], pdbs: &[PodDisruptionBudget
     run_with(nodes, pools, pdbs, false)
 }
 
-fn run_with(
-    nodes: &[NodeState],
-    pools: &[NodePoolInput],
-    pdbs: &[PodDisruptionBudget],
+/// A disruption pass's input at `NOW` over `nodes`, with no pending pods.
+fn input<'a>(
+    nodes: &'a [NodeState],
+    pools: &'a [NodePoolInput],
+    pdbs: &'a [PodDisruptionBudget],
     spot_to_spot: bool,
-) -> Decision {
-    let options = SchedulerOptions {
-        provider_labels: fake::provider_labels(),
-        ..Default::default()
-    };
-    decide(&Input {
+) -> Input<'a> {
+    Input {
         now: NOW,
         nodes,
         node_pools: pools,
         pdbs,
         pending_pods: &[],
         daemonset_pods: &[],
-        options,
+        options: SchedulerOptions {
+            provider_labels: fake::provider_labels(),
+            ..Default::default()
+        },
         spot_to_spot,
-    })
+    }
+}
+
+fn run_with(
+    nodes: &[NodeState],
+    pools: &[NodePoolInput],
+    pdbs: &[PodDisruptionBudget],
+    spot_to_spot: bool,
+) -> Decision {
+    decide(&input(nodes, pools, pdbs, spot_to_spot))
 }
 
 fn deleted(d: &Decision) -> Vec<String> {
@@ -1011,44 +1020,19 @@ fn validation_rejects_commands_the_cluster_no_longer_allows() {
             Err(InvalidKind::Churn),
         ),
     ];
-    let options = SchedulerOptions {
-        provider_labels: fake::provider_labels(),
-        ..Default::default()
-    };
     for (case, mut nodes, (change, pdbs), expected) in cases {
         let pools = if case.starts_with("the budget of one") {
             budget("1")
         } else {
             budget("100%")
         };
-        let decided = decide(&Input {
-            now: NOW,
-            nodes: &nodes,
-            node_pools: &pools,
-            pdbs: &[],
-            pending_pods: &[],
-            daemonset_pods: &[],
-            options: options.clone(),
-            spot_to_spot: false,
-        })
-        .commands
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| panic!("{case}: nothing decided"));
+        let decided = decide(&input(&nodes, &pools, &[], false))
+            .commands
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("{case}: nothing decided"));
         change(&mut nodes);
-        let outcome = validate(
-            &Input {
-                now: NOW,
-                nodes: &nodes,
-                node_pools: &pools,
-                pdbs: &pdbs,
-                pending_pods: &[],
-                daemonset_pods: &[],
-                options: options.clone(),
-                spot_to_spot: false,
-            },
-            &decided,
-        );
+        let outcome = validate(&input(&nodes, &pools, &pdbs, false), &decided);
         let outcome = outcome
             .map(|c| c.candidates)
             .map_err(|invalid| invalid.kind);
@@ -1072,35 +1056,17 @@ fn validation_of_a_delete_fails_when_the_pods_no_longer_fit_elsewhere() {
         .annotations
         .insert("karpenter.sh/do-not-disrupt".into(), "true".into());
     let mut nodes = vec![keeper, node("b", "default", 4, "on-demand", vec![app("1")])];
-    let options = SchedulerOptions {
-        provider_labels: fake::provider_labels(),
-        ..Default::default()
-    };
-    fn input<'a>(
-        nodes: &'a [NodeState],
-        pools: &'a [NodePoolInput],
-        options: &SchedulerOptions,
-    ) -> Input<'a> {
-        Input {
-            now: NOW,
-            nodes,
-            node_pools: pools,
-            pdbs: &[],
-            pending_pods: &[],
-            daemonset_pods: &[],
-            options: options.clone(),
-            spot_to_spot: false,
-        }
-    }
-    let decided = decide(&input(&nodes, &pools, &options)).commands.remove(0);
+    let decided = decide(&input(&nodes, &pools, &[], false))
+        .commands
+        .remove(0);
     assert!(decided.replacements.is_empty(), "{decided:?}");
-    assert!(validate(&input(&nodes, &pools, &options), &decided).is_ok());
+    assert!(validate(&input(&nodes, &pools, &[], false), &decided).is_ok());
     // The keeper filled up meanwhile: b's pod would now need a new node.
     let mut filler = app("6500m");
     filler.metadata.name = Some("filler".into());
     nodes[0].pods.push(filler);
     assert_eq!(
-        validate(&input(&nodes, &pools, &options), &decided)
+        validate(&input(&nodes, &pools, &[], false), &decided)
             .map_err(|i| i.kind)
             .err(),
         Some(InvalidKind::Scheduling)
