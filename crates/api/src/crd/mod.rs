@@ -51,13 +51,84 @@ impl GroupKind {
 /// (see [`crate::validation::typed`] to run them on the typed object).
 pub type RuntimeChecks = fn(&Value, &mut Vec<Problem>);
 
+/// A version a [`Crd`] serves besides the one it stores (an older version kept for manifests
+/// written against it).
+///
+/// It has the stored version's schema, printer columns and subresources: the CRDs declare no
+/// conversion webhook, so the API server converts between versions by rewriting `apiVersion`
+/// alone, which is only lossless when every version has the same schema.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServedVersion {
+    name: &'static str,
+    deprecated: bool,
+    deprecation_warning: Option<&'static str>,
+}
+
+impl ServedVersion {
+    /// A served, not deprecated version.
+    pub const fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            deprecated: false,
+            deprecation_warning: None,
+        }
+    }
+
+    /// Deprecated: the API server answers requests for it with its default deprecation warning.
+    pub const fn deprecated(mut self) -> Self {
+        self.deprecated = true;
+        self
+    }
+
+    /// Deprecated, with `warning` as the warning the API server returns for requests to it.
+    pub const fn deprecated_with_warning(mut self, warning: &'static str) -> Self {
+        self.deprecated = true;
+        self.deprecation_warning = Some(warning);
+        self
+    }
+
+    /// The version name (`v1alpha2`).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether the version is deprecated.
+    pub fn is_deprecated(&self) -> bool {
+        self.deprecated
+    }
+
+    /// The warning the API server returns for requests to the version, if not its default.
+    pub fn deprecation_warning(&self) -> Option<&'static str> {
+        self.deprecation_warning
+    }
+}
+
+/// `str` equality usable in `const fn` (`PartialEq` for `str` is not `const`).
+const fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// A CustomResourceDefinition this project ships: the NodePool and NodeClaim here, and each
 /// provider's NodeClasses from its crate. Built in `const` context, so a provider declares its
 /// CRDs as constants and the binary's registry lists them.
 #[derive(Clone, Copy, Debug)]
 pub struct Crd {
     group: &'static str,
+    /// The storage version, always served.
     version: &'static str,
+    /// Served besides `version`, never stored; so exactly one version is stored.
+    also_served: &'static [ServedVersion],
     kind: &'static str,
     plural: &'static str,
     short_names: &'static [&'static str],
@@ -101,10 +172,12 @@ pub const NODE_CLAIM: Crd = Crd::new(
 /// karpenter's own CRDs, before any provider's.
 pub const CORE: [Crd; 2] = [NODE_POOL, NODE_CLAIM];
 
-/// The CRD in `crds` for an `apiVersion` and `kind`, if there is one.
+/// The CRD in `crds` that serves `kind` at `api_version` (its stored version or another it
+/// serves), if there is one.
 pub fn find<'a>(crds: &'a [Crd], api_version: &str, kind: &str) -> Option<&'a Crd> {
+    let (group, version) = api_version.split_once('/')?;
     crds.iter()
-        .find(|crd| crd.kind == kind && crd.api_version() == api_version)
+        .find(|crd| crd.kind == kind && crd.group == group && crd.serves(version))
 }
 
 impl Crd {
@@ -119,6 +192,7 @@ impl Crd {
         Self {
             group,
             version,
+            also_served: &[],
             kind,
             plural,
             short_names: &[],
@@ -127,6 +201,53 @@ impl Crd {
             scale: None,
             runtime_checks: None,
         }
+    }
+
+    /// Also serving `versions`, not stored, with the stored version's schema (see
+    /// [`ServedVersion`]). Replaces any versions given before.
+    ///
+    /// # Panics
+    ///
+    /// If a name is empty, is the stored version's or is listed twice: the API server would
+    /// refuse such a CRD. In a `const` this fails the build instead.
+    ///
+    /// ```
+    /// use karpenter_api::crd::{Crd, ServedVersion};
+    /// # fn schema() -> serde_json::Value { serde_json::json!({"type": "object"}) }
+    /// const WIDGET_CLASS: Crd = Crd::new("example.com", "v1", "WidgetClass", "widgetclasses", schema)
+    ///     .with_served_versions(&[ServedVersion::new("v1beta1").deprecated()]);
+    /// assert!(WIDGET_CLASS.serves("v1beta1"));
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use karpenter_api::crd::{Crd, ServedVersion};
+    /// # fn schema() -> serde_json::Value { serde_json::json!({"type": "object"}) }
+    /// // v1 is already the stored version.
+    /// const WIDGET_CLASS: Crd = Crd::new("example.com", "v1", "WidgetClass", "widgetclasses", schema)
+    ///     .with_served_versions(&[ServedVersion::new("v1")]);
+    /// # let _ = WIDGET_CLASS;
+    /// ```
+    pub const fn with_served_versions(mut self, versions: &'static [ServedVersion]) -> Self {
+        let mut i = 0;
+        while i < versions.len() {
+            let name = versions[i].name;
+            assert!(!name.is_empty(), "a served version needs a name");
+            assert!(
+                !same_name(name, self.version),
+                "a served version repeats the stored version"
+            );
+            let mut j = 0;
+            while j < i {
+                assert!(
+                    !same_name(name, versions[j].name),
+                    "a served version is listed twice"
+                );
+                j += 1;
+            }
+            i += 1;
+        }
+        self.also_served = versions;
+        self
     }
 
     /// With `kubectl` short names.
@@ -172,12 +293,22 @@ impl Crd {
         GroupKind::new(self.group, self.kind)
     }
 
-    /// The served version.
+    /// The stored version: the one karpenter reads and writes.
     pub fn version(&self) -> &'static str {
         self.version
     }
 
-    /// `group/version`.
+    /// The versions served besides the stored one.
+    pub fn served_versions(&self) -> &'static [ServedVersion] {
+        self.also_served
+    }
+
+    /// Whether `version` is served: the stored version or one of [`Crd::served_versions`].
+    pub fn serves(&self, version: &str) -> bool {
+        version == self.version || self.also_served.iter().any(|v| v.name == version)
+    }
+
+    /// `group/version` of the stored version.
     pub fn api_version(&self) -> String {
         format!("{}/{}", self.group, self.version)
     }
@@ -192,7 +323,7 @@ impl Crd {
         format!("{}_{}.yaml", self.group, self.plural)
     }
 
-    /// The `openAPIV3Schema` of the served version.
+    /// The `openAPIV3Schema`, the same for every served version.
     pub fn schema(&self) -> Value {
         (self.schema)()
     }
@@ -218,22 +349,42 @@ impl Crd {
         if !self.short_names.is_empty() {
             names["shortNames"] = json!(self.short_names);
         }
-        let mut version = json!({
-            "name": self.version,
-            "served": true,
-            "storage": true,
-        });
-        if let Some(columns) = self.printer_columns {
-            version["additionalPrinterColumns"] = columns();
-        }
-        version["schema"] = json!({ "openAPIV3Schema": self.schema() });
-        version["subresources"] = match self.scale {
+        let columns = self.printer_columns.map(|columns| columns());
+        let schema = json!({ "openAPIV3Schema": self.schema() });
+        let subresources = match self.scale {
             Some((spec, status)) => json!({
                 "scale": {"specReplicasPath": spec, "statusReplicasPath": status},
                 "status": {},
             }),
             None => json!({ "status": {} }),
         };
+        let stored = ServedVersion::new(self.version);
+        let mut served: Vec<&ServedVersion> =
+            std::iter::once(&stored).chain(self.also_served).collect();
+        // By name, as controller-gen lists them, so a multi-version CRD reads like upstream's.
+        served.sort_by_key(|v| v.name);
+        let versions: Vec<Value> = served
+            .into_iter()
+            .map(|v| {
+                let mut version = json!({
+                    "name": v.name,
+                    "served": true,
+                    "storage": v.name == self.version,
+                });
+                if v.deprecated {
+                    version["deprecated"] = json!(true);
+                }
+                if let Some(warning) = v.deprecation_warning {
+                    version["deprecationWarning"] = json!(warning);
+                }
+                if let Some(columns) = &columns {
+                    version["additionalPrinterColumns"] = columns.clone();
+                }
+                version["schema"] = schema.clone();
+                version["subresources"] = subresources.clone();
+                version
+            })
+            .collect();
         json!({
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
@@ -242,7 +393,7 @@ impl Crd {
                 "group": self.group,
                 "names": names,
                 "scope": "Cluster",
-                "versions": [version],
+                "versions": versions,
             },
         })
     }
@@ -799,5 +950,109 @@ mod tests {
         );
         assert_eq!(find(&CORE, "karpenter.sh/v1beta1", "NodePool"), None);
         assert_eq!(NODE_CLAIM.file_name(), "karpenter.sh_nodeclaims.yaml");
+    }
+
+    fn widget_schema() -> Value {
+        json!({"type": "object"})
+    }
+
+    const WIDGET: Crd = Crd::new("example.com", "v1beta1", "Widget", "widgets", widget_schema);
+
+    #[test]
+    fn one_version_is_served_and_stored() {
+        let versions = WIDGET.definition()["spec"]["versions"].clone();
+        assert_eq!(
+            versions,
+            json!([{
+                "name": "v1beta1",
+                "served": true,
+                "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object"}},
+                "subresources": {"status": {}},
+            }])
+        );
+        assert!(WIDGET.served_versions().is_empty());
+        assert!(WIDGET.serves("v1beta1"));
+        assert!(!WIDGET.serves("v1alpha2"));
+    }
+
+    #[test]
+    fn other_versions_are_served_but_only_one_is_stored() {
+        const OLDER: [ServedVersion; 2] = [
+            ServedVersion::new("v1alpha2").deprecated_with_warning("use v1beta1 instead"),
+            ServedVersion::new("v1alpha1").deprecated(),
+        ];
+        let crd = WIDGET
+            .with_printer_columns(node_pool_columns)
+            .with_served_versions(&OLDER);
+        let definition = crd.definition();
+        let versions = definition["spec"]["versions"].as_array().unwrap();
+        let names: Vec<&str> = versions
+            .iter()
+            .map(|v| v["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["v1alpha1", "v1alpha2", "v1beta1"]);
+        let stored: Vec<&str> = versions
+            .iter()
+            .filter(|v| v["storage"] == true)
+            .map(|v| v["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(stored, ["v1beta1"]);
+        assert!(versions.iter().all(|v| v["served"] == true));
+        assert_eq!(versions[0]["deprecated"], true);
+        assert!(versions[0].get("deprecationWarning").is_none());
+        assert_eq!(versions[1]["deprecated"], true);
+        assert_eq!(versions[1]["deprecationWarning"], "use v1beta1 instead");
+        assert!(versions[2].get("deprecated").is_none());
+        for v in versions {
+            assert_eq!(v["schema"], versions[2]["schema"]);
+            assert_eq!(v["subresources"], versions[2]["subresources"]);
+            assert_eq!(v["additionalPrinterColumns"], node_pool_columns());
+        }
+        // karpenter itself reads and writes the stored version.
+        assert_eq!(crd.version(), "v1beta1");
+        assert_eq!(crd.api_version(), "example.com/v1beta1");
+        assert_eq!(crd.served_versions(), OLDER);
+        assert!(crd.served_versions()[0].is_deprecated());
+        let crds = [crd];
+        for api_version in [
+            "example.com/v1beta1",
+            "example.com/v1alpha2",
+            "example.com/v1alpha1",
+        ] {
+            assert_eq!(
+                find(&crds, api_version, "Widget"),
+                Some(&crd),
+                "{api_version}"
+            );
+        }
+        assert_eq!(find(&crds, "example.com/v1", "Widget"), None);
+        assert_eq!(find(&crds, "other.com/v1beta1", "Widget"), None);
+        assert_eq!(find(&crds, "v1beta1", "Widget"), None);
+    }
+
+    #[test]
+    #[should_panic(expected = "repeats the stored version")]
+    fn the_stored_version_cannot_be_listed_again() {
+        const AGAIN: [ServedVersion; 1] = [ServedVersion::new("v1beta1")];
+        let _ = WIDGET.with_served_versions(&AGAIN);
+    }
+
+    #[test]
+    #[should_panic(expected = "listed twice")]
+    fn a_version_cannot_be_listed_twice() {
+        const TWICE: [ServedVersion; 3] = [
+            ServedVersion::new("v1alpha2"),
+            ServedVersion::new("v1alpha1"),
+            ServedVersion::new("v1alpha2").deprecated(),
+        ];
+        let _ = WIDGET.with_served_versions(&TWICE);
+    }
+
+    #[test]
+    #[should_panic(expected = "needs a name")]
+    fn a_version_needs_a_name() {
+        const UNNAMED: [ServedVersion; 1] = [ServedVersion::new("")];
+        let _ = WIDGET.with_served_versions(&UNNAMED);
     }
 }

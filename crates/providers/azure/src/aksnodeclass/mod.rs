@@ -2,8 +2,10 @@
 //! subnet, image family, OS disk, kubelet and kernel settings, LocalDNS, security and tags.
 //! Field for field as upstream's, so existing manifests apply unchanged.
 //!
-//! Upstream also serves the same schema as the deprecated `v1alpha2`; [`conversion`] turns
-//! such manifests into v1beta1 for `karpenter-rs convert`.
+//! The CRD also serves the deprecated `v1alpha2`, as upstream's does: the same schema under an
+//! older name, stored as v1beta1 (the API server converts by rewriting `apiVersion`, there is
+//! no conversion webhook). Karpenter reads and writes v1beta1 only; [`conversion`] turns
+//! v1alpha2 manifests into v1beta1 for `karpenter-rs convert`.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use karpenter_api::Duration;
-use karpenter_api::crd::{Crd, READY_COLUMN_PATH};
+use karpenter_api::crd::{Crd, READY_COLUMN_PATH, ServedVersion};
 use karpenter_api::validation::{Problem, ProblemKind};
 
 pub mod conversion;
@@ -26,12 +28,13 @@ pub use hash::{
 };
 
 pub use crate::GROUP;
-/// The version served and stored.
+/// The version served and stored, and the one karpenter reads and writes.
 pub const VERSION: &str = "v1beta1";
-/// The older version upstream still serves, with the same schema.
+/// The older version still served (not stored), deprecated, with the same schema.
 pub const DEPRECATED_VERSION: &str = "v1alpha2";
 
-/// `aksnodeclasses.karpenter.azure.com`.
+/// `aksnodeclasses.karpenter.azure.com`: v1beta1 served and stored, v1alpha2 served and
+/// deprecated.
 pub const CRD: Crd = Crd::new(
     GROUP,
     VERSION,
@@ -41,7 +44,9 @@ pub const CRD: Crd = Crd::new(
 )
 .with_short_names(&["aksnc", "aksncs"])
 .with_printer_columns(printer_columns)
-.with_runtime_checks(runtime_checks);
+.with_runtime_checks(runtime_checks)
+.with_served_versions(&[ServedVersion::new(DEPRECATED_VERSION)
+    .deprecated_with_warning("use v1beta1.AKSNodeClass instead")]);
 
 fn printer_columns() -> Value {
     serde_json::json!([
