@@ -328,9 +328,26 @@ impl Crd {
         (self.schema)()
     }
 
-    /// Runs karpenter's runtime checks on an object the schema accepted.
+    /// Runs karpenter's runtime checks on an object the schema accepted, as karpenter would
+    /// read it: at the stored version whichever served version it was written at.
     pub fn runtime_checks(&self, object: &Value, problems: &mut Vec<Problem>) {
-        if let Some(checks) = self.runtime_checks {
+        let Some(checks) = self.runtime_checks else {
+            return;
+        };
+        // Without a conversion webhook the API server stores an object written at an older
+        // version by rewriting its apiVersion, so that is all that changes for karpenter.
+        let older = object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .and_then(|v| v.split_once('/'))
+            .is_some_and(|(group, version)| {
+                group == self.group && version != self.version && self.serves(version)
+            });
+        if older {
+            let mut stored = object.clone();
+            stored["apiVersion"] = json!(self.api_version());
+            checks(&stored, problems);
+        } else {
             checks(object, problems);
         }
     }
@@ -1029,6 +1046,31 @@ mod tests {
         assert_eq!(find(&crds, "example.com/v1", "Widget"), None);
         assert_eq!(find(&crds, "other.com/v1beta1", "Widget"), None);
         assert_eq!(find(&crds, "v1beta1", "Widget"), None);
+    }
+
+    #[test]
+    fn runtime_checks_read_the_stored_version() {
+        fn report_api_version(object: &Value, problems: &mut Vec<Problem>) {
+            problems.push(Problem {
+                path: "apiVersion".into(),
+                message: object["apiVersion"].as_str().unwrap_or_default().into(),
+                kind: crate::validation::ProblemKind::Rejected,
+            });
+        }
+        const OLDER: [ServedVersion; 1] = [ServedVersion::new("v1alpha2")];
+        let crd = WIDGET
+            .with_runtime_checks(report_api_version)
+            .with_served_versions(&OLDER);
+        let seen = |api_version: &str| {
+            let mut problems = Vec::new();
+            crd.runtime_checks(&json!({"apiVersion": api_version}), &mut problems);
+            problems.pop().unwrap().message
+        };
+        assert_eq!(seen("example.com/v1alpha2"), "example.com/v1beta1");
+        assert_eq!(seen("example.com/v1beta1"), "example.com/v1beta1");
+        // Only a version the CRD serves is relabelled.
+        assert_eq!(seen("example.com/v1alpha1"), "example.com/v1alpha1");
+        assert_eq!(seen("other.com/v1alpha2"), "other.com/v1alpha2");
     }
 
     #[test]

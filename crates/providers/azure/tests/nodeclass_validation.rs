@@ -1273,3 +1273,72 @@ fn v1alpha2_converts_to_a_valid_v1beta1() {
     let report = karpenter_api::validation::validate_object(&crds, &converted.object).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
+
+/// The CRD serves v1alpha2 as upstream's does: deprecated, not stored, the same schema, no
+/// conversion webhook (the API server only relabels `apiVersion`).
+#[test]
+fn the_crd_serves_v1alpha2_deprecated_and_stores_v1beta1() {
+    let crd = karpenter_azure::aksnodeclass::CRD;
+    assert_eq!(crd.version(), "v1beta1");
+    assert_eq!(crd.api_version(), "karpenter.azure.com/v1beta1");
+    assert!(crd.serves("v1alpha2"));
+    let definition = crd.definition();
+    assert!(definition["spec"].get("conversion").is_none());
+    let versions = definition["spec"]["versions"].as_array().unwrap();
+    let summary: Vec<_> = versions
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap(),
+                v["served"] == true,
+                v["storage"] == true,
+                v["deprecated"] == true,
+                v["deprecationWarning"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                "v1alpha2",
+                true,
+                false,
+                true,
+                Some("use v1beta1.AKSNodeClass instead")
+            ),
+            ("v1beta1", true, true, false, None),
+        ]
+    );
+    for field in ["schema", "additionalPrinterColumns", "subresources"] {
+        assert_eq!(versions[0][field], versions[1][field], "{field}");
+    }
+}
+
+/// `karpenter-rs validate` judges a v1alpha2 manifest by the schema the API server would.
+#[test]
+fn v1alpha2_manifests_are_validated_like_v1beta1() {
+    let crds: Vec<_> = CORE.iter().chain(karpenter_azure::CRDS).copied().collect();
+    let v1alpha2 =
+        |object: Value| set(object, "/apiVersion", json!("karpenter.azure.com/v1alpha2"));
+    let report = karpenter_api::validation::validate_object(
+        &crds,
+        &v1alpha2(with("/spec/imageFamily", json!("AzureLinux"))),
+    )
+    .expect("v1alpha2 is served");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let report = karpenter_api::validation::validate_object(
+        &crds,
+        &v1alpha2(with("/spec/imageFamily", json!("123"))),
+    )
+    .unwrap();
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    assert_eq!(report.problems[0].path, "spec.imageFamily");
+    // An apiVersion the CRD does not serve is not an AKSNodeClass.
+    let unserved = set(
+        aksnc(),
+        "/apiVersion",
+        json!("karpenter.azure.com/v1alpha1"),
+    );
+    assert!(karpenter_api::validation::validate_object(&crds, &unserved).is_none());
+}
