@@ -5,7 +5,7 @@
 //! version, resolve to an OS release and its image definitions in AKS's galleries, most
 //! preferred first ([`default_images`]). The status controller writes each at its latest
 //! version into `status.images` ([`DefaultImage::community_node_image`], and with the `cloud`
-//! feature [`CommunityImages`] reads the versions from the community galleries), keeping
+//! feature `CommunityImages` reads the versions from the community galleries), keeping
 //! versions outside a maintenance window ([`keep_existing_versions`]). At launch a NodeClaim
 //! boots the first of `status.images` its instance type can run ([`ready_images`],
 //! [`pick_image`]).

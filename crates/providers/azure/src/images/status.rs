@@ -230,6 +230,8 @@ mod tests {
     use crate::aksnodeclass::AKSNodeClassStatus;
     use crate::images::family::{ImageSource, ResolvedFamily};
     use k8s_openapi::api::core::v1::NodeSelectorRequirement;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
 
     const UBUNTU: &str = "AKSUbuntu-38d80f77-467a-481f-a8d4-09b6d4220bd2";
     const SIG_SUBSCRIPTION: &str = "10945678-1234-1234-1234-123456789012";
@@ -385,7 +387,8 @@ mod tests {
             status: status.into(),
             observed_generation: Some(observed),
             message: "testing".into(),
-            ..Default::default()
+            reason: "Testing".into(),
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
         }
     }
 

@@ -56,11 +56,20 @@ fn definitions(
         .collect()
 }
 
-/// (family, fipsMode, Trusted Launch, Kubernetes version, gallery, definitions), from
-/// upstream's node image provider tests.
+/// (family, fipsMode, Trusted Launch, Kubernetes version, gallery, definitions).
+type DefinitionsCase = (
+    Option<&'static str>,
+    Option<&'static str>,
+    bool,
+    &'static str,
+    ImageSource,
+    &'static [&'static str],
+);
+
+/// From upstream's node image provider tests.
 #[test]
 fn each_family_lists_upstreams_definitions_in_order() {
-    let cases: &[(Option<&str>, Option<&str>, bool, &str, ImageSource, &[&str])] = &[
+    let cases: &[DefinitionsCase] = &[
         // Community galleries, upstream's default.
         (Some("Ubuntu2204"), None, false, "1.31.0", Cig, &UBUNTU_2204),
         (Some("Ubuntu2404"), None, false, "1.31.0", Cig, &UBUNTU_2404),
