@@ -2,10 +2,12 @@
 //! upstream's schema, CEL rules, defaults and hash), the simulator's `azure` catalog
 //! ([`catalog`], AKS's allocatable as upstream computes it), instance types from ARM's Resource
 //! SKUs with upstream's filters ([`skus`], [`vmsize`], [`gpus`], [`instancetype`]), prices from
-//! the Retail Prices API with an embedded fallback ([`pricing`]), and what ARM's capacity
-//! errors block ([`offerings`]). With the `cloud` feature: Entra ID tokens ([`auth`]), ARM over
-//! REST ([`arm`]) and node VMs ([`compute`]). Still to come: the `CloudProvider` that ties
-//! them together, bootstrap, and the controller registration.
+//! the Retail Prices API with an embedded fallback ([`pricing`]), what ARM's capacity errors
+//! block ([`offerings`]), and which AKS node image a NodeClaim boots ([`images`]: each family's
+//! image definitions, `status.images`, the pick per instance type). With the `cloud` feature:
+//! Entra ID tokens ([`auth`]), ARM over REST ([`arm`]), node VMs ([`compute`]) and the
+//! community galleries' latest image versions (`images::CommunityImages`). Still to come: the
+//! `CloudProvider` that ties them together, bootstrap, and the controller registration.
 
 pub mod aksnodeclass;
 #[cfg(feature = "cloud")]
@@ -16,6 +18,7 @@ pub mod catalog;
 #[cfg(feature = "cloud")]
 pub mod compute;
 pub mod gpus;
+pub mod images;
 pub mod instancetype;
 pub mod offerings;
 pub mod pricing;
