@@ -96,6 +96,7 @@ pub const PROVIDERS: &[Registration] = &[
 controllers! {
     kwok: karpenter_kwok::KwokProvider,
     aws: karpenter_aws::operator::AwsProvider,
+    azure: karpenter_azure::operator::AzureProvider,
 }
 
 /// Every CRD this binary ships: karpenter's, then each provider's NodeClasses.

@@ -38,3 +38,45 @@ pub trait Provider: CloudProvider + Sized {
         Vec::new()
     }
 }
+
+/// The CA the controller trusts the API server by, as nodes take it in their bootstrap: a
+/// PEM bundle, base64-encoded. `None` when the client configuration has no CA of its own.
+pub async fn cluster_ca_bundle() -> Option<String> {
+    let certs = kube::Config::infer().await.ok()?.root_cert?;
+    Some(pem_bundle(&certs))
+}
+
+/// DER certificates as a base64-encoded PEM bundle.
+pub fn pem_bundle(certs: &[Vec<u8>]) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut pem = String::new();
+    for der in certs {
+        pem.push_str("-----BEGIN CERTIFICATE-----\n");
+        let body = b64.encode(der);
+        for line in body.as_bytes().chunks(64) {
+            pem.push_str(&String::from_utf8_lossy(line));
+            pem.push('\n');
+        }
+        pem.push_str("-----END CERTIFICATE-----\n");
+    }
+    b64.encode(pem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine;
+
+    #[test]
+    fn ca_bundles_are_pem_wrapped_at_64_columns() {
+        let der = vec![0u8; 60];
+        let bundle = pem_bundle(&[der.clone(), der]);
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(bundle)
+            .unwrap();
+        let pem = String::from_utf8(pem).unwrap();
+        assert_eq!(pem.matches("-----BEGIN CERTIFICATE-----").count(), 2);
+        assert!(pem.lines().all(|l| l.len() <= 64), "{pem}");
+    }
+}

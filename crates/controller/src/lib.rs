@@ -17,6 +17,7 @@ pub mod garbage;
 pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
+pub mod nodeclass_status;
 pub mod options;
 pub mod podevents;
 pub mod provisioning;

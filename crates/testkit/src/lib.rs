@@ -65,6 +65,7 @@ struct Inner {
     log: Mutex<Vec<RequestRecord>>,
     bookmark_interval: Duration,
     cluster: Mutex<cluster::Memory>,
+    version: Mutex<String>,
 }
 
 /// The fake API server. Clones share one store.
@@ -72,6 +73,9 @@ struct Inner {
 pub struct FakeApiServer {
     inner: Arc<Inner>,
 }
+
+/// The Kubernetes version the fake server reports unless told otherwise.
+pub const DEFAULT_VERSION: &str = "v1.33.2";
 
 impl Default for FakeApiServer {
     fn default() -> Self {
@@ -108,8 +112,28 @@ impl FakeApiServer {
                 log: Mutex::new(Vec::new()),
                 bookmark_interval: Duration::from_secs(1),
                 cluster: Mutex::new(cluster::Memory::default()),
+                version: Mutex::new(DEFAULT_VERSION.into()),
             }),
         }
+    }
+
+    /// The Kubernetes version `/version` answers with (`v1.33.2` by default), as a control-plane
+    /// upgrade changes it.
+    pub fn set_version(&self, git_version: &str) {
+        *lock(&self.inner.version) = git_version.into();
+    }
+
+    /// What `/version` answers.
+    pub(crate) fn version_info(&self) -> serde_json::Value {
+        let git_version = lock(&self.inner.version).clone();
+        let mut parts = git_version.trim_start_matches('v').split('.');
+        serde_json::json!({
+            "major": parts.next().unwrap_or_default(),
+            "minor": parts.next().unwrap_or_default(),
+            "gitVersion": git_version,
+            "gitCommit": "", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+            "goVersion": "go1.24", "compiler": "gc", "platform": "linux/amd64",
+        })
     }
 
     /// Stamps creation and deletion times from `clock` instead of the system's, so a test on

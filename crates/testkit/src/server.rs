@@ -55,6 +55,14 @@ pub(crate) async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if method == Method::GET && uri.path() == "/version" {
+        return (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            server.version_info().to_string(),
+        )
+            .into_response();
+    }
     let Some(req) = ApiRequest::parse(&method, uri.path(), uri.query()) else {
         return error_response(&ApiError::new(
             StatusCode::NOT_FOUND,

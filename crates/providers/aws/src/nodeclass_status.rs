@@ -11,10 +11,8 @@ use crate::ec2nodeclass::{
 };
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 use k8s_openapi::jiff::Timestamp;
-use karpenter_controller::state::{self, Index};
-use karpenter_controller::{Context, Error, conditions, queue};
-use kube::Api;
-use kube::api::{Patch, PatchParams};
+use karpenter_controller::state::Index;
+use karpenter_controller::{Context, Error, conditions, nodeclass_status};
 use tokio_util::sync::CancellationToken;
 
 use crate::nodeclass::{NodeClassError, ResolvedNodeClass};
@@ -159,23 +157,7 @@ where
 {
     let resolved = ctx.provider.resolve_node_class(class).await;
     let next = status(class.status.as_ref(), resolved.as_ref(), ctx.clock.now());
-    if class.status.as_ref() != Some(&next) {
-        let name = class.metadata.name.clone().unwrap_or_default();
-        let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
-        // The resourceVersion read: a status computed from an older spec is not written.
-        let patch = serde_json::json!({
-            "metadata": {"resourceVersion": class.metadata.resource_version},
-            "status": next,
-        });
-        match api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(None),
-            Err(e) => return Err(Error::Kube(e)),
-        }
-    }
+    nodeclass_status::write(&ctx.client, class, class.status.as_ref(), &next).await?;
     Ok(Some(STATUS_INTERVAL))
 }
 
@@ -189,8 +171,7 @@ where
     S: NodeClassStore,
 {
     let classes = Arc::new(Index::<EC2NodeClass>::default());
-    let watch = state::follow(Api::all(ctx.client.clone()), classes.clone());
-    let statuses = queue::run_own(
+    let statuses = nodeclass_status::run(
         ctx.clone(),
         shutdown.clone(),
         "ec2nodeclass.status",
@@ -222,7 +203,6 @@ where
         }
     };
     tokio::join!(statuses, templates);
-    watch.abort();
 }
 
 #[cfg(test)]

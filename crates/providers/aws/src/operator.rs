@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use base64::Engine;
 use karpenter_cloudprovider::BoxError;
 use karpenter_controller::Context;
 use karpenter_controller::cloudprovider::{Provider, ProviderLoop};
@@ -88,11 +87,7 @@ impl Provider for AwsProvider {
             .collect();
         let ca_bundle = match settings.cluster_ca_bundle {
             Some(bundle) => Some(bundle),
-            None => kube::Config::infer()
-                .await
-                .ok()
-                .and_then(|c| c.root_cert)
-                .map(|certs| pem_bundle(&certs)),
+            None => karpenter_controller::cloudprovider::cluster_ca_bundle().await,
         };
         let source = Source::from_env(|k| std::env::var(k).ok())
             .map_err(|e| format!("AWS credentials: {e}"))?;
@@ -144,20 +139,4 @@ impl Provider for AwsProvider {
         }
         loops
     }
-}
-
-/// DER certificates as nodes expect the cluster CA: a PEM bundle, base64-encoded.
-fn pem_bundle(certs: &[Vec<u8>]) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let mut pem = String::new();
-    for der in certs {
-        pem.push_str("-----BEGIN CERTIFICATE-----\n");
-        let body = b64.encode(der);
-        for line in body.as_bytes().chunks(64) {
-            pem.push_str(&String::from_utf8_lossy(line));
-            pem.push('\n');
-        }
-        pem.push_str("-----END CERTIFICATE-----\n");
-    }
-    b64.encode(pem)
 }

@@ -152,6 +152,47 @@ impl Arm {
         Self::json(&response)
     }
 
+    /// `GET path` of a collection with `query`, following `nextLink` to the last page: every
+    /// item of every page's `value`. A `nextLink` elsewhere than this client's endpoint is
+    /// refused rather than sent the token.
+    pub async fn list(
+        &self,
+        path: &str,
+        api_version: &str,
+        query: &[(&str, &str)],
+    ) -> Result<Vec<Value>, ArmError> {
+        let mut items = Vec::new();
+        let mut url = self.url(path, api_version, query);
+        loop {
+            let response = self.send("GET", &url, None).await?;
+            if !response.is_success() {
+                return Err(parse_error(response.status, &response.body));
+            }
+            let mut page = Self::json(&response)?;
+            if let Some(Value::Array(values)) = page.get_mut("value").map(Value::take) {
+                items.extend(values);
+            }
+            match page.get("nextLink").and_then(Value::as_str) {
+                Some(next) if !next.is_empty() => {
+                    if !next.starts_with(&format!("{}/", self.endpoint)) {
+                        return Err(ArmError::Transport(format!(
+                            "{path}: nextLink {next:?} leaves {}",
+                            self.endpoint
+                        )));
+                    }
+                    // ARM's links carry their api-version; some examples' do not.
+                    url = if next.contains("api-version=") {
+                        next.to_string()
+                    } else {
+                        let sep = if next.contains('?') { '&' } else { '?' };
+                        format!("{next}{sep}api-version={api_version}")
+                    };
+                }
+                _ => return Ok(items),
+            }
+        }
+    }
+
     /// `PUT path`, waiting for the operation to finish: the resource as it is then.
     pub async fn put(
         &self,

@@ -91,6 +91,8 @@ pub struct Vm {
     pub image_id: String,
     /// Its tags.
     pub tags: BTreeMap<String, String>,
+    /// When ARM created it (RFC 3339), if it says.
+    pub time_created: Option<String>,
 }
 
 impl Vm {
@@ -117,6 +119,7 @@ impl Vm {
                 .map(str::to_string),
             spot: text("/properties/priority").is_some_and(|p| p.eq_ignore_ascii_case("spot")),
             provisioning_state: text("/properties/provisioningState").unwrap_or_default(),
+            time_created: text("/properties/timeCreated"),
             image_id,
             tags: v
                 .get("tags")

@@ -174,6 +174,68 @@ impl Default for InstanceTypeOptions {
     }
 }
 
+/// The network plugin whose nodes get the default pod counts of upstream's `GetMaxPods`.
+pub const NETWORK_PLUGIN_AZURE: &str = "azure";
+/// A cluster without a network plugin (the user brings a CNI).
+pub const NETWORK_PLUGIN_NONE: &str = "none";
+/// Azure CNI overlay.
+pub const NETWORK_PLUGIN_MODE_OVERLAY: &str = "overlay";
+
+/// The pods a node runs: the NodeClass's `maxPods`, or upstream's default for the cluster's
+/// network — 250 without a plugin or with Azure CNI overlay, 30 with Azure CNI on the node
+/// subnet, Kubernetes' 110 otherwise (kubenet).
+pub fn max_pods(
+    spec_max_pods: Option<i32>,
+    network_plugin: &str,
+    network_plugin_mode: &str,
+) -> i64 {
+    if let Some(n) = spec_max_pods {
+        return i64::from(n);
+    }
+    match (network_plugin, network_plugin_mode) {
+        (NETWORK_PLUGIN_NONE, _) => 250,
+        (NETWORK_PLUGIN_AZURE, NETWORK_PLUGIN_MODE_OVERLAY) => 250,
+        (NETWORK_PLUGIN_AZURE, "") => 30,
+        _ => 110,
+    }
+}
+
+impl InstanceTypeOptions {
+    /// The options an AKSNodeClass sets, in a cluster with this network and memory overhead.
+    pub fn for_node_class(
+        spec: &crate::aksnodeclass::AKSNodeClassSpec,
+        local_dns_enabled: bool,
+        network_plugin: &str,
+        network_plugin_mode: &str,
+        vm_memory_overhead_percent: f64,
+    ) -> Self {
+        Self {
+            image_family: spec.image_family().as_str().to_string(),
+            os_disk_size_gb: i64::from(spec.os_disk_size_gb),
+            max_pods: max_pods(spec.max_pods, network_plugin, network_plugin_mode),
+            encryption_at_host: spec
+                .security
+                .as_ref()
+                .and_then(|s| s.encryption_at_host)
+                .unwrap_or(false),
+            trusted_launch: spec.trusted_launch(),
+            gpu_mode: if spec.gpu_driver_installed() {
+                GpuMode::Driver
+            } else {
+                GpuMode::None
+            },
+            artifact_streaming: spec
+                .artifact_streaming
+                .as_ref()
+                .and_then(|a| a.enabled)
+                .unwrap_or(false),
+            fips: spec.fips_mode.as_deref() == Some("FIPS"),
+            local_dns: local_dns_enabled,
+            vm_memory_overhead_percent,
+        }
+    }
+}
+
 /// Whether the Ubuntu image families (`Ubuntu`, `Ubuntu2204`, `Ubuntu2404`).
 fn is_ubuntu(image_family: &str) -> bool {
     matches!(image_family, "Ubuntu" | "Ubuntu2204" | "Ubuntu2404")

@@ -10,18 +10,28 @@
 //! `CloudProvider` that ties them together, bootstrap, and the controller registration.
 
 pub mod aksnodeclass;
+pub mod allocation;
 #[cfg(feature = "cloud")]
 pub mod arm;
 #[cfg(feature = "cloud")]
 pub mod auth;
 pub mod catalog;
 #[cfg(feature = "cloud")]
+pub mod catalog_api;
+#[cfg(feature = "cloud")]
 pub mod compute;
+pub mod drift;
 pub mod gpus;
 pub mod images;
 pub mod instancetype;
+#[cfg(feature = "cloud")]
+pub mod nodeclass_status;
 pub mod offerings;
+#[cfg(feature = "cloud")]
+pub mod operator;
 pub mod pricing;
+#[cfg(feature = "cloud")]
+pub mod provider;
 pub mod skus;
 pub mod vmsize;
 

@@ -141,6 +141,35 @@ pub fn blocks(failure: CapacityFailure, size: &str, zone: &str, capacity_type: &
     }
 }
 
+/// The offerings of `types` that `blocks` cover, each with how long it stays unavailable:
+/// `(size, zone, capacity type, ttl)`. A block without a size, zone or capacity type covers
+/// every one the types offer.
+pub fn expand(
+    blocks: &[Block],
+    types: &[std::sync::Arc<karpenter_core::cloudprovider::InstanceType>],
+) -> Vec<(String, String, String, Duration)> {
+    let mut out = Vec::new();
+    for block in blocks {
+        for it in types
+            .iter()
+            .filter(|it| block.size.as_deref().is_none_or(|s| s == it.name))
+        {
+            for o in it.offerings.iter().filter(|o| {
+                block.zone.as_deref().is_none_or(|z| z == o.zone)
+                    && block.capacity_type.is_none_or(|c| c == o.capacity_type)
+            }) {
+                out.push((
+                    it.name.clone(),
+                    o.zone.clone(),
+                    o.capacity_type.clone(),
+                    block.ttl,
+                ));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +278,63 @@ mod tests {
         assert_eq!(
             CapacityFailure::classify("OperationNotAllowed", "The resource is locked"),
             None
+        );
+    }
+
+    #[test]
+    fn blocks_expand_to_the_offerings_they_cover() {
+        use karpenter_core::cloudprovider::{InstanceType, Offering, Overhead};
+        let offering = |zone: &str, ct: &str| Offering {
+            zone: zone.into(),
+            capacity_type: ct.into(),
+            price: 1.0,
+            available: true,
+            reservation: None,
+        };
+        let it = |name: &str| {
+            std::sync::Arc::new(InstanceType::new(
+                name,
+                Default::default(),
+                vec![
+                    offering("eastus-1", "spot"),
+                    offering("eastus-1", "on-demand"),
+                    offering("eastus-2", "spot"),
+                ],
+                Default::default(),
+                Overhead::default(),
+            ))
+        };
+        let types = vec![it("Standard_D2s_v5"), it("Standard_D4s_v5")];
+        let h = Duration::from_secs(3600);
+        let spot_quota = blocks(
+            CapacityFailure::LowPriorityQuota,
+            "Standard_D2s_v5",
+            "eastus-1",
+            "spot",
+        );
+        let got = expand(&spot_quota, &types);
+        assert_eq!(got.len(), 4, "every size's spot offerings: {got:?}");
+        assert!(got.iter().all(|(_, _, ct, ttl)| ct == "spot" && *ttl == h));
+        let zonal = blocks(
+            CapacityFailure::ZonalAllocation,
+            "Standard_D2s_v5",
+            "eastus-1",
+            "on-demand",
+        );
+        let got: Vec<(String, String, String)> = expand(&zonal, &types)
+            .into_iter()
+            .map(|(s, z, c, _)| (s, z, c))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("Standard_D2s_v5".into(), "eastus-1".into(), "spot".into()),
+                (
+                    "Standard_D2s_v5".into(),
+                    "eastus-1".into(),
+                    "on-demand".into()
+                ),
+            ]
         );
     }
 }

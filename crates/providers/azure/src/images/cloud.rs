@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::ImageError;
 use super::family::{DefaultImage, ImageSource, default_images};
-use super::gallery::{CommunityImageVersion, CommunityImageVersionPage, latest_community_version};
+use super::gallery::{CommunityImageVersion, latest_community_version};
 use super::status::kubernetes_version;
 use crate::aksnodeclass::{AKSNodeClass, NodeImage};
 use crate::arm::{Arm, ArmError};
@@ -162,41 +162,28 @@ impl CommunityImages {
         gallery: &str,
         definition: &str,
     ) -> Result<Vec<CommunityImageVersion>, ListError> {
-        let mut path = format!(
+        let path = format!(
             "/subscriptions/{}/providers/Microsoft.Compute/locations/{}/communityGalleries/{gallery}/images/{definition}/versions",
             self.subscription_id, self.location
         );
-        let mut versions = Vec::new();
-        loop {
-            let page = self.page(&path, gallery, definition).await?;
-            versions.extend(page.value);
-            match page.next_link.filter(|l| !l.is_empty()) {
-                Some(link) => path = next_page_path(&link, COMMUNITY_GALLERY_API_VERSION),
-                None => return Ok(versions),
-            }
-        }
-    }
-
-    async fn page(
-        &self,
-        path: &str,
-        gallery: &str,
-        definition: &str,
-    ) -> Result<CommunityImageVersionPage, ListError> {
-        let body = self
+        let items = self
             .arm
-            .get(path, COMMUNITY_GALLERY_API_VERSION)
+            .list(&path, COMMUNITY_GALLERY_API_VERSION, &[])
             .await
             .map_err(|source| ListError::Arm {
                 gallery: gallery.to_string(),
                 definition: definition.to_string(),
                 source,
             })?;
-        serde_json::from_value(body).map_err(|e| ListError::Parse {
-            gallery: gallery.to_string(),
-            definition: definition.to_string(),
-            reason: e.to_string(),
-        })
+        items
+            .into_iter()
+            .map(serde_json::from_value)
+            .collect::<Result<_, _>>()
+            .map_err(|e| ListError::Parse {
+                gallery: gallery.to_string(),
+                definition: definition.to_string(),
+                reason: e.to_string(),
+            })
     }
 
     fn cached(&self, key: &CacheKey) -> Option<Vec<NodeImage>> {
@@ -221,67 +208,4 @@ fn cache_key(images: &[DefaultImage], kubernetes_version: &str) -> CacheKey {
         .map(|i| (i.gallery.community_name(), i.definition))
         .collect();
     (definitions, kubernetes_version.to_string())
-}
-
-/// What to pass [`Arm::get`] to fetch the page at `link`, a `nextLink`. `Arm::get` takes a path
-/// and appends `?api-version=…`, but a `nextLink` is a whole URL with its own query (a skip
-/// token, usually the api-version too): its path and query are passed, with the api-version
-/// added when it lacks one, and a trailing `#` turns the suffix `Arm::get` appends into a
-/// fragment, which is never sent.
-pub fn next_page_path(link: &str, api_version: &str) -> String {
-    let path_and_query = without_origin(link);
-    match path_and_query.split_once('?') {
-        // No query of its own: the one `Arm::get` appends is the right one.
-        None => path_and_query.to_string(),
-        Some((_, query)) if has_api_version(query) => format!("{path_and_query}#"),
-        Some(_) => format!("{path_and_query}&api-version={api_version}#"),
-    }
-}
-
-/// `link` without `scheme://host`: ARM's next links point at the endpoint `Arm` talks to.
-fn without_origin(link: &str) -> &str {
-    let Some((_, rest)) = link.split_once("://") else {
-        return link;
-    };
-    rest.find('/').map_or("/", |i| &rest[i..])
-}
-
-fn has_api_version(query: &str) -> bool {
-    query
-        .split('&')
-        .any(|pair| pair.split('=').next() == Some("api-version"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn next_links_keep_their_query_and_get_an_api_version() {
-        let api = COMMUNITY_GALLERY_API_VERSION;
-        assert_eq!(
-            next_page_path(
-                "https://management.azure.com/subscriptions/s/providers/Microsoft.Compute/locations/eastus/communityGalleries/g/images/d/versions?api-version=2024-03-03&$skiptoken=abc",
-                api
-            ),
-            "/subscriptions/s/providers/Microsoft.Compute/locations/eastus/communityGalleries/g/images/d/versions?api-version=2024-03-03&$skiptoken=abc#"
-        );
-        // The REST API specs' example link carries no api-version.
-        assert_eq!(
-            next_page_path(
-                "http://svchost:99/subscriptions/s/versions?$skiptoken=t",
-                api
-            ),
-            "/subscriptions/s/versions?$skiptoken=t&api-version=2024-03-03#"
-        );
-        assert_eq!(
-            next_page_path("https://management.azure.com/subscriptions/s/next", api),
-            "/subscriptions/s/next"
-        );
-        assert_eq!(
-            next_page_path("/relative?x-api-version=1", api),
-            "/relative?x-api-version=1&api-version=2024-03-03#"
-        );
-        assert_eq!(next_page_path("https://host", api), "/");
-    }
 }

@@ -20,9 +20,7 @@ mod version;
 mod cloud;
 
 #[cfg(feature = "cloud")]
-pub use cloud::{
-    COMMUNITY_GALLERY_API_VERSION, CommunityImages, IMAGE_CACHE_TTL, ListError, next_page_path,
-};
+pub use cloud::{COMMUNITY_GALLERY_API_VERSION, CommunityImages, IMAGE_CACHE_TTL, ListError};
 pub use family::{
     Arch, DefaultImage, FIPS_MODE_FIPS, Gallery, HyperVGeneration, ImageSource, ResolvedFamily,
     default_images, fips, resolve_family,

@@ -1,0 +1,718 @@
+//! The Azure cloud provider: the controller's [`CloudProvider`] over ARM, as upstream's
+//! default (`aksscriptless`) mode runs it.
+//!
+//! A launch reads the NodeClaim's AKSNodeClass (its status holds the images and Kubernetes
+//! version the status loop resolved), picks one size and offering
+//! ([`crate::allocation`]), renders the node's bootstrap, and creates the NIC and then the
+//! VM (`aks-<nodeclaim>`), waiting on ARM's long-running operation. A capacity or quota error
+//! marks the offerings it rules out unavailable ([`crate::offerings`]) so the next attempt
+//! picks others. VMs carry the cluster and NodePool tags; List finds them through Resource
+//! Graph and garbage collection through List.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use karpenter_api::crd::Crd;
+use karpenter_api::labels::{CAPACITY_TYPE_LABEL, NODE_POOL_LABEL, ZONE_LABEL};
+use karpenter_api::{NodeClaim, NodeClaimStatus, NodeClassReference, NodePool};
+use karpenter_cloudprovider::unavailable::UnavailableOfferings;
+use karpenter_cloudprovider::{
+    CloudProvider, CloudProviderError, NodeClassReadiness, RepairPolicy, Result,
+};
+use karpenter_core::cloudprovider::{InstanceType, launch_labels};
+use tokio::sync::Mutex;
+
+use crate::aksnodeclass::{
+    AKS_NODE_CLASS_HASH_ANNOTATION, AKS_NODE_CLASS_HASH_VERSION,
+    AKS_NODE_CLASS_HASH_VERSION_ANNOTATION, AKSNodeClass, NodeImage,
+};
+use crate::allocation::{self, Selection};
+use crate::arm::{Arm, ArmError};
+use crate::compute::{self, Compute, NODE_POOL_TAG, Vm, VmRequest};
+use crate::images::{self, CommunityImages, ImageSource};
+use crate::instancetype::{
+    AKS_LABEL_PRIORITY, AKS_LABEL_SCALE_SET_PRIORITY, AZURE_LABELS, InstanceTypeOptions,
+    LABEL_PLACEMENT_SCOPE, REGIONAL_ZONE, zone_label,
+};
+use crate::offerings::{self, CapacityFailure};
+use crate::pricing::PriceTable;
+use crate::skus::ResourceSku;
+use crate::{catalog_api, drift};
+
+/// How long the region's sizes are reused before ARM is asked again (upstream: a day for
+/// SKUs; an hour keeps restrictions fresher at one request).
+const SKUS_TTL: Duration = Duration::from_secs(60 * 60);
+/// How often prices are read again (upstream refreshes them twice a day).
+const PRICES_TTL: Duration = Duration::from_secs(12 * 60 * 60);
+/// How long a failed SKU read waits before the next try when older sizes are at hand.
+const SKUS_RETRY: Duration = Duration::from_secs(5 * 60);
+/// How long resolved instance types are reused when nothing they derive from changed.
+const RESOLVED_TYPES_TTL: Duration = Duration::from_secs(30);
+
+/// What the provider knows of the cluster it launches nodes for (upstream's settings).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AzureOptions {
+    /// `CLUSTER_NAME`.
+    pub cluster_name: String,
+    /// `CLUSTER_ENDPOINT`: the API server nodes join.
+    pub cluster_endpoint: String,
+    /// The cluster CA bundle nodes trust, base64 PEM.
+    pub ca_bundle: Option<String>,
+    /// `KUBELET_BOOTSTRAP_TOKEN`.
+    pub kubelet_bootstrap_token: String,
+    /// `AZURE_SUBSCRIPTION_ID` / `ARM_SUBSCRIPTION_ID`.
+    pub subscription_id: String,
+    /// `AZURE_TENANT_ID` / `ARM_TENANT_ID`.
+    pub tenant_id: String,
+    /// `ARM_RESOURCE_GROUP`: the cluster's resource group.
+    pub resource_group: String,
+    /// `AZURE_NODE_RESOURCE_GROUP`: where the node VMs live.
+    pub node_resource_group: String,
+    /// `LOCATION`.
+    pub location: String,
+    /// `VNET_SUBNET_ID`: the nodes' subnet unless the NodeClass names one.
+    pub vnet_subnet_id: String,
+    /// `SSH_PUBLIC_KEY`.
+    pub ssh_public_key: String,
+    /// `LINUX_ADMIN_USERNAME` (`azureuser`).
+    pub linux_admin_username: String,
+    /// `NETWORK_PLUGIN` (`azure`).
+    pub network_plugin: String,
+    /// `NETWORK_PLUGIN_MODE` (`overlay`).
+    pub network_plugin_mode: String,
+    /// `NETWORK_POLICY`.
+    pub network_policy: String,
+    /// `NETWORK_DATAPLANE` (`cilium`).
+    pub network_dataplane: String,
+    /// `DNS_SERVICE_IP`.
+    pub dns_service_ip: String,
+    /// `KUBELET_IDENTITY_CLIENT_ID`.
+    pub kubelet_identity_client_id: String,
+    /// `VM_MEMORY_OVERHEAD_PERCENT` (0.075).
+    pub vm_memory_overhead_percent: f64,
+    /// `ADDITIONAL_TAGS`: on every node resource, under the NodeClass's tags.
+    pub additional_tags: BTreeMap<String, String>,
+    /// The Retail Prices API; `None` keeps the embedded prices (no internet egress).
+    pub retail_prices_url: Option<String>,
+}
+
+impl AzureOptions {
+    /// Where the node VMs go.
+    pub fn placement(&self) -> compute::Placement {
+        compute::Placement {
+            subscription_id: self.subscription_id.clone(),
+            resource_group: self.node_resource_group.clone(),
+            location: self.location.clone(),
+            cluster_name: self.cluster_name.clone(),
+        }
+    }
+}
+
+/// What the provider reads from the cluster: AKSNodeClasses, and Nodes for drift.
+pub trait ClusterState: Send + Sync + 'static {
+    /// The AKSNodeClass named `name`, if it exists.
+    fn node_class(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = std::result::Result<Option<AKSNodeClass>, String>> + Send;
+
+    /// The Node named `name`, if it exists.
+    fn node(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = std::result::Result<Option<Node>, String>> + Send;
+}
+
+/// The API server, as the controller reads it.
+#[derive(Clone)]
+pub struct KubeState {
+    /// AKSNodeClasses.
+    pub node_classes: kube::Api<AKSNodeClass>,
+    /// Nodes.
+    pub nodes: kube::Api<Node>,
+}
+
+impl ClusterState for KubeState {
+    async fn node_class(&self, name: &str) -> std::result::Result<Option<AKSNodeClass>, String> {
+        self.node_classes
+            .get_opt(name)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn node(&self, name: &str) -> std::result::Result<Option<Node>, String> {
+        self.nodes.get_opt(name).await.map_err(|e| e.to_string())
+    }
+}
+
+/// Fixed NodeClasses and Nodes, for tests and offline runs.
+#[derive(Clone, Debug, Default)]
+pub struct StaticState {
+    /// By name.
+    pub node_classes: BTreeMap<String, AKSNodeClass>,
+    /// By name.
+    pub nodes: BTreeMap<String, Node>,
+}
+
+impl ClusterState for StaticState {
+    async fn node_class(&self, name: &str) -> std::result::Result<Option<AKSNodeClass>, String> {
+        Ok(self.node_classes.get(name).cloned())
+    }
+
+    async fn node(&self, name: &str) -> std::result::Result<Option<Node>, String> {
+        Ok(self.nodes.get(name).cloned())
+    }
+}
+
+#[derive(Default)]
+struct Catalog {
+    skus: Vec<ResourceSku>,
+    prices: PriceTable,
+    skus_at: Option<Instant>,
+    prices_at: Option<Instant>,
+    /// Bumped whenever sizes or prices change, so resolved types know they are stale.
+    generation: u64,
+}
+
+struct ResolvedTypes {
+    key: String,
+    at: Instant,
+    types: Vec<Arc<InstanceType>>,
+}
+
+/// The Azure provider.
+pub struct AzureCloudProvider<S> {
+    arm: Arm,
+    compute: Compute,
+    images: CommunityImages,
+    http: karpenter_cloudprovider::http::HttpClient,
+    state: S,
+    options: AzureOptions,
+    catalog: Mutex<Catalog>,
+    types: Mutex<BTreeMap<String, ResolvedTypes>>,
+    unavailable: UnavailableOfferings,
+}
+
+fn other(e: impl std::error::Error + Send + Sync + 'static) -> CloudProviderError {
+    CloudProviderError::other(e)
+}
+
+impl<S: ClusterState> AzureCloudProvider<S> {
+    /// A provider calling ARM through `arm` (prices through `http`), reading the cluster
+    /// through `state`.
+    pub fn new(
+        arm: Arm,
+        http: karpenter_cloudprovider::http::HttpClient,
+        state: S,
+        options: AzureOptions,
+    ) -> Self {
+        Self {
+            compute: Compute::new(arm.clone(), options.placement()),
+            images: CommunityImages::new(
+                arm.clone(),
+                options.subscription_id.clone(),
+                options.location.clone(),
+            ),
+            arm,
+            http,
+            state,
+            options,
+            catalog: Mutex::default(),
+            types: Mutex::default(),
+            unavailable: UnavailableOfferings::default(),
+        }
+    }
+
+    /// The settings it runs with.
+    pub fn options(&self) -> &AzureOptions {
+        &self.options
+    }
+
+    /// ARM, for the provider's own loops.
+    pub fn arm(&self) -> &Arm {
+        &self.arm
+    }
+
+    /// The unavailable-offerings cache.
+    pub fn unavailable(&self) -> &UnavailableOfferings {
+        &self.unavailable
+    }
+
+    /// Reads the region's sizes and prices when stale. A failed read keeps the last answer
+    /// (sizes) or the embedded table (prices); without any sizes the error is returned.
+    async fn refresh(&self) -> Result<()> {
+        let mut catalog = self.catalog.lock().await;
+        let now = Instant::now();
+        if catalog.skus_at.is_none_or(|t| now - t > SKUS_TTL) {
+            match catalog_api::resource_skus(
+                &self.arm,
+                &self.options.subscription_id,
+                &self.options.location,
+            )
+            .await
+            {
+                Ok(skus) => {
+                    let supported =
+                        crate::instancetype::supported_skus(skus, &self.options.location);
+                    catalog.skus = supported.into_values().collect();
+                    catalog.skus_at = Some(now);
+                    catalog.generation += 1;
+                }
+                Err(e) if !catalog.skus.is_empty() => {
+                    tracing::warn!(error = %e, "reading resource SKUs; keeping the last answer");
+                    catalog.skus_at = now.checked_sub(SKUS_TTL - SKUS_RETRY);
+                }
+                Err(e) => return Err(other(e)),
+            }
+        }
+        if let Some(url) = &self.options.retail_prices_url
+            && catalog.prices_at.is_none_or(|t| now - t > PRICES_TTL)
+        {
+            // Tried once per period either way: the embedded prices are a fine fallback.
+            catalog.prices_at = Some(now);
+            match catalog_api::retail_prices(&self.http, url, &self.options.location).await {
+                Ok(pages) => {
+                    let changed = catalog.prices.update(&pages);
+                    if changed.on_demand || changed.spot {
+                        catalog.generation += 1;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading retail prices; keeping the last ones")
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn node_class(&self, name: &str) -> Result<AKSNodeClass> {
+        match self.state.node_class(name).await {
+            Ok(Some(c)) => Ok(c),
+            Ok(None) => Err(CloudProviderError::node_class_not_ready(format!(
+                "AKSNodeClass {name:?} not found"
+            ))),
+            Err(e) => Err(CloudProviderError::Other(e.into())),
+        }
+    }
+
+    fn type_options(&self, class: &AKSNodeClass) -> InstanceTypeOptions {
+        let local_dns = class
+            .status
+            .as_ref()
+            .and_then(|s| s.local_dns_state.as_deref())
+            == Some("Enabled");
+        InstanceTypeOptions::for_node_class(
+            &class.spec,
+            local_dns,
+            &self.options.network_plugin,
+            &self.options.network_plugin_mode,
+            self.options.vm_memory_overhead_percent,
+        )
+    }
+
+    /// The NodeClass's instance types, reused until sizes, prices, the NodeClass's options or
+    /// the unavailable offerings change (or [`RESOLVED_TYPES_TTL`] passes, so expired
+    /// capacity errors show).
+    async fn types_for(&self, class: &AKSNodeClass) -> Result<Vec<Arc<InstanceType>>> {
+        self.refresh().await?;
+        let options = self.type_options(class);
+        let catalog = self.catalog.lock().await;
+        let key = format!(
+            "{options:?}/{}/{}",
+            catalog.generation,
+            self.unavailable.version()
+        );
+        let name = class.metadata.name.clone().unwrap_or_default();
+        if let Some(cached) = self.types.lock().await.get(&name)
+            && cached.key == key
+            && cached.at.elapsed() < RESOLVED_TYPES_TTL
+        {
+            return Ok(cached.types.clone());
+        }
+        let now = Instant::now();
+        let unavailable =
+            |t: &str, z: &str, ct: &str| self.unavailable.is_unavailable(t, z, ct, now);
+        let types: Vec<Arc<InstanceType>> = crate::instancetype::instance_types(
+            &catalog.skus,
+            &self.options.location,
+            &options,
+            &catalog.prices,
+            &unavailable,
+        )
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+        self.types.lock().await.insert(
+            name,
+            ResolvedTypes {
+                key,
+                at: now,
+                types: types.clone(),
+            },
+        );
+        Ok(types)
+    }
+
+    /// Marks what a capacity failure of `selection` rules out; true when it was one.
+    fn mark_unavailable(
+        &self,
+        error: &ArmError,
+        selection: &Selection,
+        types: &[Arc<InstanceType>],
+    ) -> bool {
+        let (Some(code), ArmError::Api { message, .. }) = (error.code(), error) else {
+            return false;
+        };
+        let Some(failure) = CapacityFailure::classify(code, message) else {
+            return false;
+        };
+        let now = Instant::now();
+        let blocks = offerings::blocks(
+            failure,
+            &selection.instance_type.name,
+            &selection.offering.zone,
+            &selection.offering.capacity_type,
+        );
+        for (size, zone, capacity_type, ttl) in offerings::expand(&blocks, types) {
+            self.unavailable
+                .mark_for(&size, &zone, &capacity_type, now, ttl);
+        }
+        tracing::info!(
+            instance_type = %selection.instance_type.name,
+            zone = %selection.offering.zone,
+            capacity_type = %selection.offering.capacity_type,
+            reason = failure.reason(),
+            "offering unavailable"
+        );
+        true
+    }
+
+    fn tags(&self, class: &AKSNodeClass) -> BTreeMap<String, String> {
+        let mut tags = self.options.additional_tags.clone();
+        tags.extend(class.spec.tags.clone());
+        tags
+    }
+
+    /// The claim a VM stands for: its labels from the VM (and its size's instance type, when
+    /// known), its providerID as AKS's cloud provider registers the node.
+    fn claim_for(&self, vm: &Vm, it: Option<&InstanceType>) -> NodeClaim {
+        let mut labels: BTreeMap<String, String> = it
+            .map(|t| t.requirements.single_valued_labels())
+            .unwrap_or_default();
+        let zone = match &vm.zone {
+            Some(z) => zone_label(&self.options.location, z),
+            None => REGIONAL_ZONE.to_string(),
+        };
+        let capacity_type = if vm.spot {
+            karpenter_api::labels::CAPACITY_TYPE_SPOT
+        } else {
+            karpenter_api::labels::CAPACITY_TYPE_ON_DEMAND
+        };
+        labels.insert(
+            LABEL_PLACEMENT_SCOPE.into(),
+            allocation::placement_scope(&zone).into(),
+        );
+        labels.insert(ZONE_LABEL.into(), zone);
+        labels.insert(CAPACITY_TYPE_LABEL.into(), capacity_type.into());
+        labels.insert(
+            AKS_LABEL_SCALE_SET_PRIORITY.into(),
+            allocation::priority(capacity_type).into(),
+        );
+        labels.insert(
+            AKS_LABEL_PRIORITY.into(),
+            allocation::priority(capacity_type).into(),
+        );
+        labels.insert(
+            karpenter_api::labels::INSTANCE_TYPE_LABEL.into(),
+            vm.vm_size.clone(),
+        );
+        if let Some(pool) = vm.tags.get(NODE_POOL_TAG) {
+            labels.insert(NODE_POOL_LABEL.into(), pool.clone());
+        }
+        let created = vm
+            .time_created
+            .as_deref()
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .map(Time);
+        let name = vm.name.strip_prefix("aks-").unwrap_or(&vm.name).to_string();
+        NodeClaim {
+            metadata: ObjectMeta {
+                name: Some(name),
+                labels: Some(labels),
+                creation_timestamp: created,
+                ..Default::default()
+            },
+            spec: Default::default(),
+            status: Some(NodeClaimStatus {
+                provider_id: Some(compute::provider_id(&self.compute.placement, &vm.name)),
+                image_id: Some(vm.image_id.clone()).filter(|i| !i.is_empty()),
+                capacity: it.map(|t| t.capacity.to_list()).unwrap_or_default(),
+                allocatable: it.map(|t| t.allocatable().to_list()).unwrap_or_default(),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// A launched claim: labels as the launch decided them, and the NodeClass's hash for drift.
+    fn launched(
+        &self,
+        claim: &NodeClaim,
+        vm: &Vm,
+        selection: &Selection,
+        class: &AKSNodeClass,
+    ) -> NodeClaim {
+        let mut out = self.claim_for(vm, Some(&selection.instance_type));
+        let mut labels = launch_labels(
+            claim,
+            &selection.instance_type,
+            &selection.offering,
+            &AZURE_LABELS,
+        );
+        labels.extend(out.metadata.labels.take().unwrap_or_default());
+        out.metadata.labels = Some(labels);
+        out.metadata.creation_timestamp = None;
+        out.metadata.annotations = Some(BTreeMap::from([
+            (AKS_NODE_CLASS_HASH_ANNOTATION.to_string(), class.hash()),
+            (
+                AKS_NODE_CLASS_HASH_VERSION_ANNOTATION.to_string(),
+                AKS_NODE_CLASS_HASH_VERSION.to_string(),
+            ),
+        ]));
+        out
+    }
+
+    fn custom_data(
+        &self,
+        _claim: &NodeClaim,
+        _class: &AKSNodeClass,
+        _selection: &Selection,
+        _version: &str,
+    ) -> Result<String> {
+        Err(CloudProviderError::node_class_not_ready(
+            "the AKS bootstrap is not wired in yet",
+        ))
+    }
+
+    /// The newest images for the NodeClass in a cluster at `kubernetes_version`, best first.
+    /// The community galleries carry no FIPS images (upstream needs AKS's own galleries).
+    pub async fn node_images(
+        &self,
+        class: &AKSNodeClass,
+        kubernetes_version: &str,
+    ) -> std::result::Result<Vec<NodeImage>, String> {
+        if images::fips(&class.spec) {
+            return Err("FIPS images require UseSIG to be enabled, which only AKS's managed node auto-provisioning has".into());
+        }
+        let defaults = images::default_images(
+            &class.spec,
+            kubernetes_version,
+            ImageSource::CommunityGallery,
+        );
+        self.images
+            .node_images(defaults, kubernetes_version)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Whether the NodeClass's subnet (or the cluster's) may be used and exists.
+    pub async fn check_subnet(
+        &self,
+        class: &AKSNodeClass,
+    ) -> std::result::Result<(), crate::nodeclass_status::SubnetProblem> {
+        use crate::nodeclass_status::{SubnetProblem, check_subnet_id};
+        let cluster = &self.options.vnet_subnet_id;
+        let id = class.spec.vnet_subnet_id.as_deref().unwrap_or(cluster);
+        check_subnet_id(id, cluster, &self.options.node_resource_group)?;
+        match self.arm.get(id, compute::NETWORK_API).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Err(SubnetProblem {
+                reason: "SubnetNotFound",
+                message: format!("subnet {id} not found"),
+            }),
+            Err(e) => Err(SubnetProblem {
+                reason: "SubnetUnknownError",
+                message: format!("reading subnet {id}: {e}"),
+            }),
+        }
+    }
+
+    async fn vm(&self, provider_id: &str) -> Result<Vm> {
+        let name = compute::vm_name(provider_id).ok_or_else(|| {
+            CloudProviderError::not_found(format!("not an Azure VM providerID: {provider_id:?}"))
+        })?;
+        match self.compute.get(name).await {
+            Ok(vm) => Ok(vm),
+            Err(e) if e.is_not_found() => Err(CloudProviderError::not_found(format!(
+                "VM {name} not found"
+            ))),
+            Err(e) => Err(other(e)),
+        }
+    }
+}
+
+impl<S: ClusterState> CloudProvider for AzureCloudProvider<S> {
+    fn name(&self) -> &'static str {
+        "azure"
+    }
+
+    fn node_classes(&self) -> &'static [Crd] {
+        crate::CRDS
+    }
+
+    /// The status loop writes the `Ready` condition; this reads it.
+    async fn node_class_readiness(
+        &self,
+        reference: &NodeClassReference,
+    ) -> Result<NodeClassReadiness> {
+        if !self.supports(reference) {
+            return Ok(NodeClassReadiness::NotFound);
+        }
+        match self.state.node_class(&reference.name).await {
+            Ok(Some(class)) => Ok(NodeClassReadiness::from_object(
+                &serde_json::to_value(&class).map_err(other)?,
+            )),
+            Ok(None) => Ok(NodeClassReadiness::NotFound),
+            Err(e) => Err(CloudProviderError::Other(e.into())),
+        }
+    }
+
+    /// Upstream's Azure policy: a node not Ready for ten minutes is replaced.
+    fn repair_policies(&self) -> Vec<RepairPolicy> {
+        let ten_minutes = Duration::from_secs(10 * 60);
+        vec![
+            RepairPolicy::new("Ready", "False", ten_minutes),
+            RepairPolicy::new("Ready", "Unknown", ten_minutes),
+        ]
+    }
+
+    async fn create(&self, claim: &NodeClaim) -> Result<NodeClaim> {
+        let class = self.node_class(&claim.spec.node_class_ref.name).await?;
+        let claim_name = claim.metadata.name.clone().unwrap_or_default();
+        let types = self.types_for(&class).await?;
+        // Made before (a retry after a lost answer, a restart): that VM, never a second one.
+        match self.compute.get(&compute::resource_name(&claim_name)).await {
+            Ok(vm) => {
+                let it = types.iter().find(|t| t.name == vm.vm_size);
+                let mut out = self.claim_for(&vm, it.map(|t| &**t));
+                out.metadata.creation_timestamp = None;
+                return Ok(out);
+            }
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(other(e)),
+        }
+        let not_ready =
+            |e: images::ImageError| CloudProviderError::node_class_not_ready(e.to_string());
+        let ready_images = images::ready_images(&class).map_err(not_ready)?;
+        let kubernetes_version = images::kubernetes_version(&class).map_err(not_ready)?;
+        let selection = allocation::select(&types, claim).ok_or_else(|| {
+            CloudProviderError::insufficient_capacity(format!(
+                "no offering of {} instance types is available for NodeClaim {claim_name}",
+                types.len()
+            ))
+        })?;
+        let image =
+            images::pick_image(ready_images, &selection.instance_type).map_err(not_ready)?;
+        let custom_data = self.custom_data(claim, &class, &selection, kubernetes_version)?;
+        let request = VmRequest {
+            node_claim: claim_name.clone(),
+            node_pool: claim
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(NODE_POOL_LABEL))
+                .cloned()
+                .unwrap_or_default(),
+            vm_size: selection.instance_type.name.clone(),
+            zone: selection.arm_zone(),
+            spot: selection.spot(),
+            image_id: image.id.clone(),
+            os_disk_gb: class.spec.os_disk_size_gb,
+            subnet_id: class
+                .spec
+                .vnet_subnet_id
+                .clone()
+                .unwrap_or_else(|| self.options.vnet_subnet_id.clone()),
+            custom_data,
+            admin_username: self.options.linux_admin_username.clone(),
+            ssh_public_key: self.options.ssh_public_key.clone(),
+            tags: self.tags(&class),
+        };
+        match self.compute.create(&request).await {
+            Ok(vm) => Ok(self.launched(claim, &vm, &selection, &class)),
+            Err(e) if self.mark_unavailable(&e, &selection, &types) => {
+                Err(CloudProviderError::insufficient_capacity(e.to_string()))
+            }
+            Err(e) => Err(other(e)),
+        }
+    }
+
+    async fn delete(&self, claim: &NodeClaim) -> Result<()> {
+        let provider_id = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .unwrap_or_default();
+        // A claim that never got a providerID still owns the VM named after it.
+        let name = match compute::vm_name(provider_id) {
+            Some(name) => name.to_string(),
+            None => compute::resource_name(claim.metadata.name.as_deref().unwrap_or_default()),
+        };
+        match self.compute.delete(&name).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_not_found() => Err(CloudProviderError::not_found(format!(
+                "VM {name} not found"
+            ))),
+            Err(e) => Err(other(e)),
+        }
+    }
+
+    async fn get(&self, provider_id: &str) -> Result<NodeClaim> {
+        let vm = self.vm(provider_id).await?;
+        Ok(self.claim_for(&vm, None))
+    }
+
+    async fn list(&self) -> Result<Vec<NodeClaim>> {
+        let vms = self.compute.list().await.map_err(other)?;
+        Ok(vms.iter().map(|vm| self.claim_for(vm, None)).collect())
+    }
+
+    async fn is_drifted(&self, claim: &NodeClaim) -> Result<Option<String>> {
+        let class = match self.node_class(&claim.spec.node_class_ref.name).await {
+            Ok(c) => c,
+            Err(CloudProviderError::NodeClassNotReady(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let node_name = claim.status.as_ref().and_then(|s| s.node_name.as_deref());
+        let node = match node_name {
+            Some(name) => self
+                .state
+                .node(name)
+                .await
+                .map_err(|e| CloudProviderError::Other(e.into()))?,
+            None => None,
+        };
+        drift::drift_reason(
+            claim,
+            &class,
+            node.as_ref(),
+            &self.options.kubelet_identity_client_id,
+        )
+        .map(|r| r.map(str::to_string))
+        .map_err(other)
+    }
+
+    async fn instance_types(&self, node_pool: &NodePool) -> Result<Vec<Arc<InstanceType>>> {
+        let class = self
+            .node_class(&node_pool.spec.template.spec.node_class_ref.name)
+            .await?;
+        self.types_for(&class).await
+    }
+
+    fn provider_labels(&self) -> Vec<String> {
+        AZURE_LABELS.iter().map(|s| s.to_string()).collect()
+    }
+}
