@@ -2,16 +2,18 @@
 //! upstream's schema, CEL rules, defaults and hash), the simulator's `azure` catalog
 //! ([`catalog`], AKS's allocatable as upstream computes it), instance types from ARM's Resource
 //! SKUs with upstream's filters ([`skus`], [`vmsize`], [`gpus`], [`instancetype`]), prices from
-//! the Retail Prices API with an embedded fallback ([`pricing`]), and what ARM's capacity
-//! errors block ([`offerings`]). With the `cloud` feature: Entra ID tokens ([`auth`]), ARM over
-//! REST ([`arm`]) and node VMs ([`compute`]). Still to come: the `CloudProvider` that ties
-//! them together, bootstrap, and the controller registration.
+//! the Retail Prices API with an embedded fallback ([`pricing`]), what ARM's capacity errors
+//! block ([`offerings`]), and the script-less custom data a node VM boots with
+//! ([`bootstrap`]). With the `cloud` feature: Entra ID tokens ([`auth`]), ARM over REST
+//! ([`arm`]) and node VMs ([`compute`]). Still to come: the `CloudProvider` that ties them
+//! together, and the controller registration.
 
 pub mod aksnodeclass;
 #[cfg(feature = "cloud")]
 pub mod arm;
 #[cfg(feature = "cloud")]
 pub mod auth;
+pub mod bootstrap;
 pub mod catalog;
 #[cfg(feature = "cloud")]
 pub mod compute;
