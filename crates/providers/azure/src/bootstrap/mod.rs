@@ -182,8 +182,10 @@ pub struct Options {
     pub overhead: Overhead,
     /// The VM size (`Standard_NC6s_v3`): decides whether and which NVIDIA driver is installed.
     pub vm_size: String,
-    /// Whether AKS installs the GPU driver on GPU sizes (the AKSNodeClass's `gpu.mode`
-    /// `Driver`, the default; see `AKSNodeClassSpec::gpu_driver_installed`).
+    /// Whether AKS installs the GPU driver on GPU sizes: the AKSNodeClass's `gpu.mode` is
+    /// `Driver`, its default (see
+    /// [`AKSNodeClassSpec::gpu_driver_installed`](crate::aksnodeclass::AKSNodeClassSpec::gpu_driver_installed)).
+    /// `false` in `Options::default()`.
     pub install_gpu_driver: bool,
 }
 
