@@ -174,45 +174,18 @@ impl Default for InstanceTypeOptions {
     }
 }
 
-/// The network plugin whose nodes get the default pod counts of upstream's `GetMaxPods`.
-pub const NETWORK_PLUGIN_AZURE: &str = "azure";
-/// A cluster without a network plugin (the user brings a CNI).
-pub const NETWORK_PLUGIN_NONE: &str = "none";
-/// Azure CNI overlay.
-pub const NETWORK_PLUGIN_MODE_OVERLAY: &str = "overlay";
-
-/// The pods a node runs: the NodeClass's `maxPods`, or upstream's default for the cluster's
-/// network — 250 without a plugin or with Azure CNI overlay, 30 with Azure CNI on the node
-/// subnet, Kubernetes' 110 otherwise (kubenet).
-pub fn max_pods(
-    spec_max_pods: Option<i32>,
-    network_plugin: &str,
-    network_plugin_mode: &str,
-) -> i64 {
-    if let Some(n) = spec_max_pods {
-        return i64::from(n);
-    }
-    match (network_plugin, network_plugin_mode) {
-        (NETWORK_PLUGIN_NONE, _) => 250,
-        (NETWORK_PLUGIN_AZURE, NETWORK_PLUGIN_MODE_OVERLAY) => 250,
-        (NETWORK_PLUGIN_AZURE, "") => 30,
-        _ => 110,
-    }
-}
-
 impl InstanceTypeOptions {
     /// The options an AKSNodeClass sets, in a cluster with this network and memory overhead.
     pub fn for_node_class(
         spec: &crate::aksnodeclass::AKSNodeClassSpec,
         local_dns_enabled: bool,
-        network_plugin: &str,
-        network_plugin_mode: &str,
+        network: &crate::bootstrap::Network,
         vm_memory_overhead_percent: f64,
     ) -> Self {
         Self {
             image_family: spec.image_family().as_str().to_string(),
             os_disk_size_gb: i64::from(spec.os_disk_size_gb),
-            max_pods: max_pods(spec.max_pods, network_plugin, network_plugin_mode),
+            max_pods: i64::from(network.max_pods(spec.max_pods)),
             encryption_at_host: spec
                 .security
                 .as_ref()

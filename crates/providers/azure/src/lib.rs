@@ -15,6 +15,7 @@ pub mod allocation;
 pub mod arm;
 #[cfg(feature = "cloud")]
 pub mod auth;
+pub mod bootstrap;
 pub mod catalog;
 #[cfg(feature = "cloud")]
 pub mod catalog_api;
@@ -24,6 +25,7 @@ pub mod drift;
 pub mod gpus;
 pub mod images;
 pub mod instancetype;
+pub mod labels;
 #[cfg(feature = "cloud")]
 pub mod nodeclass_status;
 pub mod offerings;

@@ -15,6 +15,7 @@ use karpenter_controller::{Context, Error, conditions, nodeclass_status};
 use tokio_util::sync::CancellationToken;
 
 use crate::aksnodeclass::{AKSNodeClass, AKSNodeClassStatus, NodeImage};
+use crate::bootstrap::SubnetId;
 use crate::images::{
     CONDITION_IMAGES_READY, CONDITION_KUBERNETES_VERSION_READY, keep_existing_versions,
 };
@@ -53,72 +54,6 @@ pub struct Observed {
     pub maintenance_window_open: bool,
     /// Whether the subnet is usable.
     pub subnet: Result<(), SubnetProblem>,
-}
-
-/// The parts of an ARM subnet id (`/subscriptions/s/resourceGroups/rg/providers/
-/// Microsoft.Network/virtualNetworks/v/subnets/n`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SubnetId {
-    /// The subscription.
-    pub subscription_id: String,
-    /// The resource group.
-    pub resource_group: String,
-    /// The virtual network.
-    pub vnet: String,
-    /// The subnet.
-    pub subnet: String,
-}
-
-impl SubnetId {
-    /// Parses an id, case-insensitively in its fixed segments as ARM is.
-    pub fn parse(id: &str) -> Option<Self> {
-        let parts: Vec<&str> = id.trim_start_matches('/').split('/').collect();
-        let fixed = [
-            (0, "subscriptions"),
-            (2, "resourcegroups"),
-            (4, "providers"),
-            (5, "microsoft.network"),
-            (6, "virtualnetworks"),
-            (8, "subnets"),
-        ];
-        if parts.len() != 10
-            || parts.iter().any(|p| p.is_empty())
-            || fixed
-                .iter()
-                .any(|(i, want)| !parts[*i].eq_ignore_ascii_case(want))
-        {
-            return None;
-        }
-        Some(Self {
-            subscription_id: parts[1].into(),
-            resource_group: parts[3].into(),
-            vnet: parts[7].into(),
-            subnet: parts[9].into(),
-        })
-    }
-
-    /// Whether both are in the same virtual network.
-    pub fn same_vnet(&self, other: &Self) -> bool {
-        self.subscription_id
-            .eq_ignore_ascii_case(&other.subscription_id)
-            && self
-                .resource_group
-                .eq_ignore_ascii_case(&other.resource_group)
-            && self.vnet.eq_ignore_ascii_case(&other.vnet)
-    }
-
-    /// Whether this is the VNet AKS made and manages (`aks-vnet-<8 digits>/aks-subnet` in the
-    /// node resource group).
-    pub fn is_aks_managed(&self, node_resource_group: &str) -> bool {
-        let digits = self.vnet.to_ascii_lowercase();
-        digits
-            .strip_prefix("aks-vnet-")
-            .is_some_and(|d| d.len() == 8 && d.bytes().all(|b| b.is_ascii_digit()))
-            && self
-                .resource_group
-                .eq_ignore_ascii_case(node_resource_group)
-            && self.subnet.eq_ignore_ascii_case("aks-subnet")
-    }
 }
 
 /// Whether a NodeClass may use `subnet_id` in a cluster whose nodes default to

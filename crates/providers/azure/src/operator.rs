@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::arm::Arm;
 use crate::auth::{Authorities, Credential, TokenSource};
+use crate::bootstrap::Network;
 use crate::catalog_api::RETAIL_PRICES_URL;
 use crate::nodeclass_status;
 use crate::provider::{AzureCloudProvider, AzureOptions, KubeState};
@@ -64,6 +65,9 @@ pub struct AzureSettings {
     /// The network dataplane.
     #[arg(long, env = "NETWORK_DATAPLANE", default_value = "cilium")]
     pub network_dataplane: String,
+    /// The nodes' VNet GUID (Azure CNI overlay with a custom VNet).
+    #[arg(long, env = "VNET_GUID", default_value = "")]
+    pub vnet_guid: String,
     /// The cluster DNS service's IP.
     #[arg(long, env = "DNS_SERVICE_IP", default_value = "")]
     pub dns_service_ip: String,
@@ -170,7 +174,7 @@ impl AzureSettings {
                 reason: format!("{} is not in [0, 1)", self.vm_memory_overhead_percent),
             });
         }
-        if crate::nodeclass_status::SubnetId::parse(&self.vnet_subnet_id).is_none() {
+        if crate::bootstrap::SubnetId::parse(&self.vnet_subnet_id).is_none() {
             return Err(SettingsError::Invalid {
                 name: "VNET_SUBNET_ID",
                 reason: format!("{:?} is not a subnet's ARM id", self.vnet_subnet_id),
@@ -189,10 +193,13 @@ impl AzureSettings {
             vnet_subnet_id: self.vnet_subnet_id,
             ssh_public_key: self.ssh_public_key,
             linux_admin_username: self.linux_admin_username,
-            network_plugin: self.network_plugin,
-            network_plugin_mode: self.network_plugin_mode,
-            network_policy: self.network_policy,
-            network_dataplane: self.network_dataplane,
+            network: Network {
+                plugin: self.network_plugin,
+                plugin_mode: self.network_plugin_mode,
+                dataplane: self.network_dataplane,
+                policy: self.network_policy,
+            },
+            vnet_guid: self.vnet_guid,
             dns_service_ip: self.dns_service_ip,
             kubelet_identity_client_id: self.kubelet_identity_client_id,
             vm_memory_overhead_percent: self.vm_memory_overhead_percent,

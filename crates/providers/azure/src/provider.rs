@@ -32,6 +32,7 @@ use crate::aksnodeclass::{
 };
 use crate::allocation::{self, Selection};
 use crate::arm::{Arm, ArmError};
+use crate::bootstrap;
 use crate::compute::{self, Compute, NODE_POOL_TAG, Vm, VmRequest};
 use crate::images::{self, CommunityImages, ImageSource};
 use crate::instancetype::{
@@ -80,14 +81,10 @@ pub struct AzureOptions {
     pub ssh_public_key: String,
     /// `LINUX_ADMIN_USERNAME` (`azureuser`).
     pub linux_admin_username: String,
-    /// `NETWORK_PLUGIN` (`azure`).
-    pub network_plugin: String,
-    /// `NETWORK_PLUGIN_MODE` (`overlay`).
-    pub network_plugin_mode: String,
-    /// `NETWORK_POLICY`.
-    pub network_policy: String,
-    /// `NETWORK_DATAPLANE` (`cilium`).
-    pub network_dataplane: String,
+    /// `NETWORK_PLUGIN`, `NETWORK_PLUGIN_MODE`, `NETWORK_DATAPLANE`, `NETWORK_POLICY`.
+    pub network: crate::bootstrap::Network,
+    /// `VNET_GUID`: the nodes' VNet GUID, for Azure CNI overlay.
+    pub vnet_guid: String,
     /// `DNS_SERVICE_IP`.
     pub dns_service_ip: String,
     /// `KUBELET_IDENTITY_CLIENT_ID`.
@@ -195,6 +192,7 @@ pub struct AzureCloudProvider<S> {
     catalog: Mutex<Catalog>,
     types: Mutex<BTreeMap<String, ResolvedTypes>>,
     unavailable: UnavailableOfferings,
+    nsg: Mutex<Option<String>>,
 }
 
 fn other(e: impl std::error::Error + Send + Sync + 'static) -> CloudProviderError {
@@ -224,6 +222,7 @@ impl<S: ClusterState> AzureCloudProvider<S> {
             catalog: Mutex::default(),
             types: Mutex::default(),
             unavailable: UnavailableOfferings::default(),
+            nsg: Mutex::default(),
         }
     }
 
@@ -300,16 +299,10 @@ impl<S: ClusterState> AzureCloudProvider<S> {
     }
 
     fn type_options(&self, class: &AKSNodeClass) -> InstanceTypeOptions {
-        let local_dns = class
-            .status
-            .as_ref()
-            .and_then(|s| s.local_dns_state.as_deref())
-            == Some("Enabled");
         InstanceTypeOptions::for_node_class(
             &class.spec,
-            local_dns,
-            &self.options.network_plugin,
-            &self.options.network_plugin_mode,
+            local_dns_enabled(class),
+            &self.options.network,
             self.options.vm_memory_overhead_percent,
         )
     }
@@ -485,16 +478,108 @@ impl<S: ClusterState> AzureCloudProvider<S> {
         out
     }
 
-    fn custom_data(
+    /// The name of the cluster's network security group in the node resource group
+    /// (`aks-agentpool-<8 digits>-nsg`), which the node's bootstrap names; read once.
+    async fn managed_nsg(&self) -> Result<String> {
+        let mut cached = self.nsg.lock().await;
+        if let Some(name) = cached.as_ref() {
+            return Ok(name.clone());
+        }
+        let groups = self
+            .arm
+            .list(
+                &format!(
+                    "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/networkSecurityGroups",
+                    self.options.subscription_id, self.options.node_resource_group
+                ),
+                compute::NETWORK_API,
+                &[],
+            )
+            .await
+            .map_err(other)?;
+        let name = groups
+            .iter()
+            .filter_map(|g| g.get("name").and_then(serde_json::Value::as_str))
+            .find(|n| is_managed_nsg(n))
+            .ok_or_else(|| {
+                CloudProviderError::node_class_not_ready(format!(
+                    "no AKS network security group (aks-agentpool-<id>-nsg) in {}",
+                    self.options.node_resource_group
+                ))
+            })?
+            .to_string();
+        *cached = Some(name.clone());
+        Ok(name)
+    }
+
+    /// The node's bootstrap (AKS's script-less custom data) for a launch of `selection`.
+    async fn custom_data(
         &self,
-        _claim: &NodeClaim,
-        _class: &AKSNodeClass,
-        _selection: &Selection,
-        _version: &str,
+        claim: &NodeClaim,
+        class: &AKSNodeClass,
+        selection: &Selection,
+        kubernetes_version: &str,
+        subnet_id: &str,
     ) -> Result<String> {
-        Err(CloudProviderError::node_class_not_ready(
-            "the AKS bootstrap is not wired in yet",
-        ))
+        let it = &selection.instance_type;
+        let arch = it
+            .requirements
+            .get(karpenter_api::labels::ARCH_LABEL)
+            .and_then(|r| r.values().next().map(str::to_string))
+            .unwrap_or_else(|| "amd64".into());
+        let effective = images::resolve_family(&class.spec, kubernetes_version);
+        let mut labels = crate::labels::base_labels(
+            &class.spec,
+            &crate::labels::LabelInputs {
+                node_resource_group: &self.options.node_resource_group,
+                kubelet_identity_client_id: &self.options.kubelet_identity_client_id,
+                network: &self.options.network,
+                subnet_id,
+                vnet_guid: &self.options.vnet_guid,
+                kubernetes_version,
+                effective_os_sku: effective.name(),
+                local_dns_enabled: local_dns_enabled(class),
+                arch: &arch,
+            },
+        );
+        labels.extend(launch_labels(claim, it, &selection.offering, &AZURE_LABELS));
+        labels.insert(
+            LABEL_PLACEMENT_SCOPE.into(),
+            allocation::placement_scope(&selection.offering.zone).into(),
+        );
+        let priority = allocation::priority(&selection.offering.capacity_type);
+        labels.insert(AKS_LABEL_SCALE_SET_PRIORITY.into(), priority.into());
+        labels.insert(AKS_LABEL_PRIORITY.into(), priority.into());
+        let options = bootstrap::Options {
+            cluster_endpoint: self.options.cluster_endpoint.clone(),
+            ca_bundle: self.options.ca_bundle.clone().unwrap_or_default(),
+            tls_bootstrap_token: self.options.kubelet_bootstrap_token.clone(),
+            kubernetes_version: kubernetes_version.to_string(),
+            arch: bootstrap::Arch::parse(&arch).ok_or_else(|| {
+                CloudProviderError::node_class_not_ready(format!(
+                    "{}: architecture {arch:?} has no AKS node image",
+                    it.name
+                ))
+            })?,
+            tenant_id: self.options.tenant_id.clone(),
+            subscription_id: self.options.subscription_id.clone(),
+            location: self.options.location.clone(),
+            node_resource_group: self.options.node_resource_group.clone(),
+            kubelet_identity_client_id: self.options.kubelet_identity_client_id.clone(),
+            subnet_id: subnet_id.to_string(),
+            network_security_group: self.managed_nsg().await?,
+            network: self.options.network.clone(),
+            cluster_dns: Some(self.options.dns_service_ip.clone()).filter(|d| !d.is_empty()),
+            labels,
+            taints: bootstrap::node_taints(&claim.spec.taints, &claim.spec.startup_taints),
+            kubelet: class.spec.kubelet.clone(),
+            max_pods: self.options.network.max_pods(class.spec.max_pods),
+            overhead: it.overhead.clone(),
+            vm_size: it.name.clone(),
+            install_gpu_driver: class.spec.gpu_driver_installed(),
+        };
+        bootstrap::custom_data(&options)
+            .map_err(|e| CloudProviderError::node_class_not_ready(e.to_string()))
     }
 
     /// The newest images for the NodeClass in a cluster at `kubernetes_version`, best first.
@@ -552,6 +637,22 @@ impl<S: ClusterState> AzureCloudProvider<S> {
             Err(e) => Err(other(e)),
         }
     }
+}
+
+/// Whether the NodeClass's nodes run LocalDNS, as its status resolved `localDNS.mode`.
+fn local_dns_enabled(class: &AKSNodeClass) -> bool {
+    class
+        .status
+        .as_ref()
+        .and_then(|s| s.local_dns_state.as_deref())
+        == Some("Enabled")
+}
+
+/// AKS's own network security group: `aks-agentpool-<8 digits>-nsg`.
+fn is_managed_nsg(name: &str) -> bool {
+    name.strip_prefix("aks-agentpool-")
+        .and_then(|rest| rest.strip_suffix("-nsg"))
+        .is_some_and(|id| id.len() == 8 && id.bytes().all(|b| b.is_ascii_digit()))
 }
 
 impl<S: ClusterState> CloudProvider for AzureCloudProvider<S> {
@@ -616,7 +717,14 @@ impl<S: ClusterState> CloudProvider for AzureCloudProvider<S> {
         })?;
         let image =
             images::pick_image(ready_images, &selection.instance_type).map_err(not_ready)?;
-        let custom_data = self.custom_data(claim, &class, &selection, kubernetes_version)?;
+        let subnet_id = class
+            .spec
+            .vnet_subnet_id
+            .clone()
+            .unwrap_or_else(|| self.options.vnet_subnet_id.clone());
+        let custom_data = self
+            .custom_data(claim, &class, &selection, kubernetes_version, &subnet_id)
+            .await?;
         let request = VmRequest {
             node_claim: claim_name.clone(),
             node_pool: claim
@@ -631,11 +739,7 @@ impl<S: ClusterState> CloudProvider for AzureCloudProvider<S> {
             spot: selection.spot(),
             image_id: image.id.clone(),
             os_disk_gb: class.spec.os_disk_size_gb,
-            subnet_id: class
-                .spec
-                .vnet_subnet_id
-                .clone()
-                .unwrap_or_else(|| self.options.vnet_subnet_id.clone()),
+            subnet_id,
             custom_data,
             admin_username: self.options.linux_admin_username.clone(),
             ssh_public_key: self.options.ssh_public_key.clone(),
