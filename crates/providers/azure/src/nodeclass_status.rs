@@ -284,12 +284,22 @@ async fn observe<S: ClusterState>(
     let maintenance_window_open = match system_namespace() {
         Some(ns) => {
             let api: kube::Api<ConfigMap> = kube::Api::namespaced(ctx.client.clone(), &ns);
-            let map = api.get_opt(MAINTENANCE_WINDOW_CONFIG_MAP).await?;
-            maintenance_window_open(map.as_ref().and_then(|m| m.data.as_ref()), ctx.clock.now())
+            // A window that cannot be read holds images back; it never stops the rest of the
+            // status (a missing permission would otherwise leave every NodeClass not Ready).
+            match api.get_opt(MAINTENANCE_WINDOW_CONFIG_MAP).await {
+                Ok(map) => maintenance_window_open(
+                    map.as_ref().and_then(|m| m.data.as_ref()),
+                    ctx.clock.now(),
+                )
                 .unwrap_or_else(|e| {
                     tracing::warn!(error = %e, "reading the maintenance window; treating it as closed");
                     false
-                })
+                }),
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the maintenance window; treating it as closed");
+                    false
+                }
+            }
         }
         None => true,
     };

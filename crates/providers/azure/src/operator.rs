@@ -217,8 +217,7 @@ impl Provider for AzureProvider {
         let endpoint = settings.arm_endpoint.clone();
         let mut options = settings.options(env)?;
         options.ca_bundle = karpenter_controller::cloudprovider::cluster_ca_bundle().await;
-        let credential =
-            Credential::from_env(env).map_err(|e| format!("Azure credentials: {e}"))?;
+        let credential = Credential::from_env(env)?;
         let mut authorities = Authorities::default();
         if let Some(host) = env("AZURE_AUTHORITY_HOST").filter(|h| !h.is_empty()) {
             authorities.authority = host;
