@@ -47,6 +47,20 @@ impl NodeClassReadiness {
             },
         }
     }
+
+    /// Readiness of a NodeClass looked up by name: `NotFound` when there is none, else what
+    /// its `Ready` condition says ([`Self::from_object`]); a failed lookup is the error.
+    pub fn of_lookup<T: serde::Serialize>(
+        found: std::result::Result<Option<T>, String>,
+    ) -> Result<Self> {
+        match found {
+            Ok(Some(class)) => Ok(Self::from_object(
+                &serde_json::to_value(&class).map_err(crate::CloudProviderError::other)?,
+            )),
+            Ok(None) => Ok(Self::NotFound),
+            Err(e) => Err(crate::CloudProviderError::Other(e.into())),
+        }
+    }
 }
 
 /// What the controller needs of a cloud.
@@ -112,6 +126,22 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn readiness_of_a_lookup() {
+        let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        assert_eq!(
+            NodeClassReadiness::of_lookup(Ok(Some(ready))).unwrap(),
+            NodeClassReadiness::Ready
+        );
+        assert_eq!(
+            NodeClassReadiness::of_lookup(Ok(None::<Value>)).unwrap(),
+            NodeClassReadiness::NotFound
+        );
+        assert!(
+            NodeClassReadiness::of_lookup(Err::<Option<Value>, _>("forbidden".into())).is_err()
+        );
+    }
 
     #[test]
     fn readiness_from_the_ready_condition() {

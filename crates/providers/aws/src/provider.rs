@@ -685,13 +685,7 @@ where
         if !self.supports(reference) {
             return Ok(NodeClassReadiness::NotFound);
         }
-        match self.node_classes.get(&reference.name).await {
-            Ok(Some(class)) => Ok(NodeClassReadiness::from_object(
-                &serde_json::to_value(&class).map_err(CloudProviderError::other)?,
-            )),
-            Ok(None) => Ok(NodeClassReadiness::NotFound),
-            Err(e) => Err(CloudProviderError::Other(e.into())),
-        }
+        NodeClassReadiness::of_lookup(self.node_classes.get(&reference.name).await)
     }
 
     /// Upstream's AWS policies: not Ready for 30 minutes, or an accelerator, storage,

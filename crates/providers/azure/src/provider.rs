@@ -672,13 +672,7 @@ impl<S: ClusterState> CloudProvider for AzureCloudProvider<S> {
         if !self.supports(reference) {
             return Ok(NodeClassReadiness::NotFound);
         }
-        match self.state.node_class(&reference.name).await {
-            Ok(Some(class)) => Ok(NodeClassReadiness::from_object(
-                &serde_json::to_value(&class).map_err(other)?,
-            )),
-            Ok(None) => Ok(NodeClassReadiness::NotFound),
-            Err(e) => Err(CloudProviderError::Other(e.into())),
-        }
+        NodeClassReadiness::of_lookup(self.state.node_class(&reference.name).await)
     }
 
     /// Upstream's Azure policy: a node not Ready for ten minutes is replaced.
