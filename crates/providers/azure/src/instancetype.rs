@@ -197,12 +197,8 @@ impl InstanceTypeOptions {
             } else {
                 GpuMode::None
             },
-            artifact_streaming: spec
-                .artifact_streaming
-                .as_ref()
-                .and_then(|a| a.enabled)
-                .unwrap_or(false),
-            fips: spec.fips_mode.as_deref() == Some("FIPS"),
+            artifact_streaming: spec.artifact_streaming_enabled(),
+            fips: spec.fips(),
             local_dns: local_dns_enabled,
             vm_memory_overhead_percent,
         }

@@ -71,7 +71,7 @@ pub fn base_labels(spec: &AKSNodeClassSpec, inputs: &LabelInputs) -> BTreeMap<St
     set(AKS_LABEL_SCALE_SET_PRIORITY, "regular");
     set(AKS_LABEL_PRIORITY, "regular");
     set(AKS_LABEL_OS_SKU, os_sku(&spec.image_family));
-    if spec.fips_mode.as_deref() == Some("FIPS") {
+    if spec.fips() {
         set(AKS_LABEL_FIPS_ENABLED, "true");
     }
     set("kubernetes.azure.com/os-sku-requested", &spec.image_family);
@@ -119,12 +119,7 @@ pub fn base_labels(spec: &AKSNodeClassSpec, inputs: &LabelInputs) -> BTreeMap<St
             "disabled"
         },
     );
-    let streaming = spec
-        .artifact_streaming
-        .as_ref()
-        .and_then(|a| a.enabled)
-        .unwrap_or(false);
-    if streaming && inputs.arch != "arm64" {
+    if spec.artifact_streaming_enabled() && inputs.arch != "arm64" {
         set("kubernetes.azure.com/artifactstreaming-enabled", "true");
     }
     labels

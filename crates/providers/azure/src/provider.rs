@@ -589,7 +589,7 @@ impl<S: ClusterState> AzureCloudProvider<S> {
         class: &AKSNodeClass,
         kubernetes_version: &str,
     ) -> std::result::Result<Vec<NodeImage>, String> {
-        if images::fips(&class.spec) {
+        if class.spec.fips() {
             return Err("FIPS images require UseSIG to be enabled, which only AKS's managed node auto-provisioning has".into());
         }
         let defaults = images::default_images(

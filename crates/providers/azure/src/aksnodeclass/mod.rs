@@ -528,6 +528,19 @@ impl AKSNodeClassSpec {
         tl.is_some_and(|t| t.vtpm == Some(true) || t.secure_boot == Some(true))
     }
 
+    /// Whether nodes boot FIPS images (`fipsMode: FIPS`).
+    pub fn fips(&self) -> bool {
+        self.fips_mode.as_deref() == Some("FIPS")
+    }
+
+    /// Whether artifact streaming is explicitly enabled.
+    pub fn artifact_streaming_enabled(&self) -> bool {
+        self.artifact_streaming
+            .as_ref()
+            .and_then(|a| a.enabled)
+            .unwrap_or(false)
+    }
+
     /// Whether AKS installs the GPU driver on GPU nodes (the default).
     pub fn gpu_driver_installed(&self) -> bool {
         self.gpu.as_ref().is_none_or(|g| g.mode != "None")

@@ -15,9 +15,6 @@ use Arch::{Amd64, Arm64};
 use Gallery::{AksAzureLinux, AksUbuntu};
 use HyperVGeneration::{V1, V2};
 
-/// `spec.fipsMode` asking for FIPS-validated images.
-pub const FIPS_MODE_FIPS: &str = "FIPS";
-
 /// A gallery AKS publishes node images to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Gallery {
@@ -278,16 +275,11 @@ fn default_ubuntu(fips: bool, trusted_launch: bool, kubernetes_version: &str) ->
     }
 }
 
-/// Whether the spec asks for FIPS images.
-pub fn fips(spec: &AKSNodeClassSpec) -> bool {
-    spec.fips_mode.as_deref() == Some(FIPS_MODE_FIPS)
-}
-
 /// The release a NodeClass's spec boots on a cluster at `kubernetes_version`.
 pub fn resolve_family(spec: &AKSNodeClassSpec, kubernetes_version: &str) -> ResolvedFamily {
     ResolvedFamily::resolve(
         spec.image_family(),
-        fips(spec),
+        spec.fips(),
         spec.trusted_launch(),
         kubernetes_version,
     )
@@ -300,7 +292,7 @@ pub fn default_images(
     kubernetes_version: &str,
     source: ImageSource,
 ) -> &'static [DefaultImage] {
-    resolve_family(spec, kubernetes_version).images(fips(spec), spec.trusted_launch(), source)
+    resolve_family(spec, kubernetes_version).images(spec.fips(), spec.trusted_launch(), source)
 }
 
 // Each list is in upstream's preference order: the first image an instance type can boot is

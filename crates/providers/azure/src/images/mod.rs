@@ -22,8 +22,8 @@ mod cloud;
 #[cfg(feature = "cloud")]
 pub use cloud::{COMMUNITY_GALLERY_API_VERSION, CommunityImages, IMAGE_CACHE_TTL, ListError};
 pub use family::{
-    Arch, DefaultImage, FIPS_MODE_FIPS, Gallery, HyperVGeneration, ImageSource, ResolvedFamily,
-    default_images, fips, resolve_family,
+    Arch, DefaultImage, Gallery, HyperVGeneration, ImageSource, ResolvedFamily, default_images,
+    resolve_family,
 };
 pub use gallery::{
     CommunityImageVersion, CommunityImageVersionPage, CommunityImageVersionProperties,
