@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use karpenter_api::labels::NODE_DO_NOT_SYNC_TAINTS_LABEL;
 
 use crate::aksnodeclass::AKSNodeClassSpec;
-use crate::bootstrap::{NETWORK_DATAPLANE_CILIUM, Network, SubnetId};
+use crate::bootstrap::{NETWORK_DATAPLANE_CILIUM, Network, SubnetId, semantic_version};
 use crate::drift::LABEL_KUBELET_IDENTITY_CLIENT_ID;
 use crate::instancetype::{
     AKS_LABEL_FIPS_ENABLED, AKS_LABEL_MODE, AKS_LABEL_OS_SKU, AKS_LABEL_PRIORITY,
@@ -92,14 +92,8 @@ pub fn base_labels(spec: &AKSNodeClassSpec, inputs: &LabelInputs) -> BTreeMap<St
         );
         set("kubernetes.azure.com/azure-cni-overlay", "true");
         set("kubernetes.azure.com/podnetwork-type", "overlay");
-        let minor = inputs
-            .kubernetes_version
-            .trim_start_matches('v')
-            .split('.')
-            .take(2)
-            .map(|p| p.parse::<u64>().unwrap_or(0))
-            .collect::<Vec<_>>();
-        let stateless = minor.as_slice() >= [1, 34].as_slice();
+        let stateless = semantic_version(inputs.kubernetes_version.trim_start_matches('v'))
+            .is_some_and(|(major, minor, _)| (major, minor) >= (1, 34));
         set(
             "kubernetes.azure.com/network-stateless-cni",
             if stateless { "true" } else { "false" },

@@ -15,7 +15,7 @@ use karpenter_controller::{Context, Error, conditions, nodeclass_status};
 use tokio_util::sync::CancellationToken;
 
 use crate::aksnodeclass::{AKSNodeClass, AKSNodeClassStatus, NodeImage};
-use crate::bootstrap::SubnetId;
+use crate::bootstrap::{SubnetId, semantic_version};
 use crate::images::{
     CONDITION_IMAGES_READY, CONDITION_KUBERNETES_VERSION_READY, keep_existing_versions,
 };
@@ -119,19 +119,6 @@ pub fn maintenance_window_open(
     }
 }
 
-/// Parses `major.minor.patch` leniently (a `v` prefix, pre-release suffixes ignored).
-fn version(v: &str) -> Option<(u64, u64, u64)> {
-    let mut parts = v
-        .trim_start_matches('v')
-        .split(['.', '-', '+'])
-        .map(|p| p.parse::<u64>().ok());
-    Some((
-        parts.next()??,
-        parts.next()??,
-        parts.next().flatten().unwrap_or(0),
-    ))
-}
-
 struct Writer<'a> {
     conditions: &'a mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
     generation: Option<i64>,
@@ -174,6 +161,7 @@ pub fn status(class: &AKSNodeClass, observed: &Observed, now: Timestamp) -> AKSN
             if version_was_ready
                 && let Some(current) = previous_version.as_deref().filter(|v| !v.is_empty())
             {
+                let version = |v: &str| semantic_version(v.trim_start_matches('v'));
                 match (version(discovered), version(current)) {
                     (Some(new), Some(old)) if new > old => upgraded = true,
                     (Some(new), Some(old)) if new < old => goal = current.to_string(),
@@ -258,14 +246,6 @@ pub fn status(class: &AKSNodeClass, observed: &Observed, now: Timestamp) -> AKSN
 
 karpenter_controller::impl_stored!(AKSNodeClass);
 
-/// The controller's namespace, where AKS puts the maintenance-window ConfigMap.
-fn system_namespace() -> Option<String> {
-    std::env::var("SYSTEM_NAMESPACE")
-        .ok()
-        .map(|n| n.trim().to_string())
-        .filter(|n| !n.is_empty())
-}
-
 async fn observe<S: ClusterState>(
     ctx: &Context<AzureCloudProvider<S>>,
     class: &AKSNodeClass,
@@ -281,9 +261,10 @@ async fn observe<S: ClusterState>(
         Ok(v) => provider.node_images(class, v).await,
         Err(e) => Err(e.clone()),
     };
-    let maintenance_window_open = match system_namespace() {
+    let namespace = &ctx.options.system_namespace;
+    let maintenance_window_open = match (!namespace.is_empty()).then_some(namespace) {
         Some(ns) => {
-            let api: kube::Api<ConfigMap> = kube::Api::namespaced(ctx.client.clone(), &ns);
+            let api: kube::Api<ConfigMap> = kube::Api::namespaced(ctx.client.clone(), ns);
             // A window that cannot be read holds images back; it never stops the rest of the
             // status (a missing permission would otherwise leave every NodeClass not Ready).
             match api.get_opt(MAINTENANCE_WINDOW_CONFIG_MAP).await {

@@ -30,6 +30,7 @@ use crate::aksnodeclass::KubeletConfiguration;
 pub use gpu::{GpuDriver, gpu_driver};
 pub use kubelet::{can_kubelet_set_label, node_taints};
 pub use parse::SubnetId;
+pub(crate) use parse::semantic_version;
 
 /// The CPU architecture of the node, as Kubernetes names it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

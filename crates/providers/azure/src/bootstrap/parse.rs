@@ -98,9 +98,9 @@ pub(super) fn api_server_name(url: &str) -> Option<String> {
     (!host.is_empty()).then(|| host.to_string())
 }
 
-/// The minor version of a semantic version (`1.33.2`, `1.33.0-rc.1+build`), which picks
-/// the kubelet flags and artifacts a node gets; `None` for anything else.
-pub(super) fn minor_version(version: &str) -> Option<u64> {
+/// A semantic version's `(major, minor, patch)` (`1.33.2`, `1.33.0-rc.1+build`); `None` for
+/// anything else.
+pub(crate) fn semantic_version(version: &str) -> Option<(u64, u64, u64)> {
     let core = version.split_once('+').map_or(version, |(c, _)| c);
     let core = core.split_once('-').map_or(core, |(c, _)| c);
     let numbers: Vec<&str> = core.split('.').collect();
@@ -110,10 +110,19 @@ pub(super) fn minor_version(version: &str) -> Option<u64> {
     if !(numeric(major) && numeric(minor) && numeric(patch)) {
         return None;
     }
-    minor.parse().ok()
+    Some((
+        major.parse().ok()?,
+        minor.parse().ok()?,
+        patch.parse().ok()?,
+    ))
 }
 
-/// Digits without a leading zero (semantic versions allow none).
+/// The minor version of a semantic version, which picks the kubelet flags and artifacts a
+/// node gets; `None` for anything else.
+pub(super) fn minor_version(version: &str) -> Option<u64> {
+    semantic_version(version).map(|(_, minor, _)| minor)
+}
+
 fn numeric(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'))
 }
