@@ -130,6 +130,22 @@ impl InstanceType {
     }
 }
 
+/// The claim's requirements, and the instance types it may launch as: those its requirements
+/// allow and whose allocatable holds its requests.
+pub fn launchable<'a>(
+    types: &'a [std::sync::Arc<InstanceType>],
+    claim: &karpenter_api::NodeClaim,
+) -> (Requirements, Vec<&'a std::sync::Arc<InstanceType>>) {
+    let requirements = Requirements::from_node_claim(&claim.spec.requirements);
+    let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
+    let types = types
+        .iter()
+        .filter(|it| requirements.intersects(&it.requirements).is_ok())
+        .filter(|it| requests.fits(it.allocatable()))
+        .collect();
+    (requirements, types)
+}
+
 /// The launch a NodeClaim gets where the provider takes the lowest price (KWOK, and AWS for
 /// on-demand): the cheapest available offering, among the instance types its requirements
 /// allow and whose allocatable holds its requests. `plan` names the same one.
@@ -137,14 +153,9 @@ pub fn cheapest_launch<'a>(
     types: &'a [std::sync::Arc<InstanceType>],
     claim: &karpenter_api::NodeClaim,
 ) -> Option<(&'a InstanceType, &'a Offering)> {
-    let requirements = Requirements::from_node_claim(&claim.spec.requirements);
-    let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
+    let (requirements, launchable) = launchable(types, claim);
     let mut best: Option<(&InstanceType, &Offering)> = None;
-    for it in types
-        .iter()
-        .filter(|it| requirements.intersects(&it.requirements).is_ok())
-        .filter(|it| requests.fits(it.allocatable()))
-    {
+    for it in launchable {
         let cheapest = it
             .offerings
             .iter()

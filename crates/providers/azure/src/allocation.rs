@@ -9,8 +9,7 @@ use std::sync::Arc;
 
 use karpenter_api::NodeClaim;
 use karpenter_api::labels::{CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT};
-use karpenter_core::cloudprovider::{InstanceType, Offering};
-use karpenter_core::resources::Resources;
+use karpenter_core::cloudprovider::{InstanceType, Offering, launchable};
 use karpenter_core::scheduling::Requirements;
 
 use crate::instancetype::{
@@ -101,13 +100,10 @@ fn spread(claim: &str, zone: &str) -> u64 {
 /// Every instance type the claim can launch as, each with its allowed offerings best first,
 /// the types ordered by their best offering (then by name).
 pub fn ranked(types: &[Arc<InstanceType>], claim: &NodeClaim) -> Vec<Selection> {
-    let requirements = Requirements::from_node_claim(&claim.spec.requirements);
-    let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
+    let (requirements, launchable) = launchable(types, claim);
     let name = claim.metadata.name.as_deref().unwrap_or_default();
-    let mut best: Vec<Selection> = types
-        .iter()
-        .filter(|it| requirements.intersects(&it.requirements).is_ok())
-        .filter(|it| requests.fits(it.allocatable()))
+    let mut best: Vec<Selection> = launchable
+        .into_iter()
         .filter_map(|it| {
             let offering = it
                 .offerings
@@ -139,6 +135,7 @@ mod tests {
     use super::*;
     use karpenter_api::NodeSelectorRequirementWithMinValues;
     use karpenter_core::cloudprovider::Overhead;
+    use karpenter_core::resources::Resources;
 
     fn offering(price: f64, capacity_type: &str, zone: &str, available: bool) -> Offering {
         Offering {
