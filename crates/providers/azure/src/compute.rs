@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::arm::{Arm, ArmError};
+use crate::network::NicOptions;
 
 /// `Microsoft.Compute` virtual machines' api-version.
 pub const COMPUTE_API: &str = "2024-07-01";
@@ -65,6 +66,8 @@ pub struct VmRequest {
     pub ssh_public_key: String,
     /// The user's tags (from the NodeClass), with `/` in keys replaced as upstream does.
     pub tags: BTreeMap<String, String>,
+    /// What the NIC joins besides the subnet.
+    pub nic: NicOptions,
 }
 
 /// The resource name of a NodeClaim's VM and NIC.
@@ -189,21 +192,50 @@ pub fn tags(placement: &Placement, request: &VmRequest) -> BTreeMap<String, Stri
     tags
 }
 
-/// The NIC's body: one IP configuration on the subnet, accelerated networking left to Azure.
+/// The NIC's body, as upstream builds it: the primary IP configuration on the subnet in the
+/// load balancers' backend pools, the managed NSG on a user's VNet, accelerated networking
+/// when the size has it, and the pods' secondary IPs for Azure CNI on the node subnet.
 pub fn nic_body(placement: &Placement, request: &VmRequest) -> Value {
+    let nic = &request.nic;
+    let pools: Vec<Value> = nic
+        .backend_pools
+        .iter()
+        .map(|id| json!({"id": id}))
+        .collect();
+    let mut primary = json!({
+        "name": resource_name(&request.node_claim),
+        "properties": {
+            "primary": true,
+            "privateIPAllocationMethod": "Dynamic",
+            "subnet": {"id": request.subnet_id},
+        }
+    });
+    if !pools.is_empty() {
+        primary["properties"]["loadBalancerBackendAddressPools"] = Value::Array(pools);
+    }
+    let mut configurations = vec![primary];
+    configurations.extend((1..=nic.secondary_ip_configs).map(|i| {
+        json!({
+            "name": format!("ipconfig{i}"),
+            "properties": {
+                "primary": false,
+                "privateIPAllocationMethod": "Dynamic",
+                "subnet": {"id": request.subnet_id},
+            }
+        })
+    }));
+    let mut properties = json!({
+        "ipConfigurations": configurations,
+        "enableAcceleratedNetworking": nic.accelerated_networking,
+        "enableIPForwarding": false,
+    });
+    if let Some(nsg) = &nic.network_security_group_id {
+        properties["networkSecurityGroup"] = json!({"id": nsg});
+    }
     json!({
         "location": placement.location,
         "tags": tags(placement, request),
-        "properties": {
-            "ipConfigurations": [{
-                "name": resource_name(&request.node_claim),
-                "properties": {
-                    "primary": true,
-                    "privateIPAllocationMethod": "Dynamic",
-                    "subnet": {"id": request.subnet_id},
-                }
-            }]
-        }
+        "properties": properties,
     })
 }
 
@@ -425,6 +457,7 @@ mod tests {
             admin_username: "azureuser".into(),
             ssh_public_key: "ssh-rsa AAAA".into(),
             tags: [("team/name".to_string(), "web".to_string())].into(),
+            nic: NicOptions::default(),
         }
     }
 
@@ -466,6 +499,51 @@ mod tests {
         let regular = vm_body(&placement(), &request(false), "nic-id");
         assert_eq!(regular["properties"]["priority"], "Regular");
         assert!(regular["properties"].get("evictionPolicy").is_none());
+    }
+
+    #[test]
+    fn the_nic_joins_the_pools_and_nsg_it_is_given() {
+        let plain = nic_body(&placement(), &request(false));
+        let configs = plain["properties"]["ipConfigurations"].as_array().unwrap();
+        assert_eq!(configs.len(), 1);
+        assert!(
+            configs[0]["properties"]
+                .get("loadBalancerBackendAddressPools")
+                .is_none()
+        );
+        assert!(plain["properties"].get("networkSecurityGroup").is_none());
+        assert_eq!(plain["properties"]["enableAcceleratedNetworking"], false);
+
+        let mut r = request(false);
+        r.nic = NicOptions {
+            backend_pools: vec!["pool-a".into(), "pool-b".into()],
+            network_security_group_id: Some("nsg-id".into()),
+            accelerated_networking: true,
+            secondary_ip_configs: 2,
+        };
+        let body = nic_body(&placement(), &r);
+        let configs = body["properties"]["ipConfigurations"].as_array().unwrap();
+        assert_eq!(
+            configs[0]["properties"]["loadBalancerBackendAddressPools"],
+            json!([{"id": "pool-a"}, {"id": "pool-b"}])
+        );
+        assert_eq!(configs[0]["properties"]["primary"], true);
+        let secondary: Vec<&str> = configs[1..]
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(secondary, ["ipconfig1", "ipconfig2"]);
+        assert!(
+            configs[1..]
+                .iter()
+                .all(|c| c["properties"]["primary"] == false
+                    && c["properties"]
+                        .get("loadBalancerBackendAddressPools")
+                        .is_none()),
+            "pod IPs stay out of the load balancers"
+        );
+        assert_eq!(body["properties"]["networkSecurityGroup"]["id"], "nsg-id");
+        assert_eq!(body["properties"]["enableAcceleratedNetworking"], true);
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod gpus;
 pub mod images;
 pub mod instancetype;
 pub mod labels;
+pub mod network;
 #[cfg(feature = "cloud")]
 pub mod nodeclass_status;
 pub mod offerings;

@@ -32,13 +32,14 @@ use crate::aksnodeclass::{
 };
 use crate::allocation::{self, Selection};
 use crate::arm::{Arm, ArmError};
-use crate::bootstrap;
+use crate::bootstrap::{self, SubnetId};
 use crate::compute::{self, Compute, NODE_POOL_TAG, Vm, VmRequest};
 use crate::images::{self, CommunityImages, ImageSource};
 use crate::instancetype::{
     AKS_LABEL_PRIORITY, AKS_LABEL_SCALE_SET_PRIORITY, AZURE_LABELS, InstanceTypeOptions,
-    LABEL_PLACEMENT_SCOPE, REGIONAL_ZONE, zone_label,
+    LABEL_PLACEMENT_SCOPE, LABEL_SKU_ACCELERATED_NETWORKING, REGIONAL_ZONE, zone_label,
 };
+use crate::network::{self, NicOptions};
 use crate::offerings::{self, CapacityFailure};
 use crate::pricing::PriceTable;
 use crate::skus::ResourceSku;
@@ -192,7 +193,25 @@ pub struct AzureCloudProvider<S> {
     catalog: Mutex<Catalog>,
     types: Mutex<BTreeMap<String, ResolvedTypes>>,
     unavailable: UnavailableOfferings,
-    nsg: Mutex<Option<String>>,
+    nsg: Mutex<Option<ManagedNsg>>,
+    load_balancers: Mutex<LoadBalancers>,
+}
+
+/// AKS's network security group in the node resource group.
+#[derive(Clone, Debug)]
+struct ManagedNsg {
+    name: String,
+    id: String,
+}
+
+/// The backend pools new NICs join, as last listed.
+#[derive(Debug, Default)]
+struct LoadBalancers {
+    pools: Vec<String>,
+    at: Option<Instant>,
+    /// Bumped on every list, so that of several launches that saw the same stale pools only
+    /// the first lists again.
+    generation: u64,
 }
 
 fn other(e: impl std::error::Error + Send + Sync + 'static) -> CloudProviderError {
@@ -223,6 +242,7 @@ impl<S: ClusterState> AzureCloudProvider<S> {
             types: Mutex::default(),
             unavailable: UnavailableOfferings::default(),
             nsg: Mutex::default(),
+            load_balancers: Mutex::default(),
         }
     }
 
@@ -478,38 +498,117 @@ impl<S: ClusterState> AzureCloudProvider<S> {
         out
     }
 
-    /// The name of the cluster's network security group in the node resource group
-    /// (`aks-agentpool-<8 digits>-nsg`), which the node's bootstrap names; read once.
-    async fn managed_nsg(&self) -> Result<String> {
+    /// The cluster's network security group in the node resource group
+    /// (`aks-agentpool-<8 digits>-nsg`), which the node's bootstrap names and a NIC on a
+    /// user's VNet joins; read once. More than one is an error, as upstream: which one the
+    /// nodes need cannot be told.
+    async fn managed_nsg(&self) -> Result<ManagedNsg> {
         let mut cached = self.nsg.lock().await;
-        if let Some(name) = cached.as_ref() {
-            return Ok(name.clone());
+        if let Some(nsg) = cached.as_ref() {
+            return Ok(nsg.clone());
         }
+        let path = format!(
+            "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/networkSecurityGroups",
+            self.options.subscription_id, self.options.node_resource_group
+        );
         let groups = self
             .arm
-            .list(
-                &format!(
-                    "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/networkSecurityGroups",
-                    self.options.subscription_id, self.options.node_resource_group
-                ),
-                compute::NETWORK_API,
-                &[],
-            )
+            .list(&path, compute::NETWORK_API, &[])
             .await
             .map_err(other)?;
-        let name = groups
+        let managed: Vec<ManagedNsg> = groups
             .iter()
-            .filter_map(|g| g.get("name").and_then(serde_json::Value::as_str))
-            .find(|n| is_managed_nsg(n))
-            .ok_or_else(|| {
-                CloudProviderError::node_class_not_ready(format!(
+            .filter_map(|g| {
+                let name = g.get("name").and_then(serde_json::Value::as_str)?;
+                is_managed_nsg(name).then(|| ManagedNsg {
+                    name: name.to_string(),
+                    id: g
+                        .get("id")
+                        .and_then(serde_json::Value::as_str)
+                        .map_or_else(|| format!("{path}/{name}"), str::to_string),
+                })
+            })
+            .collect();
+        let nsg = match managed.as_slice() {
+            [one] => one.clone(),
+            [] => {
+                return Err(CloudProviderError::node_class_not_ready(format!(
                     "no AKS network security group (aks-agentpool-<id>-nsg) in {}",
                     self.options.node_resource_group
-                ))
-            })?
-            .to_string();
-        *cached = Some(name.clone());
-        Ok(name)
+                )));
+            }
+            many => {
+                let names: Vec<&str> = many.iter().map(|n| n.name.as_str()).collect();
+                return Err(CloudProviderError::node_class_not_ready(format!(
+                    "several AKS network security groups in {}: {}",
+                    self.options.node_resource_group,
+                    names.join(", ")
+                )));
+            }
+        };
+        *cached = Some(nsg.clone());
+        Ok(nsg)
+    }
+
+    /// The backend pools of the cluster's load balancers, listed again when older than
+    /// upstream's TTL or when `stale` (the generation a failed NIC saw) is still the latest.
+    async fn backend_pools(&self, stale: Option<u64>) -> Result<(Vec<String>, u64)> {
+        let mut lbs = self.load_balancers.lock().await;
+        let expired = lbs
+            .at
+            .is_none_or(|t| t.elapsed() > network::LOAD_BALANCERS_TTL);
+        if expired || stale == Some(lbs.generation) {
+            let listed = self
+                .arm
+                .list(
+                    &format!(
+                        "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/loadBalancers",
+                        self.options.subscription_id, self.options.node_resource_group
+                    ),
+                    compute::NETWORK_API,
+                    &[],
+                )
+                .await
+                .map_err(other)?;
+            lbs.pools = network::backend_pool_ids(&listed);
+            lbs.at = Some(Instant::now());
+            lbs.generation += 1;
+        }
+        Ok((lbs.pools.clone(), lbs.generation))
+    }
+
+    /// What the NIC of a launch of `it` on `subnet_id` joins.
+    async fn nic_options(
+        &self,
+        class: &AKSNodeClass,
+        it: &InstanceType,
+        subnet_id: &str,
+        pools: Vec<String>,
+    ) -> Result<NicOptions> {
+        let subnet = SubnetId::parse(subnet_id).ok_or_else(|| {
+            CloudProviderError::node_class_not_ready(format!(
+                "vnetSubnetID {subnet_id:?} is not a subnet's resource ID"
+            ))
+        })?;
+        // AKS's own VNet carries the NSG on its subnet; a user's VNet does not.
+        let network_security_group_id = if subnet.is_aks_managed(&self.options.node_resource_group)
+        {
+            None
+        } else {
+            Some(self.managed_nsg().await?.id)
+        };
+        Ok(NicOptions {
+            backend_pools: pools,
+            network_security_group_id,
+            accelerated_networking: it
+                .requirements
+                .get(LABEL_SKU_ACCELERATED_NETWORKING)
+                .is_some_and(|r| r.has("true")),
+            secondary_ip_configs: network::secondary_ip_configs(
+                &self.options.network,
+                self.options.network.max_pods(class.spec.max_pods),
+            ),
+        })
     }
 
     /// The node's bootstrap (AKS's script-less custom data) for a launch of `selection`.
@@ -567,7 +666,7 @@ impl<S: ClusterState> AzureCloudProvider<S> {
             node_resource_group: self.options.node_resource_group.clone(),
             kubelet_identity_client_id: self.options.kubelet_identity_client_id.clone(),
             subnet_id: subnet_id.to_string(),
-            network_security_group: self.managed_nsg().await?,
+            network_security_group: self.managed_nsg().await?.name,
             network: self.options.network.clone(),
             cluster_dns: Some(self.options.dns_service_ip.clone()).filter(|d| !d.is_empty()),
             labels,
@@ -719,7 +818,8 @@ impl<S: ClusterState> CloudProvider for AzureCloudProvider<S> {
         let custom_data = self
             .custom_data(claim, &class, &selection, kubernetes_version, &subnet_id)
             .await?;
-        let request = VmRequest {
+        let (pools, generation) = self.backend_pools(None).await?;
+        let mut request = VmRequest {
             node_claim: claim_name.clone(),
             node_pool: claim
                 .metadata
@@ -733,13 +833,25 @@ impl<S: ClusterState> CloudProvider for AzureCloudProvider<S> {
             spot: selection.spot(),
             image_id: image.id.clone(),
             os_disk_gb: class.spec.os_disk_size_gb,
+            nic: self
+                .nic_options(&class, &selection.instance_type, &subnet_id, pools)
+                .await?,
             subnet_id,
             custom_data,
             admin_username: self.options.linux_admin_username.clone(),
             ssh_public_key: self.options.ssh_public_key.clone(),
             tags: self.tags(&class),
         };
-        match self.compute.create(&request).await {
+        let mut created = self.compute.create(&request).await;
+        // A load balancer changed since it was listed: list again and try once more.
+        if let Err(ArmError::Api { code, message, .. }) = &created
+            && network::is_missing_backend_pool(code, message, &request.nic.backend_pools)
+        {
+            tracing::info!(nodeclaim = %claim_name, error = %message, "a backend pool went away; listing the load balancers again");
+            request.nic.backend_pools = self.backend_pools(Some(generation)).await?.0;
+            created = self.compute.create(&request).await;
+        }
+        match created {
             Ok(vm) => Ok(self.launched(claim, &vm, &selection, &class)),
             Err(e) if self.mark_unavailable(&e, &selection, &types) => {
                 Err(CloudProviderError::insufficient_capacity(e.to_string()))

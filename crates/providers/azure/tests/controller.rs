@@ -13,95 +13,16 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_azure::AKSNodeClass;
-use karpenter_azure::provider::{AzureCloudProvider, AzureOptions, KubeState};
+use karpenter_azure::provider::{AzureCloudProvider, KubeState};
 use karpenter_cloudprovider::http::HttpClient;
 use karpenter_controller::{Controller, Options};
 use karpenter_testkit::{FakeApiServer, eventually};
 use kube::Api;
 use serde_json::{Value, json};
-use support::{Shared, seed, start};
+use support::{Shared, options, seed_cloud, start};
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(30);
-const SUB: &str = "/subscriptions/sub";
-const SUBNET: &str = "/subscriptions/sub/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/nodes";
-const NODE_RG: &str = "MC_rg_c_eastus";
-
-/// The region's sizes, the galleries' image versions, the cluster's NSG and subnet.
-fn seed_cloud(cloud: &Shared) {
-    let skus: Value =
-        serde_json::from_str(include_str!("../testdata/resource-skus-eastus.json")).unwrap();
-    for sku in skus["value"].as_array().unwrap() {
-        let name = sku["name"].as_str().unwrap();
-        let kind = sku["resourceType"].as_str().unwrap();
-        seed(
-            cloud,
-            &format!("{SUB}/providers/Microsoft.Compute/skus/{kind}-{name}"),
-            sku.clone(),
-        );
-    }
-    for (gallery, definition) in [
-        (
-            "AKSUbuntu-38d80f77-467a-481f-a8d4-09b6d4220bd2",
-            "2204gen2containerd",
-        ),
-        (
-            "AKSUbuntu-38d80f77-467a-481f-a8d4-09b6d4220bd2",
-            "2204gen2arm64containerd",
-        ),
-        (
-            "AKSUbuntu-38d80f77-467a-481f-a8d4-09b6d4220bd2",
-            "2204containerd",
-        ),
-    ] {
-        for (version, published) in [
-            ("202410.09.0", "2024-10-10T00:00:00Z"),
-            ("202411.12.0", "2024-11-13T00:00:00Z"),
-        ] {
-            seed(
-                cloud,
-                &format!(
-                    "{SUB}/providers/Microsoft.Compute/locations/eastus/communityGalleries/{gallery}/images/{definition}/versions/{version}"
-                ),
-                json!({"name": version, "location": "eastus", "type": "Microsoft.Compute/locations/communityGalleries/images/versions",
-                       "properties": {"publishedDate": published}}),
-            );
-        }
-    }
-    seed(
-        cloud,
-        &format!(
-            "{SUB}/resourceGroups/{NODE_RG}/providers/Microsoft.Network/networkSecurityGroups/aks-agentpool-12345678-nsg"
-        ),
-        json!({"location": "eastus", "properties": {}}),
-    );
-    seed(
-        cloud,
-        SUBNET,
-        json!({"properties": {"addressPrefix": "10.224.0.0/16"}}),
-    );
-}
-
-fn options() -> AzureOptions {
-    AzureOptions {
-        cluster_name: "c".into(),
-        cluster_endpoint: "https://c-dns-abc.hcp.eastus.azmk8s.io:443".into(),
-        ca_bundle: Some("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==".into()),
-        kubelet_bootstrap_token: "abcdef.0123456789abcdef".into(),
-        subscription_id: "sub".into(),
-        tenant_id: "tenant".into(),
-        resource_group: "rg".into(),
-        node_resource_group: NODE_RG.into(),
-        location: "eastus".into(),
-        vnet_subnet_id: SUBNET.into(),
-        ssh_public_key: "ssh-rsa AAAA".into(),
-        linux_admin_username: "azureuser".into(),
-        kubelet_identity_client_id: "61f71907-753f-4802-a901-47361c3664f2".into(),
-        vm_memory_overhead_percent: 0.075,
-        ..Default::default()
-    }
-}
-
 fn setup(server: &FakeApiServer) {
     server
         .install_crds(karpenter_azure::CRDS.iter().map(|c| c.definition()))
@@ -241,6 +162,19 @@ async fn a_pending_pod_becomes_a_spot_vm_that_goes_with_its_nodeclaim() {
         .as_str()
         .unwrap();
     assert!(!custom_data.is_empty());
+    // The NIC joins the load balancer (the node's way out) and, on this user-made VNet, the
+    // cluster's NSG.
+    let nic = &support::nics(&cloud)[&format!("aks-{name}")];
+    assert_eq!(
+        nic["properties"]["ipConfigurations"][0]["properties"]["loadBalancerBackendAddressPools"],
+        json!([{"id": support::pool_id("aksOutboundBackendPool")}, {"id": support::pool_id("kubernetes")}])
+    );
+    assert!(
+        nic["properties"]["networkSecurityGroup"]["id"]
+            .as_str()
+            .unwrap()
+            .ends_with("/networkSecurityGroups/aks-agentpool-12345678-nsg")
+    );
     let labels = claim.metadata.labels.clone().unwrap();
     assert_eq!(labels["karpenter.sh/capacity-type"], "spot");
     assert_eq!(labels["kubernetes.azure.com/scalesetpriority"], "spot");

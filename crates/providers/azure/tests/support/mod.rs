@@ -16,6 +16,7 @@ use axum::routing::{get, post};
 use karpenter_azure::arm::Arm;
 use karpenter_azure::auth::{Authorities, Credential, TokenSource};
 use karpenter_azure::compute::{Compute, Placement, VmRequest};
+use karpenter_azure::provider::AzureOptions;
 use karpenter_cloudprovider::http::{HttpClient, RetryPolicy};
 use serde_json::{Value, json};
 
@@ -109,7 +110,7 @@ async fn resource(
     match method.as_str() {
         "GET" => match cloud.resources.get(&id) {
             Some(r) => Json(r.clone()).into_response(),
-            None if is_collection(&cloud, &id) => {
+            None if is_collection(&id) => {
                 let prefix = format!("{id}/");
                 let value: Vec<Value> = cloud
                     .resources
@@ -131,6 +132,11 @@ async fn resource(
         "PUT" => {
             cloud.puts += 1;
             let mut r: Value = serde_json::from_str(&body).unwrap();
+            if id.contains("/networkInterfaces/")
+                && let Some(refused) = missing_reference(&cloud, &id, &r)
+            {
+                return refused;
+            }
             let name = id.rsplit('/').next().unwrap().to_string();
             r["id"] = json!(id);
             r["name"] = json!(name);
@@ -251,13 +257,52 @@ async fn resource_graph(State(cloud): State<Shared>, headers: HeaderMap, body: S
         .into_response()
 }
 
-/// Whether `id` names a collection: resources live directly under it.
-fn is_collection(cloud: &Cloud, id: &str) -> bool {
-    let prefix = format!("{id}/");
-    cloud.resources.keys().any(|k| {
-        k.strip_prefix(&prefix)
-            .is_some_and(|rest| !rest.contains('/'))
-    })
+/// Whether `id` names a collection: after `/providers/<namespace>/` ARM ids alternate type
+/// and name, so a collection ends on a type. An empty one lists as `{"value": []}`.
+fn is_collection(id: &str) -> bool {
+    id.rsplit_once("/providers/")
+        .is_some_and(|(_, rest)| rest.split('/').count() % 2 == 0)
+}
+
+/// ARM refuses a NIC naming a backend pool or NSG that does not exist, with
+/// `InvalidResourceReference`.
+fn missing_reference(cloud: &Cloud, nic_id: &str, nic: &Value) -> Option<Response> {
+    let pools = nic
+        .pointer("/properties/ipConfigurations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .flat_map(|c| {
+            c.pointer("/properties/loadBalancerBackendAddressPools")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|p| p["id"].as_str().map(str::to_string));
+    let nsg = nic
+        .pointer("/properties/networkSecurityGroup/id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    for id in pools.chain(nsg) {
+        let exists = match id.split_once("/backendAddressPools/") {
+            Some((lb, _)) => cloud.resources.get(lb).is_some_and(|lb| {
+                lb.pointer("/properties/backendAddressPools")
+                    .and_then(Value::as_array)
+                    .is_some_and(|ps| ps.iter().any(|p| p["id"] == json!(id)))
+            }),
+            None => cloud.resources.contains_key(&id),
+        };
+        if !exists {
+            return Some(arm_error(
+                StatusCode::BAD_REQUEST,
+                "InvalidResourceReference",
+                &format!(
+                    "Resource {id} referenced by resource {nic_id} was not found. Please make sure that the referenced resource exists, and that both resources are in the same region."
+                ),
+            ));
+        }
+    }
+    None
 }
 
 /// Puts `resource` at `id` as ARM would return it (with its id and name).
@@ -346,5 +391,121 @@ pub fn request(claim: &str, size: &str) -> VmRequest {
         admin_username: "azureuser".into(),
         ssh_public_key: "ssh-rsa AAAA".into(),
         tags: BTreeMap::new(),
+        nic: Default::default(),
+    }
+}
+
+pub const SUB: &str = "/subscriptions/sub";
+pub const SUBNET: &str = "/subscriptions/sub/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/nodes";
+pub const NODE_RG: &str = "MC_rg_c_eastus";
+
+/// The ID of a backend pool of AKS's public load balancer.
+pub fn pool_id(name: &str) -> String {
+    format!(
+        "{SUB}/resourceGroups/{NODE_RG}/providers/Microsoft.Network/loadBalancers/kubernetes/backendAddressPools/{name}"
+    )
+}
+
+/// AKS's public load balancer with the backend pools `names`.
+pub fn seed_load_balancer(cloud: &Shared, names: &[&str]) {
+    let pools: Vec<Value> = names
+        .iter()
+        .map(|n| json!({"id": pool_id(n), "name": n, "properties": {"loadBalancerBackendAddresses": []}}))
+        .collect();
+    seed(
+        cloud,
+        &format!(
+            "{SUB}/resourceGroups/{NODE_RG}/providers/Microsoft.Network/loadBalancers/kubernetes"
+        ),
+        json!({"location": "eastus", "properties": {"backendAddressPools": pools}}),
+    );
+}
+
+/// The NICs ARM holds, by name.
+pub fn nics(cloud: &Shared) -> BTreeMap<String, Value> {
+    cloud
+        .lock()
+        .unwrap()
+        .resources
+        .iter()
+        .filter(|(id, _)| id.contains("/networkInterfaces/"))
+        .map(|(id, v)| (id.rsplit('/').next().unwrap().to_string(), v.clone()))
+        .collect()
+}
+
+/// The region's sizes, the galleries' image versions, the cluster's NSG, load balancer
+/// (outbound and inbound pools) and subnet.
+pub fn seed_cloud(cloud: &Shared) {
+    seed_load_balancer(cloud, &["aksOutboundBackendPool", "kubernetes"]);
+    let skus: Value =
+        serde_json::from_str(include_str!("../../testdata/resource-skus-eastus.json")).unwrap();
+    for sku in skus["value"].as_array().unwrap() {
+        let name = sku["name"].as_str().unwrap();
+        let kind = sku["resourceType"].as_str().unwrap();
+        seed(
+            cloud,
+            &format!("{SUB}/providers/Microsoft.Compute/skus/{kind}-{name}"),
+            sku.clone(),
+        );
+    }
+    for (gallery, definition) in [
+        (
+            "AKSUbuntu-38d80f77-467a-481f-a8d4-09b6d4220bd2",
+            "2204gen2containerd",
+        ),
+        (
+            "AKSUbuntu-38d80f77-467a-481f-a8d4-09b6d4220bd2",
+            "2204gen2arm64containerd",
+        ),
+        (
+            "AKSUbuntu-38d80f77-467a-481f-a8d4-09b6d4220bd2",
+            "2204containerd",
+        ),
+    ] {
+        for (version, published) in [
+            ("202410.09.0", "2024-10-10T00:00:00Z"),
+            ("202411.12.0", "2024-11-13T00:00:00Z"),
+        ] {
+            seed(
+                cloud,
+                &format!(
+                    "{SUB}/providers/Microsoft.Compute/locations/eastus/communityGalleries/{gallery}/images/{definition}/versions/{version}"
+                ),
+                json!({"name": version, "location": "eastus", "type": "Microsoft.Compute/locations/communityGalleries/images/versions",
+                       "properties": {"publishedDate": published}}),
+            );
+        }
+    }
+    seed(
+        cloud,
+        &format!(
+            "{SUB}/resourceGroups/{NODE_RG}/providers/Microsoft.Network/networkSecurityGroups/aks-agentpool-12345678-nsg"
+        ),
+        json!({"location": "eastus", "properties": {}}),
+    );
+    seed(
+        cloud,
+        SUBNET,
+        json!({"properties": {"addressPrefix": "10.224.0.0/16"}}),
+    );
+}
+
+pub fn options() -> AzureOptions {
+    AzureOptions {
+        cluster_name: "c".into(),
+        cluster_endpoint: "https://c-dns-abc.hcp.eastus.azmk8s.io:443".into(),
+        ca_bundle: Some("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==".into()),
+        kubelet_bootstrap_token: "abcdef.0123456789abcdef".into(),
+        subscription_id: "sub".into(),
+        tenant_id: "tenant".into(),
+        resource_group: "rg".into(),
+        node_resource_group: NODE_RG.into(),
+        location: "eastus".into(),
+        vnet_subnet_id: SUBNET.into(),
+        ssh_public_key: "ssh-rsa AAAA".into(),
+        linux_admin_username: "azureuser".into(),
+        kubelet_identity_client_id: "61f71907-753f-4802-a901-47361c3664f2".into(),
+        vm_memory_overhead_percent: 0.075,
+        ..Default::default()
     }
 }
