@@ -774,12 +774,18 @@ impl<S: ClusterState> CloudProvider for AzureCloudProvider<S> {
         NodeClassReadiness::of_lookup(self.state.node_class(&reference.name).await)
     }
 
-    /// Upstream's Azure policy: a node not Ready for ten minutes is replaced.
+    /// Upstream's Azure policies: a node not Ready for ten minutes is replaced; one AKS's node
+    /// agent reports unhealthy, or a spot VM with an eviction scheduled (Azure gives about 30 s
+    /// notice), is replaced at once. An evicted VM is deleted (`evictionPolicy: Delete`), so
+    /// without node repair garbage collection replaces its NodeClaim once the node stops
+    /// reporting.
     fn repair_policies(&self) -> Vec<RepairPolicy> {
         let ten_minutes = Duration::from_secs(10 * 60);
         vec![
             RepairPolicy::new("Ready", "False", ten_minutes),
             RepairPolicy::new("Ready", "Unknown", ten_minutes),
+            RepairPolicy::new("kubernetes.azure.com/NodeHealthy", "False", Duration::ZERO),
+            RepairPolicy::new("PreemptionScheduled", "True", Duration::ZERO),
         ]
     }
 

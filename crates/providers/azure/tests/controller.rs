@@ -2,24 +2,25 @@
 //! version, community-gallery images, subnet) and goes Ready; a pending pod becomes a
 //! NodeClaim, the NodeClaim a NIC and a spot VM (the cheapest offering) with AKS's bootstrap
 //! in its custom data and the providerID AKS registers; a capacity error marks the offering
-//! unavailable; deleting the NodeClaim deletes the VM and its NIC. Against the fake API
-//! server and the in-process ARM.
+//! unavailable; deleting the NodeClaim deletes the VM and its NIC; a spot VM Azure evicts
+//! (deletes) has its NodeClaim and node replaced. Against the fake API server (with its
+//! scheduler stand-in and a kubelet stand-in here) and the in-process ARM.
 
 mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_azure::AKSNodeClass;
 use karpenter_azure::provider::{AzureCloudProvider, KubeState};
 use karpenter_cloudprovider::http::HttpClient;
-use karpenter_controller::{Controller, Options};
+use karpenter_controller::{Context, Controller, Options};
 use karpenter_testkit::{FakeApiServer, eventually};
 use kube::Api;
 use serde_json::{Value, json};
-use support::{Shared, options, seed_cloud, start};
+use support::{Shared, seed_cloud, start};
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -47,14 +48,72 @@ fn setup(server: &FakeApiServer) {
     }))
     .unwrap();
     server.create(&pool).unwrap();
-    let pod: Pod = serde_json::from_value(json!({
+    server.create(&pending_pod()).unwrap();
+}
+
+fn pending_pod() -> Pod {
+    serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "web", "namespace": "default"},
         "spec": {"containers": [{"name": "web", "image": "nginx", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
         "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
     }))
-    .unwrap();
-    server.create(&pod).unwrap();
+    .unwrap()
+}
+
+type Provider = AzureCloudProvider<KubeState>;
+
+/// The controller and the AKSNodeClass status loop, running.
+struct Running {
+    ctx: Arc<Context<Provider>>,
+    stop: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Starts them against `server` and the ARM at `arm_url`, with quick loops over `options`.
+    fn start(server: &FakeApiServer, arm_url: &str, options: Options) -> Self {
+        let arm = support::arm(arm_url, "secret");
+        let http = HttpClient::new(Duration::from_secs(5)).unwrap();
+        let state = KubeState {
+            node_classes: Api::all(server.client()),
+            nodes: Api::all(server.client()),
+        };
+        let provider = Arc::new(AzureCloudProvider::new(
+            arm,
+            http,
+            state,
+            support::options(),
+        ));
+        let controller = Controller::new(
+            server.client(),
+            provider,
+            Options {
+                disable_leader_election: true,
+                resync: Duration::from_millis(200),
+                batch_idle_duration: Duration::from_millis(100),
+                batch_max_duration: Duration::from_millis(500),
+                ..options
+            },
+        );
+        let ctx = controller.context();
+        let stop = CancellationToken::new();
+        let tasks = vec![
+            tokio::spawn(controller.run(stop.clone())),
+            tokio::spawn(karpenter_azure::nodeclass_status::run(
+                ctx.clone(),
+                stop.clone(),
+            )),
+        ];
+        Self { ctx, stop, tasks }
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
 }
 
 fn vms(cloud: &Shared) -> Vec<Value> {
@@ -80,31 +139,8 @@ async fn a_pending_pod_becomes_a_spot_vm_that_goes_with_its_nodeclaim() {
         .insert("Standard_D2s_v3".into(), "AllocationFailed".into());
     let server = FakeApiServer::new();
     setup(&server);
-    let arm = support::arm(&url, "secret");
-    let http = HttpClient::new(Duration::from_secs(5)).unwrap();
-    let state = KubeState {
-        node_classes: Api::all(server.client()),
-        nodes: Api::all(server.client()),
-    };
-    let provider = Arc::new(AzureCloudProvider::new(arm, http, state, options()));
-    let controller = Controller::new(
-        server.client(),
-        provider,
-        Options {
-            disable_leader_election: true,
-            resync: Duration::from_millis(200),
-            batch_idle_duration: Duration::from_millis(100),
-            batch_max_duration: Duration::from_millis(500),
-            ..Options::default()
-        },
-    );
-    let ctx = controller.context();
-    let stop = CancellationToken::new();
-    let running = tokio::spawn(controller.run(stop.clone()));
-    let status_loop = tokio::spawn(karpenter_azure::nodeclass_status::run(
-        ctx.clone(),
-        stop.clone(),
-    ));
+    let running = Running::start(&server, &url, Options::default());
+    let ctx = running.ctx.clone();
 
     // The status loop resolves the class.
     let resolved = eventually(WAIT, || {
@@ -201,7 +237,120 @@ async fn a_pending_pod_becomes_a_spot_vm_that_goes_with_its_nodeclaim() {
     .await
     .expect("the claim goes once its VM is gone");
 
-    stop.cancel();
-    let _ = running.await;
-    let _ = status_loop.await;
+    running.stop().await;
+}
+
+/// What the kubelets, the node lifecycle controller and a ReplicaSet would do, reduced: a VM
+/// that exists registers its node (Ready), a node whose VM is gone turns `Ready=Unknown`, and
+/// the `web` pod is recreated, pending, whenever it is gone.
+fn spawn_kubelets(
+    server: FakeApiServer,
+    cloud: Shared,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while !stop.is_cancelled() {
+            let vm_names: Vec<String> = vms(&cloud)
+                .iter()
+                .map(|v| v["name"].as_str().unwrap().to_string())
+                .collect();
+            for claim in server.list::<NodeClaim>() {
+                let Some(status) = &claim.status else {
+                    continue;
+                };
+                let Some(provider_id) = &status.provider_id else {
+                    continue;
+                };
+                let allocatable = &status.allocatable;
+                let node_name = format!("aks-{}", claim.metadata.name.as_deref().unwrap());
+                if !vm_names.contains(&node_name) || server.get::<Node>("", &node_name).is_some() {
+                    continue;
+                }
+                let mut labels = claim.metadata.labels.clone().unwrap_or_default();
+                labels.insert("kubernetes.io/hostname".into(), node_name.clone());
+                let node: Node = serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": node_name, "labels": labels},
+                    "spec": {"providerID": provider_id},
+                    "status": {"capacity": allocatable, "allocatable": allocatable,
+                               "conditions": [{"type": "Ready", "status": "True"}]},
+                }))
+                .unwrap();
+                let _ = server.create(&node);
+            }
+            for node in server.list::<Node>() {
+                let name = node.metadata.name.clone().unwrap();
+                let ready = node
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                if ready && !vm_names.contains(&name) {
+                    let _ = server.merge::<Node>(
+                        "",
+                        &name,
+                        json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]}}),
+                    );
+                }
+            }
+            if server.get::<Pod>("default", "web").is_none() {
+                let _ = server.create(&pending_pod());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
+
+fn bound_to(server: &FakeApiServer) -> Option<String> {
+    server.get::<Pod>("default", "web")?.spec?.node_name
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_spot_vm_has_its_nodeclaim_and_node_replaced() {
+    let (url, cloud) = start().await;
+    seed_cloud(&cloud);
+    let server = FakeApiServer::new();
+    setup(&server);
+    let running = Running::start(
+        &server,
+        &url,
+        Options {
+            garbage_collection_interval: Duration::from_millis(300),
+            ..Options::default()
+        },
+    );
+    let scheduler = server.spawn_cluster(Duration::from_millis(100));
+    let kubelets = spawn_kubelets(server.clone(), cloud.clone(), running.stop.clone());
+
+    let first = eventually(WAIT, || bound_to(&server))
+        .await
+        .expect("the pod runs on a new spot node");
+    assert_eq!(vms(&cloud)[0]["properties"]["priority"], "Spot");
+
+    // Azure evicts the spot VM: with evictionPolicy Delete the VM and its NIC go.
+    cloud
+        .lock()
+        .unwrap()
+        .resources
+        .retain(|id, _| !id.ends_with(&format!("/{first}")));
+
+    let second = eventually(WAIT, || bound_to(&server).filter(|n| *n != first))
+        .await
+        .expect("the pod runs again, on a replacement");
+    let claim_names: Vec<String> = server
+        .list::<NodeClaim>()
+        .iter()
+        .map(|c| format!("aks-{}", c.metadata.name.as_deref().unwrap()))
+        .collect();
+    assert_eq!(claim_names, [second], "the evicted node's claim is gone");
+    eventually(WAIT, || {
+        server.get::<Node>("", &first).is_none().then_some(())
+    })
+    .await
+    .expect("the evicted node is deleted");
+    assert_eq!(vms(&cloud).len(), 1);
+
+    running.stop().await;
+    scheduler.abort();
+    let _ = kubelets.await;
 }
