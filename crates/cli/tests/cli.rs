@@ -212,12 +212,58 @@ fn simulate_runs_the_built_in_scenario() {
         "nodes_terminated",
         "cost_total",
         "cost_lower_bound",
+        "spot_saving",
         "time_to_schedule_p50_s",
         "time_to_schedule_p95_s",
         "time_to_schedule_max_s",
     ] {
         assert!(report["summary"].get(key).is_some(), "summary.{key}");
     }
+}
+
+/// Seed 004's point: the same workload on Azure spot, with what it saved against on-demand.
+#[test]
+fn simulate_prints_what_azure_spot_saves_under_the_stated_spot_ratio() {
+    let out = karpenter_rs(&[
+        "simulate",
+        "examples/scenarios/azure-spot-vs-on-demand.yaml",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let claims = report["nodeclaims"].as_array().unwrap();
+    assert!(!claims.is_empty());
+    assert!(
+        claims.iter().all(|c| c["capacity_type"] == "spot" && c["nodepool"] == "spot"),
+        "the weight-100 spot NodePool takes the workload: {claims:?}"
+    );
+    let s = &report["summary"];
+    let (cost, saving) = (s["cost_total"].as_f64().unwrap(), s["spot_saving"].as_f64().unwrap());
+    // Spot at 0.2 of on-demand: the saving is four times what was paid.
+    assert!((saving / cost - 4.0).abs() < 1e-6, "cost {cost}, saving {saving}");
+
+    // Without the stated ratio the catalog has no spot, and on-demand serves everything.
+    let text = std::fs::read_to_string(repo().join("examples/scenarios/azure-spot-vs-on-demand.yaml"))
+        .unwrap()
+        .replace("  spotPriceRatio: 0.2\n", "");
+    let path = temp_file("azure-on-demand.yaml", &text);
+    let out = karpenter_rs(&["simulate", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(text.contains("on-demand-0"), "{text}");
+    assert!(!text.contains("spot: saved"), "{text}");
+
+    let text = std::fs::read_to_string(repo().join("examples/scenarios/azure-spot-vs-on-demand.yaml"))
+        .unwrap()
+        .replace("spotPriceRatio: 0.2", "spotPriceRatio: 1.5");
+    let path = temp_file("azure-bad-ratio.yaml", &text);
+    let out = karpenter_rs(&["simulate", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("spotPriceRatio") && stderr(&out).contains("at most 1"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -35,7 +35,53 @@ impl Catalog {
             provider_labels: provider_labels.iter().map(|s| s.to_string()).collect(),
         }
     }
+
+    /// The catalog with a spot offering beside every on-demand one that has none, priced at
+    /// `ratio` of it. The cloud catalogs' data has no spot prices (no source publishes them
+    /// offline), so a scenario that wants to weigh spot states its assumption this way.
+    pub fn with_assumed_spot_prices(mut self, ratio: f64) -> Self {
+        for it in &mut self.instance_types {
+            let spot_zones: Vec<String> = it
+                .offerings
+                .iter()
+                .filter(|o| o.capacity_type == SPOT)
+                .map(|o| o.zone.clone())
+                .collect();
+            let added: Vec<Offering> = it
+                .offerings
+                .iter()
+                .filter(|o| o.capacity_type == ON_DEMAND && !spot_zones.contains(&o.zone))
+                .map(|o| Offering {
+                    capacity_type: SPOT.into(),
+                    price: o.price * ratio,
+                    reservation: None,
+                    ..o.clone()
+                })
+                .collect();
+            if added.is_empty() {
+                continue;
+            }
+            let it = Arc::make_mut(it);
+            it.offerings.extend(added);
+            let mut capacity_types: Vec<&str> =
+                it.offerings.iter().map(|o| o.capacity_type.as_str()).collect();
+            capacity_types.sort_unstable();
+            capacity_types.dedup();
+            let capacity_types: Vec<String> =
+                capacity_types.into_iter().map(str::to_string).collect();
+            it.requirements.remove(CAPACITY_TYPE_LABEL);
+            it.requirements.add(Requirement::new(
+                CAPACITY_TYPE_LABEL,
+                Operator::In,
+                &capacity_types,
+            ));
+        }
+        self
+    }
 }
+
+const SPOT: &str = "spot";
+const ON_DEMAND: &str = "on-demand";
 
 /// The requirements of an embedded catalog's instance type: name, architecture, Linux, the
 /// zones and capacity types it is offered in, and the provider's labels (`None`: the label
@@ -71,10 +117,73 @@ pub fn on_demand(zones: &[String], price: f64) -> Vec<Offering> {
         .iter()
         .map(|z| Offering {
             zone: z.clone(),
-            capacity_type: "on-demand".into(),
+            capacity_type: ON_DEMAND.into(),
             price,
             available: true,
             reservation: None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assumed_spot_prices_go_beside_on_demand_offerings_that_lack_them() {
+        let zones = vec!["z1".to_string(), "z2".to_string()];
+        let mut both = InstanceType::new(
+            "both",
+            requirements("both", "amd64", &zones, &["on-demand", "spot"], &[]),
+            on_demand(&zones, 1.0),
+            Default::default(),
+            Default::default(),
+        );
+        both.offerings.push(Offering {
+            zone: "z1".into(),
+            capacity_type: "spot".into(),
+            price: 0.5,
+            available: true,
+            reservation: None,
+        });
+        let plain = InstanceType::new(
+            "plain",
+            requirements("plain", "amd64", &zones, &["on-demand"], &[]),
+            on_demand(&zones, 2.0),
+            Default::default(),
+            Default::default(),
+        );
+        let catalog = Catalog::new("c", [both, plain], &[]).with_assumed_spot_prices(0.2);
+        let offered = |i: usize| -> Vec<(String, String, f64)> {
+            catalog.instance_types[i]
+                .offerings
+                .iter()
+                .map(|o| (o.zone.clone(), o.capacity_type.clone(), o.price))
+                .collect()
+        };
+        assert_eq!(
+            offered(0),
+            [
+                ("z1".into(), "on-demand".into(), 1.0),
+                ("z2".into(), "on-demand".into(), 1.0),
+                ("z1".into(), "spot".into(), 0.5),
+                ("z2".into(), "spot".into(), 0.2),
+            ],
+            "a known spot price is kept"
+        );
+        assert_eq!(
+            offered(1),
+            [
+                ("z1".into(), "on-demand".into(), 2.0),
+                ("z2".into(), "on-demand".into(), 2.0),
+                ("z1".into(), "spot".into(), 0.4),
+                ("z2".into(), "spot".into(), 0.4),
+            ]
+        );
+        let capacity_types = catalog.instance_types[1]
+            .requirements
+            .get(CAPACITY_TYPE_LABEL)
+            .unwrap();
+        assert!(capacity_types.has("spot") && capacity_types.has("on-demand"));
+    }
 }

@@ -24,6 +24,9 @@ pub struct Summary {
     pub cost_total: f64,
     /// The least any autoscaler could have paid for the same demand (see `lp_lower_bound`).
     pub cost_lower_bound: f64,
+    /// What the spot nodes saved: the on-demand price of the same instance types in the same
+    /// zones, less what they cost.
+    pub spot_saving: f64,
     /// Median seconds from a pod's creation to its binding.
     pub time_to_schedule_p50_s: f64,
     /// 95th percentile of the same.
@@ -236,6 +239,16 @@ impl Report {
             "  cost: {:.4} total; lower bound {:.4}{gap}",
             s.cost_total, s.cost_lower_bound
         );
+        if s.spot_saving > 0.0 {
+            let on_demand = s.cost_total + s.spot_saving;
+            let _ = writeln!(
+                out,
+                "  spot: saved {:.4} against on-demand prices ({:.0}% of {:.4})",
+                s.spot_saving,
+                s.spot_saving / on_demand * 100.0,
+                on_demand
+            );
+        }
         let _ = writeln!(
             out,
             "  time to schedule: p50 {:.0}s, p95 {:.0}s, max {:.0}s",

@@ -178,6 +178,11 @@ pub struct ScenarioSpec {
     /// From the instance running to the node Ready (30s by default).
     #[serde(default)]
     pub registration_delay: Option<Seconds>,
+    /// The spot price as a share of the on-demand price, for catalogs whose data has none
+    /// (`aws`, `azure`, `alibaba`): every on-demand offering gets a spot offering at this
+    /// share. Unset, those catalogs offer on-demand only.
+    #[serde(default, deserialize_with = "spot_price_ratio")]
+    pub spot_price_ratio: Option<f64>,
     /// Upstream's feature gates, as its `FEATURE_GATES` string
     /// (`SpotToSpotConsolidation=true`).
     #[serde(default, deserialize_with = "feature_gates")]
@@ -188,6 +193,17 @@ pub struct ScenarioSpec {
     /// Expectations.
     #[serde(default)]
     pub expect: Vec<Expectation>,
+}
+
+fn spot_price_ratio<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let ratio = f64::deserialize(d)?;
+    if ratio > 0.0 && ratio <= 1.0 {
+        Ok(Some(ratio))
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "{ratio} is not a share of the on-demand price: it must be above 0 and at most 1"
+        )))
+    }
 }
 
 fn feature_gates<'de, D: serde::Deserializer<'de>>(

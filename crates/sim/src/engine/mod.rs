@@ -85,6 +85,9 @@ struct SimNode {
     capacity_type: String,
     zone: String,
     price: f64,
+    /// What the same instance type costs on demand in its zone: what a spot node saves is
+    /// measured against it.
+    on_demand_price: f64,
     node_pool: Option<String>,
     launched_at: u64,
     ready_at: u64,
@@ -166,6 +169,8 @@ pub struct Simulation {
     expectations: Vec<Expectation>,
     batcher: Batcher,
     cost_total: f64,
+    /// What spot nodes saved against the on-demand price of the same instance types.
+    spot_saving_total: f64,
     lower_bound_total: f64,
     samples: Vec<Sample>,
     events: Vec<Event>,
@@ -201,6 +206,10 @@ impl Simulation {
 
     fn with_autoscaler(scenario: &Scenario, catalog: Catalog, cluster_autoscaler: bool) -> Self {
         let spec = &scenario.spec;
+        let catalog = match spec.spot_price_ratio {
+            Some(ratio) => catalog.with_assumed_spot_prices(ratio),
+            None => catalog,
+        };
         let timing = Timing {
             launch_delay: spec.launch_delay.map_or(20, |s| s.0),
             registration_delay: spec.registration_delay.map_or(30, |s| s.0),
@@ -231,6 +240,7 @@ impl Simulation {
                 std::time::Duration::from_secs(BATCH_MAX_SECONDS),
             ),
             cost_total: 0.0,
+            spot_saving_total: 0.0,
             lower_bound_total: 0.0,
             samples: Vec::new(),
             events: Vec::new(),
@@ -396,6 +406,7 @@ impl Simulation {
                     capacity: read(status.capacity.as_ref()),
                     allocatable,
                     price: 0.0,
+                    on_demand_price: 0.0,
                     node_pool: None,
                     launched_at: self.now,
                     ready_at: self.now,
@@ -885,6 +896,11 @@ impl Simulation {
             capacity_type: offering.capacity_type.clone(),
             zone: offering.zone.clone(),
             price: offering.price,
+            on_demand_price: it
+                .offerings
+                .iter()
+                .find(|o| o.capacity_type == "on-demand" && o.zone == offering.zone)
+                .map_or(offering.price, |o| o.price),
             node_pool: Some(claim.node_pool.clone()),
             launched_at: self.now,
             ready_at: self.now + self.timing.launch_delay + self.timing.registration_delay,
@@ -1067,6 +1083,12 @@ impl Simulation {
                 break;
             }
             self.cost_total += self.cost_per_hour() / 3600.0;
+            self.spot_saving_total += self
+                .nodes_alive()
+                .filter(|n| n.capacity_type == "spot")
+                .map(|n| n.on_demand_price - n.price)
+                .sum::<f64>()
+                / 3600.0;
             self.now += 1;
         }
         let at_end: Vec<Expectation> = self
@@ -1119,6 +1141,7 @@ impl Simulation {
                 .count(),
             cost_total: self.cost_total,
             cost_lower_bound: self.lower_bound_total,
+            spot_saving: self.spot_saving_total,
             time_to_schedule_p50_s: percentile(0.5),
             time_to_schedule_p95_s: percentile(0.95),
             time_to_schedule_max_s: waits.last().copied().unwrap_or(0) as f64,
