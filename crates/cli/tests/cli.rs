@@ -235,27 +235,37 @@ fn simulate_prints_what_azure_spot_saves_under_the_stated_spot_ratio() {
     let claims = report["nodeclaims"].as_array().unwrap();
     assert!(!claims.is_empty());
     assert!(
-        claims.iter().all(|c| c["capacity_type"] == "spot" && c["nodepool"] == "spot"),
+        claims
+            .iter()
+            .all(|c| c["capacity_type"] == "spot" && c["nodepool"] == "spot"),
         "the weight-100 spot NodePool takes the workload: {claims:?}"
     );
     let s = &report["summary"];
-    let (cost, saving) = (s["cost_total"].as_f64().unwrap(), s["spot_saving"].as_f64().unwrap());
+    let (cost, saving) = (
+        s["cost_total"].as_f64().unwrap(),
+        s["spot_saving"].as_f64().unwrap(),
+    );
     // Spot at 0.2 of on-demand: the saving is four times what was paid.
-    assert!((saving / cost - 4.0).abs() < 1e-6, "cost {cost}, saving {saving}");
+    assert!(
+        (saving / cost - 4.0).abs() < 1e-6,
+        "cost {cost}, saving {saving}"
+    );
 
     // Without the stated ratio the catalog has no spot, and on-demand serves everything.
-    let text = std::fs::read_to_string(repo().join("examples/scenarios/azure-spot-vs-on-demand.yaml"))
-        .unwrap()
-        .replace("  spotPriceRatio: 0.2\n", "");
+    let text =
+        std::fs::read_to_string(repo().join("examples/scenarios/azure-spot-vs-on-demand.yaml"))
+            .unwrap()
+            .replace("  spotPriceRatio: 0.2\n", "");
     let path = temp_file("azure-on-demand.yaml", &text);
     let out = karpenter_rs(&["simulate", path.to_str().unwrap()]);
     let text = stdout(&out);
     assert!(text.contains("on-demand-0"), "{text}");
     assert!(!text.contains("spot: saved"), "{text}");
 
-    let text = std::fs::read_to_string(repo().join("examples/scenarios/azure-spot-vs-on-demand.yaml"))
-        .unwrap()
-        .replace("spotPriceRatio: 0.2", "spotPriceRatio: 1.5");
+    let text =
+        std::fs::read_to_string(repo().join("examples/scenarios/azure-spot-vs-on-demand.yaml"))
+            .unwrap()
+            .replace("spotPriceRatio: 0.2", "spotPriceRatio: 1.5");
     let path = temp_file("azure-bad-ratio.yaml", &text);
     let out = karpenter_rs(&["simulate", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));

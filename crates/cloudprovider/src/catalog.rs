@@ -63,8 +63,11 @@ impl Catalog {
             }
             let it = Arc::make_mut(it);
             it.offerings.extend(added);
-            let mut capacity_types: Vec<&str> =
-                it.offerings.iter().map(|o| o.capacity_type.as_str()).collect();
+            let mut capacity_types: Vec<&str> = it
+                .offerings
+                .iter()
+                .map(|o| o.capacity_type.as_str())
+                .collect();
             capacity_types.sort_unstable();
             capacity_types.dedup();
             let capacity_types: Vec<String> =

@@ -1,10 +1,14 @@
 //! The `azure` catalog: VM sizes in eastus with on-demand list prices, shaped as upstream's
 //! provider shapes them — AKS's node reservations, the VM memory overhead, the default pod
 //! density of an Azure CNI overlay cluster and a 128 GB OS disk — and labelled with upstream's
-//! `karpenter.azure.com/sku-*` labels. The data has no per-zone availability and no spot
-//! prices, so every size is offered on demand in the three eastus zones.
+//! `karpenter.azure.com/sku-*` labels — and filtered by the provider's own rule for which sizes
+//! can be nodes ([`is_node_size`]). The data has no per-zone availability and no spot prices,
+//! so every size is offered on demand in the three eastus zones.
 
 use karpenter_cloudprovider::Catalog;
+
+use crate::instancetype::is_node_size;
+use crate::vmsize;
 use karpenter_cloudprovider::catalog::{on_demand, requirements};
 use karpenter_core::cloudprovider::{InstanceType, Overhead};
 use karpenter_core::resources::Resources;
@@ -116,56 +120,19 @@ struct Sku {
     on_demand_price_usd_per_hour: f64,
 }
 
-/// What a VM size name says (`Standard_D4pls_v6`: family `D`, series `Dpls_v6`, version 6).
-#[derive(Debug, PartialEq, Eq)]
-pub struct VmSize {
-    /// The family letter (`D`).
-    pub family: String,
-    /// Family, subfamily, features and version (`Dpls_v6`).
-    pub series: String,
-    /// The version without its `v`; `1` when the name has none.
-    pub version: String,
-}
-
-/// Parses a VM size name as upstream does (`Standard_<family><subfamily><vCPUs>[-<constrained
-/// vCPUs>]<features>[_<accelerator>][_v<version>]`); `None` for names of another shape.
-pub fn parse_vm_size(name: &str) -> Option<VmSize> {
-    let rest = name.strip_prefix("Standard_")?;
-    let mut parts = rest.split('_');
-    let head = parts.next()?;
-    let version = parts
-        .filter_map(|p| p.strip_prefix('v'))
-        .find(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()));
-    let letters: String = head.chars().take_while(char::is_ascii_uppercase).collect();
-    let family = letters.get(..1)?.to_string();
-    let after_letters = &head[letters.len()..];
-    let digits = after_letters
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(after_letters.len());
-    if digits == 0 {
-        return None;
-    }
-    let mut features = &after_letters[digits..];
-    // A constrained size (`-2`) keeps the series of the full size.
-    if let Some(constrained) = features.strip_prefix('-') {
-        features = constrained.trim_start_matches(|c: char| c.is_ascii_digit());
-    }
-    let mut series = format!("{letters}{features}");
-    if let Some(v) = version {
-        series.push_str("_v");
-        series.push_str(v);
-    }
-    Some(VmSize {
-        family,
-        series,
-        version: version.unwrap_or("1").to_string(),
-    })
-}
-
 /// One size as the provider would offer it.
 fn instance_type(sku: Sku, zones: &[String]) -> Option<InstanceType> {
-    let size = parse_vm_size(&sku.name)?;
+    let size = vmsize::parse(sku.name.strip_prefix("Standard_")?)?;
     let memory_gib = sku.memory_mib as f64 / 1024.0;
+    if !is_node_size(
+        &sku.name,
+        &size,
+        Some(sku.vcpu),
+        Some(memory_gib),
+        sku.gpu_count,
+    ) {
+        return None;
+    }
     let mut capacity = Resources::new();
     capacity.cpu = sku.vcpu * 1000;
     capacity.memory = memory_capacity_bytes(memory_gib) * 1000;
@@ -179,9 +146,9 @@ fn instance_type(sku: Sku, zones: &[String]) -> Option<InstanceType> {
     }
     let labels = [
         (LABELS[0], Some(sku.name.clone())),
-        (LABELS[1], Some(size.family)),
-        (LABELS[2], Some(size.series)),
-        (LABELS[3], Some(size.version)),
+        (LABELS[1], Some(size.family.clone())),
+        (LABELS[2], Some(size.series.clone())),
+        (LABELS[3], Some(size.version_label())),
         (LABELS[4], Some(sku.vcpu.to_string())),
         (LABELS[5], Some(sku.memory_mib.to_string())),
         (LABELS[6], Some(sku.gpu_count.to_string())),
@@ -235,8 +202,6 @@ pub fn catalog() -> Catalog {
     let zones: Vec<String> = ZONES.iter().map(|z| z.to_string()).collect();
     let types = embedded()
         .iter()
-        // Upstream offers no size AKS cannot run a node on: under 2 vCPUs or 3.5 GiB.
-        .filter(|s| s.vcpu >= 2 && s.memory_mib >= 3584)
         .cloned()
         .filter_map(|s| instance_type(s, &zones));
     Catalog::new("azure", types, &LABELS)
@@ -273,32 +238,28 @@ mod tests {
     }
 
     #[test]
-    fn vm_sizes_parse_as_upstream() {
-        let cases = [
-            ("Standard_D2s_v3", Some(("D", "Ds_v3", "3"))),
-            ("Standard_D4pls_v6", Some(("D", "Dpls_v6", "6"))),
-            ("Standard_NC24ads_A100_v4", Some(("N", "NCads_v4", "4"))),
-            ("Standard_E8-4ds_v5", Some(("E", "Eds_v5", "5"))),
-            ("Standard_F8", Some(("F", "F", "1"))),
-            ("Basic_A1", None),
-        ];
-        for (name, expected) in cases {
-            let parsed = parse_vm_size(name);
-            let got = parsed
-                .as_ref()
-                .map(|s| (s.family.as_str(), s.series.as_str(), s.version.as_str()));
-            assert_eq!(got, expected, "{name}");
-        }
-    }
-
-    #[test]
     fn sizes_get_aks_allocatable() {
         let catalog = catalog();
         assert!(
-            catalog.instance_types.len() > 1200,
+            catalog.instance_types.len() > 800,
             "{}",
             catalog.instance_types.len()
         );
+        // The provider's own rule: no confidential, constrained-vCPU or tiny sizes.
+        let names: Vec<&str> = catalog
+            .instance_types
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        for ruled_out in [
+            "Standard_DC2as_v5",
+            "Standard_EC2as_v5",
+            "Standard_E8-4ds_v5",
+            "Standard_B1s",
+            "Standard_A1_v2",
+        ] {
+            assert!(!names.contains(&ruled_out), "{ruled_out}");
+        }
         let d2 = catalog
             .instance_types
             .iter()

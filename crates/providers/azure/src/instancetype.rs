@@ -258,21 +258,38 @@ pub fn is_restricted(name: &str) -> bool {
 }
 
 fn is_supported(sku: &ResourceSku, size: &VmSize) -> bool {
-    let enough_cpu = sku.vcpus().is_some_and(|c| c >= 2);
-    let enough_memory = sku.memory_gib().is_some_and(|m| m >= 3.5);
+    is_node_size(
+        &sku.name,
+        size,
+        sku.vcpus(),
+        sku.memory_gib(),
+        sku.gpus().unwrap_or(0),
+    )
+}
+
+/// Whether a size can be a node at all, by what it is (the simulator's catalog applies the
+/// same rule to its embedded data): at least 2 vCPUs and 3.5 GiB, no constrained vCPUs, not
+/// confidential, GPUs only where AKS knows the drivers, and not ruled out by name. `name` is
+/// the full name (`Standard_NC24ads_A100_v4`).
+pub fn is_node_size(
+    name: &str,
+    size: &VmSize,
+    vcpus: Option<i64>,
+    memory_gib: Option<f64>,
+    gpus: i64,
+) -> bool {
+    let enough_cpu = vcpus.is_some_and(|c| c >= 2);
+    let enough_memory = memory_gib.is_some_and(|m| m >= 3.5);
     // A size with GPUs runs a node only with drivers AKS knows how to provide.
-    let unsupported_gpu = sku.gpus().is_some_and(|g| g > 0) && !gpus::is_gpu_sku(&sku.name);
+    let unsupported_gpu = gpus > 0 && !gpus::is_gpu_sku(name);
     // Confidential sizes (DC, EC) need images the provider does not build.
-    let confidential = size_name(sku).starts_with("DC") || size_name(sku).starts_with("EC");
+    let confidential = size.series.starts_with("DC") || size.series.starts_with("EC");
     enough_cpu
         && enough_memory
         && !unsupported_gpu
         && size.cpus_constrained.is_none()
         && !confidential
-}
-
-fn size_name(sku: &ResourceSku) -> &str {
-    sku.size.as_deref().unwrap_or_default()
+        && !is_restricted(name)
 }
 
 /// Whether the NodeClass can use the size: the image has its GPU's drivers, and it has what

@@ -183,7 +183,7 @@ mod tests {
             ),
             (
                 "invalidresourcereference",
-                "…/LOADBALANCERS/KUBERNETES/BACKENDADDRESSPOOLS/AKSOUTBOUNDBACKENDPOOL…",
+                "RESOURCE /SUBSCRIPTIONS/S/RESOURCEGROUPS/MC/PROVIDERS/MICROSOFT.NETWORK/LOADBALANCERS/KUBERNETES/BACKENDADDRESSPOOLS/AKSOUTBOUNDBACKENDPOOL WAS NOT FOUND",
                 true,
             ),
             (
