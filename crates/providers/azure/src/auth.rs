@@ -12,8 +12,6 @@ use karpenter_cloudprovider::http::{HttpClient, RetryPolicy};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
-/// ARM's token scope.
-pub const ARM_SCOPE: &str = "https://management.azure.com/.default";
 /// The public cloud's Entra ID authority.
 pub const PUBLIC_AUTHORITY: &str = "https://login.microsoftonline.com/";
 /// The instance metadata service's token endpoint.
@@ -190,6 +188,9 @@ pub struct Authorities {
     pub authority: String,
     /// IMDS's token endpoint.
     pub imds: String,
+    /// What the tokens are for: ARM's audience in the cloud the provider runs in
+    /// ([`crate::cloud::CloudEnvironment::token_audience`]).
+    pub audience: String,
 }
 
 impl Default for Authorities {
@@ -197,6 +198,7 @@ impl Default for Authorities {
         Self {
             authority: PUBLIC_AUTHORITY.into(),
             imds: IMDS_TOKEN_URL.into(),
+            audience: crate::cloud::CloudEnvironment::public().token_audience,
         }
     }
 }
@@ -281,6 +283,10 @@ impl TokenSource {
                 self.authorities.authority.trim_end_matches('/')
             )
         };
+        let scope = format!(
+            "{}/.default",
+            self.authorities.audience.trim_end_matches('/')
+        );
         let post = |url: &str, body: String| {
             http::Request::post(url)
                 .header("content-type", "application/x-www-form-urlencoded")
@@ -298,7 +304,7 @@ impl TokenSource {
                     ("grant_type", "client_credentials"),
                     ("client_id", client_id),
                     ("client_secret", secret),
-                    ("scope", ARM_SCOPE),
+                    ("scope", &scope),
                 ]);
                 Ok((url.clone(), post(&url, body)?))
             }
@@ -319,14 +325,14 @@ impl TokenSource {
                         "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
                     ),
                     ("client_assertion", assertion.trim()),
-                    ("scope", ARM_SCOPE),
+                    ("scope", &scope),
                 ]);
                 Ok((url.clone(), post(&url, body)?))
             }
             Credential::ManagedIdentity { client_id } => {
                 let mut query = form_urlencoded::Serializer::new(String::new());
                 query.append_pair("api-version", "2018-02-01");
-                query.append_pair("resource", "https://management.azure.com/");
+                query.append_pair("resource", &self.authorities.audience);
                 if let Some(id) = client_id {
                     query.append_pair("client_id", id);
                 }

@@ -19,6 +19,7 @@ pub mod bootstrap;
 pub mod catalog;
 #[cfg(feature = "cloud")]
 pub mod catalog_api;
+pub mod cloud;
 #[cfg(feature = "cloud")]
 pub mod compute;
 pub mod drift;

@@ -16,14 +16,12 @@ use crate::arm::Arm;
 use crate::auth::{Authorities, Credential, TokenSource};
 use crate::bootstrap::Network;
 use crate::catalog_api::RETAIL_PRICES_URL;
+use crate::cloud::CloudEnvironment;
 use crate::nodeclass_status;
 use crate::provider::{AzureCloudProvider, AzureOptions, KubeState};
 
 /// The provider as the controller runs it: ARM, AKSNodeClasses and Nodes from the cluster.
 pub type AzureProvider = AzureCloudProvider<KubeState>;
-
-/// ARM's public endpoint.
-pub const PUBLIC_ARM_ENDPOINT: &str = "https://management.azure.com";
 
 /// The Azure provider's settings, under upstream's environment variable names.
 #[derive(Clone, Debug, Default, clap::Args)]
@@ -100,8 +98,9 @@ pub struct AzureSettings {
     /// The region.
     #[arg(long, env = "LOCATION", default_value = "")]
     pub location: String,
-    /// ARM's URL (a private endpoint or a test double); the public cloud's by default.
-    #[arg(long, env = "ARM_ENDPOINT", default_value = PUBLIC_ARM_ENDPOINT)]
+    /// ARM's URL (a private endpoint or a test double); empty for the cloud's own (see
+    /// `ARM_CLOUD` and `AZURE_ENVIRONMENT_FILEPATH`).
+    #[arg(long, env = "ARM_ENDPOINT", default_value = "")]
     pub arm_endpoint: String,
     /// The Retail Prices API; empty keeps the embedded prices (no internet egress).
     #[arg(long, env = "AZURE_RETAIL_PRICES_URL", default_value = RETAIL_PRICES_URL)]
@@ -214,14 +213,34 @@ impl Provider for AzureProvider {
 
     async fn build(client: kube::Client, settings: AzureSettings) -> Result<Self, BoxError> {
         let env = |k: &str| std::env::var(k).ok();
-        let endpoint = settings.arm_endpoint.clone();
+        let cloud = CloudEnvironment::resolve(
+            env("ARM_CLOUD").as_deref(),
+            env("AZURE_ENVIRONMENT_FILEPATH").as_deref(),
+            |path: &str| std::fs::read_to_string(path),
+        )?;
+        let endpoint = Some(settings.arm_endpoint.clone())
+            .filter(|e| !e.is_empty())
+            .unwrap_or_else(|| {
+                cloud
+                    .resource_manager_endpoint
+                    .trim_end_matches('/')
+                    .to_string()
+            });
         let mut options = settings.options(env)?;
         options.ca_bundle = karpenter_controller::cloudprovider::cluster_ca_bundle().await;
-        let credential = Credential::from_env(env)?;
-        let mut authorities = Authorities::default();
-        if let Some(host) = env("AZURE_AUTHORITY_HOST").filter(|h| !h.is_empty()) {
-            authorities.authority = host;
+        if !cloud.is_public() && options.retail_prices_url.take().is_some() {
+            tracing::info!(
+                "the Retail Prices API serves the public cloud only: keeping the embedded prices"
+            );
         }
+        let credential = Credential::from_env(env)?;
+        let authorities = Authorities {
+            authority: env("AZURE_AUTHORITY_HOST")
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| cloud.active_directory_endpoint.clone()),
+            audience: cloud.token_audience.clone(),
+            ..Authorities::default()
+        };
         let http = HttpClient::new(Duration::from_secs(30))?;
         let tokens = TokenSource::new(credential, authorities, http.clone());
         let arm = Arm::new(http.clone(), endpoint, tokens);

@@ -203,6 +203,7 @@ fn images(url: &str) -> CommunityImages {
         Authorities {
             authority: format!("{url}/login/"),
             imds: format!("{url}/imds"),
+            ..Authorities::default()
         },
         http.clone(),
     );
@@ -465,6 +466,7 @@ async fn a_wrong_secret_is_reported_with_entra_ids_reason() {
         Authorities {
             authority: format!("{url}/login/"),
             imds: format!("{url}/imds"),
+            ..Authorities::default()
         },
         http.clone(),
     );

@@ -357,6 +357,7 @@ pub fn arm(url: &str, secret: &str) -> Arm {
         Authorities {
             authority: format!("{url}/login/"),
             imds: format!("{url}/imds"),
+            ..Authorities::default()
         },
         http.clone(),
     );
