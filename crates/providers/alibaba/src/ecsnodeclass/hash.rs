@@ -42,7 +42,7 @@ const KUBELET_OPTIONAL_SCALARS: &[&str] = &[
     "cpuCFSQuota",
 ];
 
-/// Kubelet fields that are maps of strings.
+/// Kubelet maps, hashed entry by entry as the tags are.
 const KUBELET_MAPS: &[&str] = &[
     "systemReserved",
     "kubeReserved",

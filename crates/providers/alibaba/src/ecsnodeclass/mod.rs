@@ -82,27 +82,26 @@ pub const RESERVED_RESOURCES: [&str; 4] = ["cpu", "memory", "ephemeral-storage",
 /// The schema types grace periods as plain strings, but upstream reads them as Go durations:
 /// one that does not parse is stored, and then the controller cannot read the class at all.
 fn runtime_checks(object: &Value, problems: &mut Vec<Problem>) {
-    if let Some(periods) = object
+    let periods = object
         .pointer("/spec/kubeletConfiguration/evictionSoftGracePeriod")
-        .and_then(Value::as_object)
-    {
-        for (signal, period) in periods {
-            let Some(period) = period.as_str() else {
-                continue;
-            };
-            if let Err(e) = parse_go_duration(period) {
-                problems.push(Problem {
-                    path: format!("spec.kubeletConfiguration.evictionSoftGracePeriod.{signal}"),
-                    message: e.to_string(),
-                    kind: ProblemKind::NotReady,
-                });
-            }
-        }
-        if !problems.is_empty() {
-            return;
-        }
+        .and_then(Value::as_object);
+    let unparsed: Vec<Problem> = periods
+        .into_iter()
+        .flatten()
+        .filter_map(|(signal, period)| {
+            let e = parse_go_duration(period.as_str()?).err()?;
+            Some(Problem {
+                path: format!("spec.kubeletConfiguration.evictionSoftGracePeriod.{signal}"),
+                message: e.to_string(),
+                kind: ProblemKind::NotReady,
+            })
+        })
+        .collect();
+    if unparsed.is_empty() {
+        karpenter_api::validation::typed::<ECSNodeClass>(object, problems, |_, _| {});
+    } else {
+        problems.extend(unparsed);
     }
-    karpenter_api::validation::typed::<ECSNodeClass>(object, problems, |_, _| {});
 }
 
 /// The CRD's defaults, shared by the schema and the types' serde defaults so they cannot
