@@ -168,7 +168,7 @@ fn v1beta1_is_pointed_at_convert_and_converts_to_valid_v1() {
 }
 
 #[test]
-fn crds_print_all_five() {
+fn crds_print_all_six() {
     let out = karpenter_rs(&["crds"]);
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);
@@ -178,12 +178,13 @@ fn crds_print_all_five() {
         "kwoknodeclasses.karpenter.kwok.sh",
         "ec2nodeclasses.karpenter.k8s.aws",
         "aksnodeclasses.karpenter.azure.com",
+        "ecsnodeclasses.karpenter.k8s.alibabacloud",
     ] {
         assert!(text.contains(&format!("name: {name}")), "{name}");
     }
     assert_eq!(
         text.matches("\n---\n").count() + usize::from(text.starts_with("---\n")),
-        5
+        6
     );
 }
 
