@@ -21,6 +21,7 @@
 mod cluster;
 pub mod eviction;
 mod faults;
+pub mod real;
 mod request;
 mod resources;
 pub mod selector;

@@ -273,6 +273,9 @@ fn spawn_kubelets(
                     "metadata": {"name": node_name, "labels": labels},
                     "spec": {"providerID": provider_id},
                     "status": {"capacity": allocatable, "allocatable": allocatable,
+                               "nodeInfo": {"kubeletVersion": "v1.33.2", "machineID": "", "systemUUID": "", "bootID": "",
+                                            "kernelVersion": "", "osImage": "", "containerRuntimeVersion": "",
+                                            "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
                                "conditions": [{"type": "Ready", "status": "True"}]},
                 }))
                 .unwrap();

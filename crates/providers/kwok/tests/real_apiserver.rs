@@ -14,13 +14,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use karpenter_api::labels::NODE_POOL_LABEL;
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_controller::{Controller, Options};
 use karpenter_kwok::{KWOKNodeClass, KwokProvider};
+use karpenter_testkit::real;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -28,68 +27,22 @@ use tokio_util::sync::CancellationToken;
 const NAME: &str = "real-e2e";
 const WAIT: Duration = Duration::from_secs(60);
 
-async fn client() -> Option<Client> {
-    let path = std::env::var("KARPENTER_RS_REAL_KUBECONFIG").ok()?;
-    let kubeconfig = Kubeconfig::read_from(&path).expect("the kubeconfig reads");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("the kubeconfig is usable");
-    Some(Client::try_from(config).expect("a client"))
-}
-
 /// Polls `check` every 250 ms until it answers or `WAIT` passes.
 async fn eventually<T, F: Future<Output = Option<T>>>(check: impl FnMut() -> F) -> Option<T> {
-    eventually_within(WAIT, check).await
-}
-
-/// Polls `check` every 250 ms until it answers or `wait` passes.
-async fn eventually_within<T, F: Future<Output = Option<T>>>(
-    wait: Duration,
-    mut check: impl FnMut() -> F,
-) -> Option<T> {
-    let deadline = tokio::time::Instant::now() + wait;
-    while tokio::time::Instant::now() < deadline {
-        if let Some(v) = check().await {
-            return Some(v);
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    None
+    real::eventually_within(WAIT, check).await
 }
 
 /// Applies karpenter's CRDs and the KWOK provider's, as the chart does, and waits until the
 /// API server serves them.
 async fn install_crds(client: &Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crds: Vec<_> = karpenter_api::crd::CORE
-        .iter()
-        .chain(karpenter_kwok::CRDS)
-        .collect();
-    for crd in &crds {
-        let definition = crd.definition();
-        let name = definition["metadata"]["name"].as_str().unwrap().to_string();
-        api.patch(
-            &name,
-            &PatchParams::apply("karpenter-rs-tests").force(),
-            &Patch::Apply(definition),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("the API server accepts {name}: {e}"));
-        let established = eventually(|| {
-            let api = api.clone();
-            let name = name.clone();
-            async move {
-                let crd = api.get(&name).await.ok()?;
-                crd.status?
-                    .conditions?
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-                    .then_some(())
-            }
-        })
-        .await;
-        assert!(established.is_some(), "{name} established");
-    }
+    real::install_crds(
+        client,
+        karpenter_api::crd::CORE
+            .iter()
+            .chain(karpenter_kwok::CRDS)
+            .map(|c| c.definition()),
+    )
+    .await;
 }
 
 /// Creates `pod`, retrying while a pod of that name from an earlier run is still going.
@@ -144,7 +97,7 @@ async fn apply_class_and_pool(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pending_pod_gets_a_kwok_node_and_the_node_goes_with_its_pool() {
-    let Some(client) = client().await else {
+    let Some(client) = real::client().await else {
         eprintln!("skipped: KARPENTER_RS_REAL_KUBECONFIG is not set");
         return;
     };
@@ -250,54 +203,16 @@ async fn a_pending_pod_gets_a_kwok_node_and_the_node_goes_with_its_pool() {
 /// controller does not mark the nodes unreachable after 40 s — a NotReady node counts as
 /// disrupting against its NodePool's budget, and the scale-down would stall for that reason.
 fn fake_kubelets(client: Client, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let nodes: Api<Node> = Api::all(client.clone());
-        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-            Api::namespaced(client.clone(), "kube-node-lease");
-        let apply = PatchParams::apply("fake-kubelet").force();
-        loop {
-            // Whole seconds: a Lease's renewTime wants exactly six fractional digits.
-            let seconds = k8s_openapi::jiff::Timestamp::now().as_second();
-            let now = k8s_openapi::jiff::Timestamp::from_second(seconds)
-                .unwrap()
-                .to_string();
-            for node in nodes
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items)
-                .unwrap_or_default()
-            {
-                let Some(name) = node.metadata.name.clone() else {
-                    continue;
-                };
-                let kwok = node
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .is_some_and(|a| a.contains_key(karpenter_kwok::provider::KWOK_NODE_KEY));
-                if !kwok || node.metadata.deletion_timestamp.is_some() {
-                    continue;
-                }
-                let lease = json!({
-                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": name, "namespace": "kube-node-lease"},
-                    "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now.replace('Z', ".000000Z")},
-                });
-                let _ = leases.patch(&name, &apply, &Patch::Apply(lease)).await;
-                let ready = json!({"status": {"conditions": [{
-                    "type": "Ready", "status": "True", "reason": "KubeletReady",
-                    "lastHeartbeatTime": now, "lastTransitionTime": now,
-                }]}});
-                let _ = nodes
-                    .patch_status(&name, &PatchParams::default(), &Patch::Strategic(ready))
-                    .await;
-            }
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(Duration::from_secs(5)) => {}
-            }
-        }
-    })
+    real::renew_nodes(
+        client,
+        |node| {
+            node.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(karpenter_kwok::provider::KWOK_NODE_KEY))
+        },
+        stop,
+    )
 }
 
 /// Node names the API server has for `pool`.
@@ -323,7 +238,7 @@ async fn scaled_down_pods_leave_nodes_that_go_and_state_follows_the_api_server()
     const POOL: &str = "real-scale";
     const PODS: usize = 12;
     const KEEP: usize = 3;
-    let Some(client) = client().await else {
+    let Some(client) = real::client().await else {
         eprintln!("skipped: KARPENTER_RS_REAL_KUBECONFIG is not set");
         return;
     };
@@ -399,7 +314,7 @@ async fn scaled_down_pods_leave_nodes_that_go_and_state_follows_the_api_server()
         pods.delete(&name(i), &now).await.unwrap();
     }
     let nodes: Api<Node> = Api::all(client.clone());
-    let shrunk = eventually_within(Duration::from_secs(240), || {
+    let shrunk = real::eventually_within(Duration::from_secs(240), || {
         let nodes = nodes.clone();
         async move { (pool_nodes(&nodes, POOL).await?.len() == KEEP).then_some(()) }
     })
