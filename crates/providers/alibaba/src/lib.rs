@@ -1,9 +1,21 @@
-//! The Alibaba Cloud provider. So far its pure part only: the simulator's `alibaba` catalog
-//! ([`catalog`]: ECS instance types in cn-hangzhou with ACK's allocatable, as the
-//! cloudpilot-ai provider computes it). The `ECSNodeClass` and ECS launches are to come; the
-//! registration already names the NodeClass so `convert` recognises its NodePools.
+//! The Alibaba Cloud provider. So far:
+//!
+//! * the simulator's `alibaba` catalog ([`catalog`]: ECS instance types in cn-hangzhou with
+//!   ACK's allocatable, as the cloudpilot-ai provider computes it);
+//! * the wire: request signing ([`auth::acs3`], the `ACS3-HMAC-SHA256` signature the SDKs use,
+//!   and the legacy [`auth::rpc`] one), regional [`endpoint`]s, what error codes mean
+//!   ([`errors`]); and, with the `cloud` feature, the credential chain
+//!   ([`auth::credentials`]: environment keys, RRSA, the Alibaba CLI's config file, the ECS
+//!   instance's RAM role) and the RPC [`client`] for ECS, VPC and STS.
+//!
+//! The `ECSNodeClass` and ECS launches are to come; the registration already names the
+//! NodeClass so `convert` recognises its NodePools.
 
+pub mod auth;
 pub mod catalog;
+pub mod endpoint;
+pub mod errors;
+pub mod time;
 
 use karpenter_api::crd::GroupKind;
 use karpenter_cloudprovider::Registration;
