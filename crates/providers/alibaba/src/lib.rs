@@ -13,8 +13,12 @@
 
 pub mod auth;
 pub mod catalog;
+#[cfg(feature = "cloud")]
+pub mod client;
 pub mod endpoint;
 pub mod errors;
+#[cfg(feature = "cloud")]
+mod retry;
 pub mod time;
 
 use karpenter_api::crd::GroupKind;

@@ -5,7 +5,12 @@
 //! examples reproduce byte for byte. [`credentials`] (feature `cloud`) finds the keys.
 
 pub mod acs3;
+#[cfg(feature = "cloud")]
+pub mod credentials;
 pub mod rpc;
+
+#[cfg(feature = "cloud")]
+pub use credentials::{CredentialsError, CredentialsProvider, Source};
 
 /// An access key, with the security token of temporary (STS) credentials.
 #[derive(Clone, PartialEq, Eq)]
