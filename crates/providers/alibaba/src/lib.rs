@@ -5,8 +5,8 @@
 //! * the wire: request signing ([`auth::acs3`], the `ACS3-HMAC-SHA256` signature the SDKs use,
 //!   and the legacy [`auth::rpc`] one), regional [`endpoint`]s, what error codes mean
 //!   ([`errors`]); and, with the `cloud` feature, the credential chain
-//!   ([`auth::credentials`]: environment keys, RRSA, the Alibaba CLI's config file, the ECS
-//!   instance's RAM role) and the RPC [`client`] for ECS, VPC and STS.
+//!   (`auth::credentials`: environment keys, RRSA, the Alibaba CLI's config file, the ECS
+//!   instance's RAM role) and the RPC `client` for ECS, VPC and STS.
 //!
 //! The `ECSNodeClass` and ECS launches are to come; the registration already names the
 //! NodeClass so `convert` recognises its NodePools.

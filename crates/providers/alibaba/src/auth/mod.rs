@@ -2,7 +2,7 @@
 //! [`acs3`] (`ACS3-HMAC-SHA256`, what the current SDKs sign every ECS, VPC, STS and ACK call
 //! with) and the legacy [`rpc`] signature (HMAC-SHA1, which the credential chain's STS
 //! `AssumeRole` still uses). Both are pure: time and nonce are passed in, so the official
-//! examples reproduce byte for byte. [`credentials`] (feature `cloud`) finds the keys.
+//! examples reproduce byte for byte. `credentials` (feature `cloud`) finds the keys.
 
 pub mod acs3;
 #[cfg(feature = "cloud")]
