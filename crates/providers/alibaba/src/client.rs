@@ -76,12 +76,13 @@ impl AlibabaError {
         }
     }
 
-    /// The resource does not exist (HTTP 404, or a `…NotFound` code).
+    /// The resource does not exist: a `…NotFound` code, or HTTP 404 (the cloudpilot-ai
+    /// provider's test), unless the code is about the request itself
+    /// ([`errors::NOT_A_MISSING_RESOURCE`]).
     pub fn is_not_found(&self) -> bool {
         match self {
             AlibabaError::Api { code, status, .. } => {
-                errors::is_not_found(code)
-                    || (*status == 404 && !code.starts_with("InvalidAccessKeyId"))
+                !errors::is_request_error(code) && (errors::is_not_found(code) || *status == 404)
             }
             _ => false,
         }
@@ -332,7 +333,7 @@ impl Client {
                 })
         };
         let response = send_fresh(&self.http, self.retry, build, |outcome| match outcome {
-            Ok(r) => is_throttled(r) || (repeatable && retryable(r.status) && !r.is_success()),
+            Ok(r) => is_throttled(r) || (repeatable && retryable(r.status)),
             Err(_) => repeatable,
         })
         .await

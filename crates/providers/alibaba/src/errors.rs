@@ -36,12 +36,31 @@ pub fn is_quota(code: &str) -> bool {
     code.starts_with("QuotaExceed")
 }
 
+/// `…NotFound` codes about the request itself rather than the resource it names: an unknown key,
+/// action, version or region is a configuration error, and reading one as "the instance is gone"
+/// would let garbage collection drop live nodes.
+pub const NOT_A_MISSING_RESOURCE: [&str; 4] = [
+    "InvalidAccessKeyId",
+    "InvalidAction",
+    "InvalidVersion",
+    "InvalidRegionId",
+];
+
+/// Whether an error is about the request, not a missing resource (see
+/// [`NOT_A_MISSING_RESOURCE`]).
+pub fn is_request_error(code: &str) -> bool {
+    NOT_A_MISSING_RESOURCE.iter().any(|prefix| {
+        code.strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('.'))
+    })
+}
+
 /// Whether an error code says the resource does not exist: `InvalidInstanceId.NotFound`,
 /// `InvalidVSwitchId.NotFound`, `InvalidSecurityGroupId.NotFound`, `InvalidImageId.NotFound`,
 /// ACK's `ErrorClusterNotFound`, … — every code ending in `NotFound` (both upstream providers
-/// match on that).
+/// match on that), except those about the request itself.
 pub fn is_not_found(code: &str) -> bool {
-    code.ends_with("NotFound") && !code.starts_with("InvalidAccessKeyId")
+    code.ends_with("NotFound") && !is_request_error(code)
 }
 
 /// Whether an error code is throttling (`Throttling`, `Throttling.User`, `Throttling.Api`, …):
@@ -68,10 +87,13 @@ mod tests {
         assert!(!is_insufficient_capacity("InvalidParameter"));
         assert!(is_not_found("InvalidInstanceId.NotFound"));
         assert!(is_not_found("ErrorClusterNotFound"));
-        assert!(
-            !is_not_found("InvalidAccessKeyId.NotFound"),
-            "an unknown key is an authentication failure"
-        );
+        for code in [
+            "InvalidAccessKeyId.NotFound",
+            "InvalidAction.NotFound",
+            "InvalidRegionId.NotFound",
+        ] {
+            assert!(!is_not_found(code), "{code} is about the request");
+        }
         assert!(!is_not_found("OperationDenied.NoStock"));
         assert!(is_throttling("Throttling") && is_throttling("Throttling.User"));
         assert!(!is_throttling("ThrottlingSomething") && !is_throttling("ServiceUnavailable"));

@@ -339,6 +339,10 @@ async fn error_codes_are_mapped() {
         .await
         .unwrap_err();
     assert_eq!(unknown_action.code(), Some("InvalidAction.NotFound"));
+    assert!(
+        !unknown_action.is_not_found(),
+        "an unknown action is not a missing resource"
+    );
 }
 
 #[tokio::test]
@@ -531,6 +535,45 @@ async fn a_cli_profile_role_is_assumed_with_the_rpc_signature() {
             .is_some_and(|id| id.starts_with("STS."))
     );
     assert!(call.security_token.is_some());
+}
+
+#[tokio::test]
+async fn the_chart_mounted_config_file_is_found_in_home() {
+    // The cloudpilot-ai chart mounts its Secret at ~/.aliyun/config.json.
+    let mock = Mock::start().await;
+    mock.allow("LTAI5tChart", "chart-secret");
+    mock.reply("DescribeRegions", describe_regions());
+    let config = temp_file(
+        "config.json",
+        r#"{"profiles": [{"mode": "AK", "access_key_id": "LTAI5tChart", "access_key_secret": "chart-secret", "region_id": "cn-hangzhou"}]}"#,
+    );
+    let aliyun = config.parent().unwrap();
+    let home = aliyun.with_file_name(format!(
+        "{}-home",
+        aliyun.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::create_dir_all(home.join(".aliyun")).unwrap();
+    std::fs::copy(&config, home.join(".aliyun").join("config.json")).unwrap();
+    let home = home.to_string_lossy().to_string();
+    let source = Source::from_env(env(&[("HOME", home.as_str())]), &mock.endpoints()).unwrap();
+    assert_eq!(
+        source,
+        Source::Static(Credentials::new("LTAI5tChart", "chart-secret"))
+    );
+    mock.client_with(mock.provider(source))
+        .call(Product::Ecs, "DescribeRegions", &Params::new())
+        .await
+        .unwrap();
+
+    // Named by ALIBABA_CLOUD_CONFIG_FILE but missing: an error naming the file, not a silent
+    // fall-through to the instance role.
+    let err = Source::from_env(
+        env(&[("ALIBABA_CLOUD_CONFIG_FILE", "/nonexistent/config.json")]),
+        &mock.endpoints(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("/nonexistent/config.json"), "{err}");
 }
 
 #[tokio::test]

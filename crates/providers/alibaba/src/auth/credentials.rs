@@ -228,7 +228,12 @@ impl Source {
             if let Some(path) = path
                 && (explicit.is_some() || path.exists())
             {
-                return cli_profile(&path, get("ALIBABA_CLOUD_PROFILE"), endpoints);
+                return cli_profile(
+                    &path,
+                    get("ALIBABA_CLOUD_PROFILE"),
+                    endpoints,
+                    is_true(get("ALIBABA_CLOUD_IMDSV1_DISABLED")),
+                );
             }
         }
 
@@ -254,30 +259,47 @@ fn cli_profile(
     path: &Path,
     name: Option<String>,
     endpoints: &Endpoints,
+    imdsv1_disabled: bool,
 ) -> Result<Source, CredentialsError> {
     let shown = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| {
         CredentialsError::Config(format!("reading the Alibaba CLI config {shown}: {e}"))
     })?;
-    // serde_json's errors name a line and column, never the text: the file holds secrets.
-    let config: CliConfig = serde_json::from_str(&text)
-        .map_err(|e| CredentialsError::Config(format!("the Alibaba CLI config {shown}: {e}")))?;
-    if config.profiles.is_empty() {
-        return Err(CredentialsError::Config(format!(
-            "the Alibaba CLI config {shown} has no profiles"
-        )));
+    Source::from_cli_config(&text, name.as_deref(), endpoints, imdsv1_disabled).map_err(|e| match e
+    {
+        CredentialsError::Config(reason) => CredentialsError::Config(format!("{shown}: {reason}")),
+        other => other,
+    })
+}
+
+impl Source {
+    /// The source of the profile `name` (else the `current` one) of an Alibaba CLI config
+    /// (`config.json`), as the credentials library reads it; `imdsv1_disabled` applies to an
+    /// `EcsRamRole` profile.
+    pub fn from_cli_config(
+        text: &str,
+        name: Option<&str>,
+        endpoints: &Endpoints,
+        imdsv1_disabled: bool,
+    ) -> Result<Self, CredentialsError> {
+        let error = |e: String| CredentialsError::Config(format!("the Alibaba CLI config: {e}"));
+        // serde_json's errors name a line and column, never the text: the file holds secrets.
+        let config: CliConfig = serde_json::from_str(text).map_err(|e| error(e.to_string()))?;
+        if config.profiles.is_empty() {
+            return Err(error("no profiles".into()));
+        }
+        // As the library: the named profile, else the current one — and a file without names
+        // (as the cloudpilot-ai chart writes it) matches its unnamed profile.
+        let name = name.map_or_else(|| config.current.clone(), str::to_string);
+        profile_source(&config, &name, endpoints, imdsv1_disabled, 0).map_err(error)
     }
-    // As the library: the named profile, else the current one — and a file without names (as
-    // the cloudpilot-ai chart writes it) matches its unnamed profile.
-    let name = name.unwrap_or_else(|| config.current.clone());
-    profile_source(&config, &name, endpoints, 0)
-        .map_err(|e| CredentialsError::Config(format!("the Alibaba CLI config {shown}: {e}")))
 }
 
 fn profile_source(
     config: &CliConfig,
     name: &str,
     endpoints: &Endpoints,
+    imdsv1_disabled: bool,
     depth: usize,
 ) -> Result<Source, String> {
     if depth > 8 {
@@ -340,6 +362,7 @@ fn profile_source(
                 config,
                 &p.source_profile,
                 endpoints,
+                imdsv1_disabled,
                 depth + 1,
             )?),
             external_id: non_empty(&p.external_id),
@@ -347,7 +370,7 @@ fn profile_source(
         "EcsRamRole" => Ok(Source::EcsRamRole {
             role_name: non_empty(&p.ram_role_name),
             metadata_url: METADATA_ENDPOINT.into(),
-            disable_imdsv1: false,
+            disable_imdsv1: imdsv1_disabled,
         }),
         "OIDC" => Ok(Source::Oidc {
             session: session()?,
@@ -824,7 +847,6 @@ mod tests {
             Source::Static(Credentials::new("LTAI5t", "secret").with_security_token("token"))
         );
         let shown = format!("{source:?}");
-        assert!(!shown.contains("secret") || shown.contains("<redacted>"));
         assert!(
             !shown.contains("\"secret\"") && !shown.contains("\"token\""),
             "{shown}"
@@ -938,54 +960,7 @@ mod tests {
         );
     }
 
-    fn write_config(dir: &Path, text: &str) -> PathBuf {
-        std::fs::create_dir_all(dir).unwrap();
-        let path = dir.join("config.json");
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-
-    fn temp_dir(name: &str) -> PathBuf {
-        std::env::temp_dir().join(format!(
-            "karpenter-alibaba-{name}-{}-{}",
-            std::process::id(),
-            crate::retry::nonce()
-        ))
-    }
-
-    #[test]
-    fn the_cloudpilot_chart_config_file() {
-        // The Secret the cloudpilot-ai chart mounts at ~/.aliyun/config.json: no profile name,
-        // no `current`.
-        let home = temp_dir("home");
-        write_config(
-            &home.join(".aliyun"),
-            r#"{
-  "profiles": [
-    {
-      "mode": "AK",
-      "access_key_id": "LTAI5tChart",
-      "access_key_secret": "chart-secret",
-      "region_id": "cn-hangzhou"
-    }
-  ]
-}"#,
-        );
-        let home_str = home.to_string_lossy().to_string();
-        let source = Source::from_env(env(&[("HOME", home_str.as_str())]), &endpoints()).unwrap();
-        assert_eq!(
-            source,
-            Source::Static(Credentials::new("LTAI5tChart", "chart-secret"))
-        );
-        let _ = std::fs::remove_dir_all(&home);
-    }
-
-    #[test]
-    fn cli_profiles_in_every_supported_mode() {
-        let dir = temp_dir("cli");
-        let path = write_config(
-            &dir,
-            r#"{
+    const PROFILES: &str = r#"{
   "current": "sts",
   "profiles": [
     {"name": "sts", "mode": "StsToken", "access_key_id": "STS.a", "access_key_secret": "s", "sts_token": "t"},
@@ -997,22 +972,23 @@ mod tests {
     {"name": "ecs", "mode": "EcsRamRole", "ram_role_name": "worker"},
     {"name": "oidc", "mode": "OIDC", "ram_role_arn": "acs:ram::1:role/r", "oidc_provider_arn": "acs:ram::1:oidc-provider/p", "oidc_token_file": "/t"},
     {"name": "sso", "mode": "CloudSSO"},
-    {"name": "loop", "mode": "ChainableRamRoleArn", "source_profile": "loop", "ram_role_arn": "acs:ram::1:role/r"}
+    {"name": "loop", "mode": "ChainableRamRoleArn", "source_profile": "loop", "ram_role_arn": "acs:ram::1:role/r"},
+    {"name": "keyless", "mode": "AK", "access_key_id": "LTAI5t"}
   ]
-}"#,
-        );
-        let file = path.to_string_lossy().to_string();
-        let source = |profile: Option<&str>| {
-            let mut pairs = vec![("ALIBABA_CLOUD_CONFIG_FILE", file.as_str())];
-            if let Some(p) = profile {
-                pairs.push(("ALIBABA_CLOUD_PROFILE", p));
-            }
-            Source::from_env(env(&pairs), &endpoints())
-        };
+}"#;
+
+    #[test]
+    fn cli_profiles_in_every_supported_mode() {
+        let source =
+            |profile: Option<&str>| Source::from_cli_config(PROFILES, profile, &endpoints(), true);
         assert_eq!(
             source(None).unwrap(),
             Source::Static(Credentials::new("STS.a", "s").with_security_token("t")),
             "the current profile"
+        );
+        assert_eq!(
+            source(Some("base")).unwrap(),
+            Source::Static(Credentials::new("LTAI5t", "s"))
         );
         match source(Some("role")).unwrap() {
             Source::RamRoleArn {
@@ -1039,10 +1015,14 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(matches!(
+        assert_eq!(
             source(Some("ecs")).unwrap(),
-            Source::EcsRamRole { role_name: Some(r), .. } if r == "worker"
-        ));
+            Source::EcsRamRole {
+                role_name: Some("worker".into()),
+                metadata_url: METADATA_ENDPOINT.into(),
+                disable_imdsv1: true,
+            }
+        );
         assert!(matches!(source(Some("oidc")).unwrap(), Source::Oidc { .. }));
         let sso = source(Some("sso")).unwrap_err().to_string();
         assert!(
@@ -1061,27 +1041,47 @@ mod tests {
                 .to_string()
                 .contains("nobody")
         );
-        let _ = std::fs::remove_dir_all(&dir);
+        let keyless = source(Some("keyless")).unwrap_err().to_string();
+        assert!(keyless.contains("access_key_secret"), "{keyless}");
     }
 
     #[test]
-    fn a_broken_config_file_says_where_without_its_contents() {
-        let dir = temp_dir("broken");
-        let path = write_config(
-            &dir,
-            r#"{"profiles": [{"mode": "AK", "access_key_secret": "leaked?"#,
+    fn the_cloudpilot_chart_config() {
+        // The Secret the cloudpilot-ai chart mounts at ~/.aliyun/config.json: no profile name,
+        // no `current`.
+        let chart = r#"{
+  "profiles": [
+    {
+      "mode": "AK",
+      "access_key_id": "LTAI5tChart",
+      "access_key_secret": "chart-secret",
+      "region_id": "cn-hangzhou"
+    }
+  ]
+}"#;
+        assert_eq!(
+            Source::from_cli_config(chart, None, &endpoints(), false).unwrap(),
+            Source::Static(Credentials::new("LTAI5tChart", "chart-secret"))
         );
-        let file = path.to_string_lossy().to_string();
-        let err = Source::from_env(
-            env(&[("ALIBABA_CLOUD_CONFIG_FILE", file.as_str())]),
+    }
+
+    #[test]
+    fn a_broken_config_is_reported_without_its_contents() {
+        let err = Source::from_cli_config(
+            r#"{"profiles": [{"mode": "AK", "access_key_secret": "leaked?"#,
+            None,
             &endpoints(),
+            false,
         )
         .unwrap_err()
         .to_string();
         assert!(
-            err.contains("config.json") && !err.contains("leaked"),
+            err.contains("CLI config") && !err.contains("leaked"),
             "{err}"
         );
-        let _ = std::fs::remove_dir_all(&dir);
+        let empty = Source::from_cli_config(r#"{"profiles": []}"#, None, &endpoints(), false)
+            .unwrap_err()
+            .to_string();
+        assert!(empty.contains("no profiles"), "{empty}");
     }
 }

@@ -713,7 +713,8 @@ pub fn http() -> HttpClient {
 
 /// A file holding `text`, in a directory of its own.
 pub fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!(
+    // Cargo's scratch directory for integration tests, named at compile time.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "karpenter-alibaba-wire-{}-{name}-{}",
         std::process::id(),
         SystemTime::now()
