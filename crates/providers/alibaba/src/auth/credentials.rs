@@ -283,8 +283,16 @@ impl Source {
         imdsv1_disabled: bool,
     ) -> Result<Self, CredentialsError> {
         let error = |e: String| CredentialsError::Config(format!("the Alibaba CLI config: {e}"));
-        // serde_json's errors name a line and column, never the text: the file holds secrets.
-        let config: CliConfig = serde_json::from_str(text).map_err(|e| error(e.to_string()))?;
+        // Where the file is broken, never what it says: serde_json's messages can quote a
+        // value, and the file holds secrets.
+        let config: CliConfig = serde_json::from_str(text).map_err(|e| {
+            error(format!(
+                "not a valid config ({:?} error at line {}, column {})",
+                e.classify(),
+                e.line(),
+                e.column()
+            ))
+        })?;
         if config.profiles.is_empty() {
             return Err(error("no profiles".into()));
         }
@@ -386,10 +394,10 @@ fn profile_source(
     }
 }
 
-/// Credentials and when they stop being used (Unix seconds; `None` for fixed keys).
+/// Temporary credentials and when they stop being used (Unix seconds).
 struct Cached {
     credentials: Credentials,
-    refresh_at: Option<u64>,
+    refresh_at: u64,
 }
 
 /// Hands out current credentials from one [`Source`], fetching temporary ones again before they
@@ -500,14 +508,14 @@ impl CredentialsProvider {
         }
         let mut cache = self.cache.lock().await;
         if let Some(cached) = cache.as_ref()
-            && cached.refresh_at.is_none_or(|at| now < at)
+            && now < cached.refresh_at
         {
             return Ok(cached.credentials.clone());
         }
         let (credentials, expires_at) = self.fetch(now).await?;
         *cache = Some(Cached {
             credentials: credentials.clone(),
-            refresh_at: Some(expires_at.saturating_sub(REFRESH_MARGIN_SECONDS)),
+            refresh_at: expires_at.saturating_sub(REFRESH_MARGIN_SECONDS),
         });
         Ok(credentials)
     }
@@ -1078,6 +1086,18 @@ mod tests {
         assert!(
             err.contains("CLI config") && !err.contains("leaked"),
             "{err}"
+        );
+        let mistyped = Source::from_cli_config(
+            r#"{"profiles": [{"mode": "AK", "access_key_id": "LTAI5t", "access_key_secret": 918273645}]}"#,
+            None,
+            &endpoints(),
+            false,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            mistyped.contains("line 1") && !mistyped.contains("918273645"),
+            "{mistyped}"
         );
         let empty = Source::from_cli_config(r#"{"profiles": []}"#, None, &endpoints(), false)
             .unwrap_err()
