@@ -1,10 +1,27 @@
-//! The Alibaba Cloud provider, after cloudpilot-ai's. So far its pure part: the `ECSNodeClass`
-//! API ([`ecsnodeclass`]: upstream's schema, CEL rules, defaults and hash) and the simulator's
-//! `alibaba` catalog ([`catalog`]: ECS instance types in cn-hangzhou with ACK's allocatable,
-//! as the cloudpilot-ai provider computes it). ECS launches are to come.
+//! The Alibaba Cloud provider, after cloudpilot-ai's. So far:
+//!
+//! * the `ECSNodeClass` API ([`ecsnodeclass`]: upstream's schema, CEL rules, defaults and
+//!   hash);
+//! * the simulator's `alibaba` catalog ([`catalog`]: ECS instance types in cn-hangzhou with
+//!   ACK's allocatable, as the cloudpilot-ai provider computes it);
+//! * the wire: request signing ([`auth::acs3`], the `ACS3-HMAC-SHA256` signature the SDKs use,
+//!   and the legacy [`auth::rpc`] one), regional [`endpoint`]s, what error codes mean
+//!   ([`errors`]); and, with the `cloud` feature, the credential chain
+//!   (`auth::credentials`: environment keys, RRSA, the Alibaba CLI's config file, the ECS
+//!   instance's RAM role) and the RPC `client` for ECS, VPC and STS.
+//!
+//! ECS launches (the `CloudProvider`) are to come.
 
+pub mod auth;
 pub mod catalog;
+#[cfg(feature = "cloud")]
+pub mod client;
 pub mod ecsnodeclass;
+pub mod endpoint;
+pub mod errors;
+#[cfg(feature = "cloud")]
+mod retry;
+pub mod time;
 
 use karpenter_api::crd::{Crd, GroupKind};
 use karpenter_cloudprovider::Registration;
