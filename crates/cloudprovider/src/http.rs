@@ -193,20 +193,47 @@ impl HttpClient {
         request: &Request<Bytes>,
         policy: RetryPolicy,
     ) -> Result<Response, HttpError> {
+        self.send_rebuilt_with_retries(
+            policy,
+            || Ok(request.clone()),
+            |outcome| match outcome {
+                Ok(r) => retryable(r.status),
+                Err(_) => true,
+            },
+        )
+        .await
+    }
+
+    /// Sends the request `build` makes, and after a backoff builds and sends it again while
+    /// `again` says the outcome is worth it, at most `policy.attempts` times; the last outcome
+    /// is returned. For platforms whose signatures may be used once (a nonce, a date), so a
+    /// retry must be signed afresh rather than resent.
+    pub async fn send_rebuilt_with_retries(
+        &self,
+        policy: RetryPolicy,
+        mut build: impl FnMut() -> Result<Request<Bytes>, HttpError>,
+        again: impl Fn(&Result<Response, HttpError>) -> bool,
+    ) -> Result<Response, HttpError> {
         let mut attempt = 1;
         loop {
-            let outcome = self.send(request).await;
-            let wait = match &outcome {
-                Ok(r) if !retryable(r.status) => return outcome,
-                Ok(r) => retry_after(&r.headers),
-                Err(_) => None,
-            };
-            if attempt >= policy.attempts {
+            let request = build()?;
+            let outcome = self.send(&request).await;
+            if attempt >= policy.attempts || !again(&outcome) {
                 return outcome;
             }
-            let wait = wait
+            let wait = outcome
+                .as_ref()
+                .ok()
+                .and_then(|r| retry_after(&r.headers))
                 .map(|w| w.min(policy.max))
                 .unwrap_or_else(|| jittered(policy.ceiling(attempt)));
+            // The host only: a query can hold secrets.
+            tracing::debug!(
+                host = request.uri().host().unwrap_or_default(),
+                attempt,
+                wait_ms = wait.as_millis() as u64,
+                "retrying a request"
+            );
             tokio::time::sleep(wait).await;
             attempt += 1;
         }

@@ -19,7 +19,7 @@ use crate::auth::acs3::{self, SignableRequest};
 use crate::auth::{CredentialsError, CredentialsProvider, percent_encode};
 use crate::endpoint::{Endpoints, Product};
 use crate::errors;
-use crate::retry::{nonce, send_fresh};
+use crate::nonce::nonce;
 
 /// The `user-agent` the calls carry.
 pub const USER_AGENT: &str = concat!("karpenter-rs/", env!("CARGO_PKG_VERSION"));
@@ -332,12 +332,14 @@ impl Client {
                     reason: e.to_string(),
                 })
         };
-        let response = send_fresh(&self.http, self.retry, build, |outcome| match outcome {
-            Ok(r) => is_throttled(r) || (repeatable && retryable(r.status)),
-            Err(_) => repeatable,
-        })
-        .await
-        .map_err(|e| AlibabaError::Transport(format!("{product} {action}: {e}")))?;
+        let response = self
+            .http
+            .send_rebuilt_with_retries(self.retry, build, |outcome| match outcome {
+                Ok(r) => is_throttled(r) || (repeatable && retryable(r.status)),
+                Err(_) => repeatable,
+            })
+            .await
+            .map_err(|e| AlibabaError::Transport(format!("{product} {action}: {e}")))?;
         if !response.is_success() {
             let error = parse_error(response.status, &response.body);
             tracing::debug!(

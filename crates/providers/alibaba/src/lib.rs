@@ -20,7 +20,7 @@ pub mod ecsnodeclass;
 pub mod endpoint;
 pub mod errors;
 #[cfg(feature = "cloud")]
-mod retry;
+mod nonce;
 pub mod time;
 
 use karpenter_api::crd::{Crd, GroupKind};

@@ -34,7 +34,7 @@ use tokio::sync::Mutex;
 
 use super::{Credentials, percent_encode, rpc};
 use crate::endpoint::{Endpoints, Network, Product};
-use crate::retry::{nonce, send_fresh};
+use crate::nonce::nonce;
 
 /// The ECS metadata service.
 pub const METADATA_ENDPOINT: &str = "http://100.100.100.200";
@@ -581,12 +581,13 @@ impl CredentialsProvider {
         policy: RetryPolicy,
         build: impl FnMut() -> Result<http::Request<Bytes>, HttpError>,
     ) -> Result<Response, CredentialsError> {
-        send_fresh(&self.http, policy, build, |outcome| match outcome {
-            Ok(r) => retryable(r.status) || is_throttled(r),
-            Err(_) => true,
-        })
-        .await
-        .map_err(|e| self.fetch_error(e.to_string()))
+        self.http
+            .send_rebuilt_with_retries(policy, build, |outcome| match outcome {
+                Ok(r) => retryable(r.status) || is_throttled(r),
+                Err(_) => true,
+            })
+            .await
+            .map_err(|e| self.fetch_error(e.to_string()))
     }
 
     /// Reads temporary credentials from a 2xx answer of STS or the metadata service.
