@@ -141,19 +141,30 @@ pub fn blocks(failure: CapacityFailure, size: &str, zone: &str, capacity_type: &
     }
 }
 
+/// A size's quota family and vCPUs (`standardDSv3Family`, 8), when known.
+pub type FamilyOf<'a> = &'a dyn Fn(&str) -> Option<(String, i64)>;
+
 /// The offerings of `types` that `blocks` cover, each with how long it stays unavailable:
 /// `(size, zone, capacity type, ttl)`. A block without a size, zone or capacity type covers
-/// every one the types offer.
+/// every one the types offer. A block of one size also covers the sizes of its quota family
+/// with at least as many vCPUs, as upstream marks the family: what one size could not get,
+/// a larger one of the same family will not get either.
 pub fn expand(
     blocks: &[Block],
     types: &[std::sync::Arc<karpenter_core::cloudprovider::InstanceType>],
+    family_of: FamilyOf<'_>,
 ) -> Vec<(String, String, String, Duration)> {
     let mut out = Vec::new();
     for block in blocks {
-        for it in types
-            .iter()
-            .filter(|it| block.size.as_deref().is_none_or(|s| s == it.name))
-        {
+        let blocked_family = block.size.as_deref().and_then(family_of);
+        let covers = |name: &str| match block.size.as_deref() {
+            None => true,
+            Some(size) if size == name => true,
+            Some(_) => blocked_family.as_ref().is_some_and(|(family, cpus)| {
+                family_of(name).is_some_and(|(f, c)| f.eq_ignore_ascii_case(family) && c >= *cpus)
+            }),
+        };
+        for it in types.iter().filter(|it| covers(&it.name)) {
             for o in it.offerings.iter().filter(|o| {
                 block.zone.as_deref().is_none_or(|z| z == o.zone)
                     && block.capacity_type.is_none_or(|c| c == o.capacity_type)
@@ -304,7 +315,25 @@ mod tests {
                 Overhead::default(),
             ))
         };
-        let types = vec![it("Standard_D2s_v5"), it("Standard_D4s_v5")];
+        let types = vec![
+            it("Standard_D2s_v5"),
+            it("Standard_D4s_v5"),
+            it("Standard_D8s_v5"),
+            it("Standard_E8s_v5"),
+        ];
+        let family_of = |name: &str| -> Option<(String, i64)> {
+            let cpus = name.trim_start_matches("Standard_")[1..]
+                .split('s')
+                .next()?
+                .parse()
+                .ok()?;
+            let family = if name.starts_with("Standard_D") {
+                "standardDSv5Family"
+            } else {
+                "standardESv5Family"
+            };
+            Some((family.to_string(), cpus))
+        };
         let h = Duration::from_secs(3600);
         let spot_quota = blocks(
             CapacityFailure::LowPriorityQuota,
@@ -312,29 +341,33 @@ mod tests {
             "eastus-1",
             "spot",
         );
-        let got = expand(&spot_quota, &types);
-        assert_eq!(got.len(), 4, "every size's spot offerings: {got:?}");
+        let got = expand(&spot_quota, &types, &family_of);
+        assert_eq!(got.len(), 8, "every size's spot offerings: {got:?}");
         assert!(got.iter().all(|(_, _, ct, ttl)| ct == "spot" && *ttl == h));
+        // D4 cannot be allocated in zone 1: D4 and the larger D8 of its family are blocked
+        // there, the smaller D2 and the other family are not.
         let zonal = blocks(
             CapacityFailure::ZonalAllocation,
-            "Standard_D2s_v5",
+            "Standard_D4s_v5",
             "eastus-1",
             "on-demand",
         );
-        let got: Vec<(String, String, String)> = expand(&zonal, &types)
+        let got: Vec<(String, String, String)> = expand(&zonal, &types, &family_of)
             .into_iter()
             .map(|(s, z, c, _)| (s, z, c))
             .collect();
+        let offering = |s: &str, c: &str| (s.to_string(), "eastus-1".to_string(), c.to_string());
         assert_eq!(
             got,
             [
-                ("Standard_D2s_v5".into(), "eastus-1".into(), "spot".into()),
-                (
-                    "Standard_D2s_v5".into(),
-                    "eastus-1".into(),
-                    "on-demand".into()
-                ),
+                offering("Standard_D4s_v5", "spot"),
+                offering("Standard_D4s_v5", "on-demand"),
+                offering("Standard_D8s_v5", "spot"),
+                offering("Standard_D8s_v5", "on-demand"),
             ]
         );
+        // Without a known family only the size itself is blocked.
+        let got = expand(&zonal, &types, &|_| None);
+        assert!(got.iter().all(|(s, _, _, _)| s == "Standard_D4s_v5") && got.len() == 2);
     }
 }

@@ -371,7 +371,7 @@ impl<S: ClusterState> AzureCloudProvider<S> {
     }
 
     /// Marks what a capacity failure of `selection` rules out; true when it was one.
-    fn mark_unavailable(
+    async fn mark_unavailable(
         &self,
         error: &ArmError,
         selection: &Selection,
@@ -390,7 +390,16 @@ impl<S: ClusterState> AzureCloudProvider<S> {
             &selection.offering.zone,
             &selection.offering.capacity_type,
         );
-        for (size, zone, capacity_type, ttl) in offerings::expand(&blocks, types) {
+        let families: BTreeMap<String, (String, i64)> = self
+            .catalog
+            .lock()
+            .await
+            .skus
+            .iter()
+            .filter_map(|sku| Some((sku.name.clone(), (sku.family.clone()?, sku.vcpus()?))))
+            .collect();
+        let family_of = |name: &str| families.get(name).cloned();
+        for (size, zone, capacity_type, ttl) in offerings::expand(&blocks, types, &family_of) {
             self.unavailable
                 .mark_for(&size, &zone, &capacity_type, now, ttl);
         }
@@ -859,7 +868,7 @@ impl<S: ClusterState> CloudProvider for AzureCloudProvider<S> {
         }
         match created {
             Ok(vm) => Ok(self.launched(claim, &vm, &selection, &class)),
-            Err(e) if self.mark_unavailable(&e, &selection, &types) => {
+            Err(e) if self.mark_unavailable(&e, &selection, &types).await => {
                 Err(CloudProviderError::insufficient_capacity(e.to_string()))
             }
             Err(e) => Err(other(e)),
