@@ -359,7 +359,9 @@ pub fn capacity(info: &EcsInstanceType, options: &InstanceTypeOptions) -> Resour
     capacity.ephemeral_storage = ephemeral_storage_milli(options);
     capacity.pods = max_pods(info, options) * 1000;
     match info.gpu_manufacturer().to_ascii_lowercase().as_str() {
-        "nvidia" if info.gpu_amount > 0 => capacity.set(RESOURCE_NVIDIA_GPU, info.gpu_amount * 1000),
+        "nvidia" if info.gpu_amount > 0 => {
+            capacity.set(RESOURCE_NVIDIA_GPU, info.gpu_amount * 1000)
+        }
         "amd" if info.gpu_amount > 0 => capacity.set(RESOURCE_AMD_GPU, info.gpu_amount * 1000),
         _ => {}
     }

@@ -170,7 +170,11 @@ impl PriceTable {
     /// Merges spot prices per type and zone into the table, as upstream does: a zone the
     /// refresh does not mention keeps its last price. From then on spot is priced per zone
     /// only. An empty refresh is an error and changes nothing.
-    pub fn update_spot(&mut self, region: &str, prices: ZonalPriceMap) -> Result<usize, PricingError> {
+    pub fn update_spot(
+        &mut self,
+        region: &str,
+        prices: ZonalPriceMap,
+    ) -> Result<usize, PricingError> {
         let mut merged = 0;
         for (name, zones) in prices {
             let zonal = self.spot.entry(name).or_default();
@@ -266,7 +270,9 @@ pub fn parse_price_server(body: &[u8], region: &str) -> Result<PriceServerPrices
         .ok_or_else(|| PricingError::NoPrices(region.to_string()))?;
     let mut prices = PriceServerPrices::default();
     for (name, t) in types {
-        prices.on_demand.insert(name.clone(), t.on_demand_price_per_hour);
+        prices
+            .on_demand
+            .insert(name.clone(), t.on_demand_price_per_hour);
         if !t.spot_price_per_hour.is_empty() {
             prices.spot.insert(name, t.spot_price_per_hour);
         }
