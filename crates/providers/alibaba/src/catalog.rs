@@ -1,6 +1,6 @@
 //! The `alibaba` catalog: ECS instance types in cn-hangzhou with on-demand list prices in CNY,
-//! shaped as the cloudpilot-ai provider shapes them — ACK's node reservations, the VM memory
-//! overhead, a 20 GiB system disk — and labelled with its `karpenter.k8s.alibabacloud/instance-*`
+//! built by the provider's own [`instancetype::instance_type`] — ACK's node reservations, the
+//! VM memory overhead, a 20 GiB system disk, the `karpenter.k8s.alibabacloud/instance-*`
 //! labels. The data has no spot prices and no ENI counts, so types are offered on demand and
 //! hold the kubelet's default 110 pods (the provider's answer when the cluster's CNI is neither
 //! Terway nor Flannel).
