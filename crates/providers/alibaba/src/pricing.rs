@@ -16,8 +16,8 @@
 //! ## Currency
 //! Prices are only compared with each other, so what matters is that one table has one
 //! currency. Upstream's table and the price server are CNY in every region — they come from
-//! the China site's price sheet (`us-east-1`'s `ecs.g7.large` is 0.53578, where the
-//! international site's USD price is about a seventh of that). `DescribeSpotPriceHistory`
+//! the China site's price sheet (`us-east-1`'s `ecs.g7.large` is 0.53578 against cn-hangzhou's
+//! 0.52325, where a USD price would be about seven times smaller). `DescribeSpotPriceHistory`
 //! answers in the account's currency (`Currency`: CNY on the China site, USD on the
 //! international one); an answer in another currency than the table's is converted through
 //! its own on-demand price (`OriginPrice`): the spot price keeps its discount on the table's
