@@ -1,79 +1,42 @@
 //! The `alibaba` catalog: ECS instance types in cn-hangzhou with on-demand list prices in CNY,
-//! shaped as the cloudpilot-ai provider shapes them — ACK's node reservations, the VM memory
-//! overhead, a 20 GiB system disk — and labelled with its `karpenter.k8s.alibabacloud/instance-*`
+//! built by the provider's own [`instancetype::instance_type`] — ACK's node reservations, the
+//! VM memory overhead, a 20 GiB system disk, the `karpenter.k8s.alibabacloud/instance-*`
 //! labels. The data has no spot prices and no ENI counts, so types are offered on demand and
 //! hold the kubelet's default 110 pods (the provider's answer when the cluster's CNI is neither
 //! Terway nor Flannel).
 
 use karpenter_cloudprovider::Catalog;
-use karpenter_cloudprovider::catalog::{on_demand, requirements};
-use karpenter_core::cloudprovider::{InstanceType, Overhead};
-use karpenter_core::resources::Resources;
+use karpenter_cloudprovider::catalog::on_demand;
 use serde::Deserialize;
+
+use crate::instancetype::{self, EcsInstanceType, InstanceTypeOptions};
+pub use crate::instancetype::{
+    DEFAULT_MAX_PODS, LABELS, VM_MEMORY_OVERHEAD_PERCENT, category_and_generation,
+    kube_reserved_cpu_milli, kube_reserved_memory_mib,
+};
 
 const MIB: i64 = 1 << 20;
 
-/// The provider's labels pods may require.
-pub const LABELS: [&str; 7] = [
-    "karpenter.k8s.alibabacloud/instance-category",
-    "karpenter.k8s.alibabacloud/instance-family",
-    "karpenter.k8s.alibabacloud/instance-generation",
-    "karpenter.k8s.alibabacloud/instance-size",
-    "karpenter.k8s.alibabacloud/instance-cpu",
-    "karpenter.k8s.alibabacloud/instance-memory",
-    "karpenter.k8s.alibabacloud/instance-gpu-count",
-];
-
-/// The share of an instance's memory the hypervisor keeps (the provider's
-/// `VM_MEMORY_OVERHEAD_PERCENT` default).
-pub const VM_MEMORY_OVERHEAD_PERCENT: f64 = 0.065;
-/// Pods per node without a CNI-specific figure (the kubelet's default).
-pub const DEFAULT_MAX_PODS: i64 = 110;
+/// The catalog's region.
+pub const REGION: &str = "cn-hangzhou";
 /// The default system disk, in GiB: the node's ephemeral storage.
 pub const DEFAULT_SYSTEM_DISK_GIB: i64 = 20;
 
-/// ACK's kube-reserved CPU in millicores: 6% of the first core, 1% of the second, 0.5% of the
-/// third and fourth, 0.25% of the rest.
-pub fn kube_reserved_cpu_milli(cpu_milli: i64) -> i64 {
-    let whole_cores = [(1000, 60), (2000, 10), (3000, 5), (4000, 5)]
-        .iter()
-        .filter(|(threshold, _)| cpu_milli >= *threshold)
-        .map(|(_, reserved)| reserved)
-        .sum::<i64>();
-    let beyond_four = if cpu_milli > 4000 {
-        ((cpu_milli - 4000) as f64 * 0.0025) as i64
-    } else {
-        0
-    };
-    whole_cores + beyond_four
-}
-
-/// ACK's kube-reserved memory in MiB: `11 × pods + 255`, at most a quarter of the memory, and
-/// the 200 MiB the provider adds because real nodes reserve that much more.
-pub fn kube_reserved_memory_mib(pods: i64, memory_mib: i64) -> i64 {
-    (11 * pods + 255).min(memory_mib / 4) + 200
-}
-
 /// The memory a node of `memory_mib` reports: less the VM overhead, rounded up to MiB.
 pub fn memory_capacity_mib(memory_mib: i64) -> i64 {
-    memory_mib - (memory_mib as f64 * VM_MEMORY_OVERHEAD_PERCENT).ceil() as i64
+    instancetype::memory_capacity_bytes(memory_mib * MIB, VM_MEMORY_OVERHEAD_PERCENT) / MIB
 }
 
-/// Category and generation from a type name (`ecs.g7.large`: `g`, `7`), as the provider reads
-/// them.
-fn category_and_generation(name: &str) -> Option<(String, String)> {
-    let rest = name.strip_prefix("ecs.")?;
-    let category: String = rest.chars().take_while(char::is_ascii_lowercase).collect();
-    let mut after = &rest[category.len()..];
-    // Big-memory families carry their size before the generation (`re6p-13tb…`).
-    if let Some(tb) = after.strip_prefix('-') {
-        let digits = tb.find(|c: char| !c.is_ascii_digit()).unwrap_or(tb.len());
-        if digits > 0 && tb[digits..].starts_with("tb") {
-            after = &tb[digits + 2..];
-        }
+/// The GPU of a family, as `DescribeInstanceTypes` names it (`GPUSpec`, GiB per GPU): the
+/// data lists GPU counts only, and the labels and the `nvidia.com/gpu` resource need the
+/// maker.
+fn gpu(name: &str) -> Option<(&'static str, f64)> {
+    match instancetype::family_and_size(name)?.0.as_str() {
+        "ecs.gn5i-c16g1" | "ecs.gn5i-c28g1" | "ecs.gn5i-c2g1" | "ecs.gn5i-c4g1"
+        | "ecs.gn5i-c8g1" => Some(("NVIDIA P4", 8.0)),
+        "ecs.gn6e-c12g1" => Some(("NVIDIA V100", 32.0)),
+        _ => None,
     }
-    let generation: String = after.chars().take_while(char::is_ascii_digit).collect();
-    (!category.is_empty() && !generation.is_empty()).then_some((category, generation))
 }
 
 #[derive(Deserialize)]
@@ -87,56 +50,47 @@ struct EcsType {
     on_demand_price_cny_per_hour: f64,
 }
 
-fn instance_type(t: EcsType) -> InstanceType {
-    let mut capacity = Resources::new();
-    capacity.cpu = t.vcpu * 1000;
-    capacity.memory = memory_capacity_mib(t.memory_mib) * MIB * 1000;
-    capacity.pods = DEFAULT_MAX_PODS * 1000;
-    capacity.ephemeral_storage = DEFAULT_SYSTEM_DISK_GIB * 1024 * MIB * 1000;
-    if t.gpu_count > 0 {
-        capacity.set("nvidia.com/gpu", t.gpu_count * 1000);
-    }
-    let mut kube_reserved = Resources::new();
-    kube_reserved.cpu = kube_reserved_cpu_milli(capacity.cpu);
-    kube_reserved.memory = kube_reserved_memory_mib(DEFAULT_MAX_PODS, t.memory_mib) * MIB * 1000;
-    let (category, generation) = category_and_generation(&t.name).unzip();
-    let parts: Vec<&str> = t.name.split('.').collect();
-    let (family, size) = match parts.as_slice() {
-        [ecs, family, size] => (Some(format!("{ecs}.{family}")), Some(size.to_string())),
-        _ => (None, None),
-    };
-    let labels = [
-        (LABELS[0], category),
-        (LABELS[1], family),
-        (LABELS[2], generation),
-        (LABELS[3], size),
-        (LABELS[4], Some(t.vcpu.to_string())),
-        (LABELS[5], Some(t.memory_mib.to_string())),
-        (
-            LABELS[6],
-            (t.gpu_count > 0).then(|| t.gpu_count.to_string()),
-        ),
-    ];
-    InstanceType::new(
-        t.name.clone(),
-        requirements(&t.name, &t.architecture, &t.zones, &["on-demand"], &labels),
-        on_demand(&t.zones, t.on_demand_price_cny_per_hour),
-        capacity,
-        Overhead {
-            kube_reserved,
+impl EcsType {
+    /// The record as `DescribeInstanceTypes` would describe the type.
+    fn as_api(&self) -> EcsInstanceType {
+        let (gpu_spec, gpu_memory) = gpu(&self.name).unwrap_or(("", 0.0));
+        EcsInstanceType {
+            instance_type_id: self.name.clone(),
+            instance_type_family: instancetype::family_and_size(&self.name)
+                .map(|(family, _)| family)
+                .unwrap_or_default(),
+            cpu_core_count: self.vcpu,
+            memory_size: self.memory_mib as f64 / 1024.0,
+            cpu_architecture: if self.architecture == "arm64" {
+                "ARM".into()
+            } else {
+                "X86".into()
+            },
+            gpu_amount: self.gpu_count,
+            gpu_spec: gpu_spec.into(),
+            gpu_memory_size: gpu_memory,
             ..Default::default()
-        },
-    )
+        }
+    }
 }
 
-/// The `alibaba` catalog (prices in CNY).
+/// The `alibaba` catalog (prices in CNY): the embedded types built as the provider builds
+/// instance types ([`instancetype::instance_type`]) with a default NodeClass, offered on
+/// demand in the zones the data lists.
 pub fn catalog() -> Catalog {
     let types: Vec<EcsType> = serde_json::from_str(include_str!("../data/instance-types.json"))
         .expect("the embedded Alibaba Cloud catalog parses");
+    let options = InstanceTypeOptions::new(REGION);
     let types = types
         .into_iter()
         .filter(|t| !t.zones.is_empty() && t.vcpu > 0)
-        .map(instance_type);
+        .filter_map(|t| {
+            instancetype::instance_type(
+                &t.as_api(),
+                on_demand(&t.zones, t.on_demand_price_cny_per_hour),
+                &options,
+            )
+        });
     Catalog::new("alibaba", types, &LABELS)
 }
 

@@ -2,8 +2,13 @@
 //!
 //! * the `ECSNodeClass` API ([`ecsnodeclass`]: upstream's schema, CEL rules, defaults and
 //!   hash);
-//! * the simulator's `alibaba` catalog ([`catalog`]: ECS instance types in cn-hangzhou with
-//!   ACK's allocatable, as the cloudpilot-ai provider computes it);
+//! * instance types ([`instancetype`]: `DescribeInstanceTypes` and `DescribeAvailableResource`
+//!   answers made into instance types with ACK's allocatable, zonal on-demand and spot
+//!   offerings) and prices ([`pricing`]: the embedded per-region table, the price server's
+//!   refresh, spot from `DescribeSpotPriceHistory`); with the `cloud` feature, the calls that
+//!   fetch them (`catalog_api`);
+//! * the simulator's `alibaba` catalog ([`catalog`]: ECS instance types in cn-hangzhou built
+//!   the same way);
 //! * the wire: request signing ([`auth::acs3`], the `ACS3-HMAC-SHA256` signature the SDKs use,
 //!   and the legacy [`auth::rpc`] one), regional [`endpoint`]s, what error codes mean
 //!   ([`errors`]); and, with the `cloud` feature, the credential chain
@@ -15,12 +20,16 @@
 pub mod auth;
 pub mod catalog;
 #[cfg(feature = "cloud")]
+pub mod catalog_api;
+#[cfg(feature = "cloud")]
 pub mod client;
 pub mod ecsnodeclass;
 pub mod endpoint;
 pub mod errors;
+pub mod instancetype;
 #[cfg(feature = "cloud")]
 mod nonce;
+pub mod pricing;
 pub mod time;
 
 use karpenter_api::crd::{Crd, GroupKind};

@@ -5,7 +5,8 @@
 //! for the anonymous `AssumeRoleWithOIDC` — and answers refusals in Alibaba's error shape
 //! (`{"RequestId", "HostId", "Code", "Message", "Recommend"}`). Tests register answers per
 //! action and read back the calls. It also plays the ECS metadata service (the metadata token,
-//! the instance's RAM role) and a credentials URI.
+//! the instance's RAM role), a credentials URI, and the price server upstream reads prices
+//! from (`GET /api/v1/alibabacloud/ecs/regions/{region}/price`, unsigned).
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -103,6 +104,10 @@ struct Cloud {
     lifetime: u64,
     issued: usize,
     requests: usize,
+    /// The price server's answers by region: HTTP status and body.
+    prices: BTreeMap<String, (u16, String)>,
+    /// The regions the price server was asked for.
+    price_requests: Vec<String>,
 }
 
 type Shared = Arc<Mutex<Cloud>>;
@@ -556,6 +561,24 @@ fn metadata_credentials(cloud: &mut Cloud) -> Response {
     json_response(StatusCode::OK, credentials)
 }
 
+/// The price server: the registered answer for the region, else what the real one says of a
+/// region it does not know (`null`).
+async fn price_server(State(cloud): State<Shared>, Path(region): Path<String>) -> Response {
+    let mut cloud = cloud.lock().unwrap();
+    cloud.price_requests.push(region.clone());
+    let (status, body) = cloud
+        .prices
+        .get(&region)
+        .cloned()
+        .unwrap_or((200, "null".into()));
+    (
+        StatusCode::from_u16(status).unwrap(),
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
 async fn credentials_uri(State(cloud): State<Shared>) -> Response {
     metadata_credentials(&mut cloud.lock().unwrap())
 }
@@ -585,6 +608,10 @@ impl Mock {
                 get(role_credentials),
             )
             .route("/credentials", get(credentials_uri))
+            .route(
+                "/api/v1/alibabacloud/ecs/regions/{region}/price",
+                get(price_server),
+            )
             .with_state(cloud.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -672,6 +699,20 @@ impl Mock {
     /// The error codes of the requests refused at authentication.
     pub fn refused(&self) -> Vec<String> {
         self.cloud.lock().unwrap().refused.clone()
+    }
+
+    /// Answers the price server's `region` with `status` and `body`.
+    pub fn prices(&self, region: &str, status: u16, body: &str) {
+        self.cloud
+            .lock()
+            .unwrap()
+            .prices
+            .insert(region.into(), (status, body.into()));
+    }
+
+    /// The regions the price server was asked for.
+    pub fn price_requests(&self) -> Vec<String> {
+        self.cloud.lock().unwrap().price_requests.clone()
     }
 
     /// How many temporary credentials were issued.
