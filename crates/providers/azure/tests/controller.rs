@@ -255,30 +255,20 @@ fn spawn_kubelets(
                 .map(|v| v["name"].as_str().unwrap().to_string())
                 .collect();
             for claim in server.list::<NodeClaim>() {
-                let Some(status) = &claim.status else {
+                // Launched: the VM exists and the claim knows its providerID.
+                if claim
+                    .status
+                    .as_ref()
+                    .is_none_or(|s| s.provider_id.is_none())
+                {
                     continue;
-                };
-                let Some(provider_id) = &status.provider_id else {
-                    continue;
-                };
-                let allocatable = &status.allocatable;
+                }
                 let node_name = format!("aks-{}", claim.metadata.name.as_deref().unwrap());
                 if !vm_names.contains(&node_name) || server.get::<Node>("", &node_name).is_some() {
                     continue;
                 }
-                let mut labels = claim.metadata.labels.clone().unwrap_or_default();
-                labels.insert("kubernetes.io/hostname".into(), node_name.clone());
-                let node: Node = serde_json::from_value(json!({
-                    "apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": node_name, "labels": labels},
-                    "spec": {"providerID": provider_id},
-                    "status": {"capacity": allocatable, "allocatable": allocatable,
-                               "nodeInfo": {"kubeletVersion": "v1.33.2", "machineID": "", "systemUUID": "", "bootID": "",
-                                            "kernelVersion": "", "osImage": "", "containerRuntimeVersion": "",
-                                            "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
-                               "conditions": [{"type": "Ready", "status": "True"}]},
-                }))
-                .unwrap();
+                let (mut node, status) = support::registered_node(&claim, "v1.33.2");
+                node.status = serde_json::from_value(status).ok();
                 let _ = server.create(&node);
             }
             for node in server.list::<Node>() {

@@ -90,39 +90,28 @@ fn kubelets(
                 .map(|l| l.items)
                 .unwrap_or_default()
             {
-                let Some(status) = &claim.status else {
+                // Launched: the VM exists and the claim knows its providerID.
+                if claim
+                    .status
+                    .as_ref()
+                    .is_none_or(|s| s.provider_id.is_none())
+                {
                     continue;
-                };
-                let Some(provider_id) = &status.provider_id else {
-                    continue;
-                };
+                }
                 let node_name = format!("aks-{}", claim.metadata.name.as_deref().unwrap());
                 if !vms.contains(&node_name)
                     || nodes.get_opt(&node_name).await.ok().flatten().is_some()
                 {
                     continue;
                 }
-                let mut labels = claim.metadata.labels.clone().unwrap_or_default();
-                labels.insert("kubernetes.io/hostname".into(), node_name.clone());
-                let node: Node = serde_json::from_value(json!({
-                    "apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": node_name, "labels": labels},
-                    "spec": {"providerID": provider_id,
-                             "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]},
-                }))
-                .unwrap();
+                let (node, status) = support::registered_node(&claim, &version);
                 if nodes.create(&PostParams::default(), &node).await.is_ok() {
-                    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-                    let status = json!({"status": {
-                        "capacity": status.capacity, "allocatable": status.allocatable,
-                        "nodeInfo": {"kubeletVersion": version, "machineID": "", "systemUUID": "", "bootID": "",
-                                     "kernelVersion": "", "osImage": "", "containerRuntimeVersion": "",
-                                     "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
-                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                        "lastHeartbeatTime": now, "lastTransitionTime": now}],
-                    }});
                     let _ = nodes
-                        .patch_status(&node_name, &PatchParams::default(), &Patch::Merge(status))
+                        .patch_status(
+                            &node_name,
+                            &PatchParams::default(),
+                            &Patch::Merge(json!({"status": status})),
+                        )
                         .await;
                 }
             }

@@ -510,3 +510,34 @@ pub fn options() -> AzureOptions {
         ..Default::default()
     }
 }
+
+/// The Node a kubelet registers for `claim`'s VM (`aks-<claim>`): the claim's labels and
+/// hostname, its providerID, the taint Karpenter nodes register with, and a Ready status with
+/// the claim's capacity and a kubelet of `kubelet_version` (another would be K8sVersionDrift).
+/// A real API server takes the status in a second write, so it is returned apart.
+pub fn registered_node(
+    claim: &karpenter_api::NodeClaim,
+    kubelet_version: &str,
+) -> (k8s_openapi::api::core::v1::Node, Value) {
+    let name = format!("aks-{}", claim.metadata.name.as_deref().unwrap());
+    let status = claim.status.clone().unwrap_or_default();
+    let mut labels = claim.metadata.labels.clone().unwrap_or_default();
+    labels.insert("kubernetes.io/hostname".into(), name.clone());
+    let node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"providerID": status.provider_id,
+                 "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]},
+    }))
+    .unwrap();
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let node_status = json!({
+        "capacity": status.capacity, "allocatable": status.allocatable,
+        "nodeInfo": {"kubeletVersion": kubelet_version, "machineID": "", "systemUUID": "", "bootID": "",
+                     "kernelVersion": "", "osImage": "", "containerRuntimeVersion": "",
+                     "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                        "lastHeartbeatTime": now, "lastTransitionTime": now}],
+    });
+    (node, node_status)
+}
