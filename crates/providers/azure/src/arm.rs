@@ -12,9 +12,6 @@ use serde_json::Value;
 
 use crate::auth::{AuthError, TokenSource};
 
-/// The public cloud's ARM endpoint.
-pub const PUBLIC_ENDPOINT: &str = "https://management.azure.com";
-
 /// Why an ARM call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ArmError {

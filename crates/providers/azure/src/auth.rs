@@ -12,8 +12,6 @@ use karpenter_cloudprovider::http::{HttpClient, RetryPolicy};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
-/// The public cloud's Entra ID authority.
-pub const PUBLIC_AUTHORITY: &str = "https://login.microsoftonline.com/";
 /// The instance metadata service's token endpoint.
 pub const IMDS_TOKEN_URL: &str = "http://169.254.169.254/metadata/identity/oauth2/token";
 
@@ -194,11 +192,13 @@ pub struct Authorities {
 }
 
 impl Default for Authorities {
+    /// The public cloud's.
     fn default() -> Self {
+        let public = crate::cloud::CloudEnvironment::public();
         Self {
-            authority: PUBLIC_AUTHORITY.into(),
+            authority: public.active_directory_endpoint,
             imds: IMDS_TOKEN_URL.into(),
-            audience: crate::cloud::CloudEnvironment::public().token_audience,
+            audience: public.token_audience,
         }
     }
 }
