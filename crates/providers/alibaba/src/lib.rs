@@ -26,6 +26,7 @@ pub mod client;
 pub mod ecsnodeclass;
 pub mod endpoint;
 pub mod errors;
+pub mod imagefamily;
 pub mod instancetype;
 #[cfg(feature = "cloud")]
 mod nonce;
