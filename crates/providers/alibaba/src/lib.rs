@@ -28,6 +28,7 @@ pub mod endpoint;
 pub mod errors;
 pub mod imagefamily;
 pub mod instancetype;
+pub mod launch;
 #[cfg(feature = "cloud")]
 mod nonce;
 pub mod pricing;
