@@ -27,6 +27,7 @@ pub mod ecsnodeclass;
 pub mod endpoint;
 pub mod errors;
 pub mod imagefamily;
+pub mod instance;
 pub mod instancetype;
 pub mod launch;
 #[cfg(feature = "cloud")]
