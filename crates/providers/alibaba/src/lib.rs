@@ -23,6 +23,9 @@ pub mod catalog;
 pub mod catalog_api;
 #[cfg(feature = "cloud")]
 pub mod client;
+pub mod drift;
+#[cfg(feature = "cloud")]
+pub mod ecs;
 pub mod ecsnodeclass;
 pub mod endpoint;
 pub mod errors;
