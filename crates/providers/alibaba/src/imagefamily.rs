@@ -277,3 +277,240 @@ pub fn pick_image<'a>(images: &'a [Image], instance_type: &InstanceType) -> Opti
             .is_ok()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use karpenter_api::labels::ZONE_LABEL;
+    use karpenter_core::cloudprovider::Overhead;
+    use karpenter_core::resources::Resources;
+    use karpenter_core::scheduling::Requirement;
+    use serde_json::json;
+
+    fn cluster_image(id: &str, name: &str, arch: &str) -> ClusterImage {
+        ClusterImage {
+            id: id.into(),
+            name: name.into(),
+            architecture: arch.into(),
+            ..ClusterImage::default()
+        }
+    }
+
+    /// What ACK offers for a Kubernetes version: both Alibaba Cloud Linux 3 architectures,
+    /// ContainerOS, an i386 build and an Ubuntu image.
+    fn offered() -> Vec<ClusterImage> {
+        vec![
+            cluster_image(
+                "aliyun_3_x64_20G_alibase_20240819.vhd",
+                "Alibaba Cloud Linux 3.2104 LTS 64 bit",
+                "x86_64",
+            ),
+            cluster_image(
+                "aliyun_3_arm64_20G_alibase_20240819.vhd",
+                "Alibaba Cloud Linux 3.2104 LTS 64 bit ARM",
+                "arm64",
+            ),
+            cluster_image("aliyun_3_x86_20G_alibase_20240819.vhd", "32 bit", "i386"),
+            cluster_image(
+                "lifsea_3_x64_10G_containerd_1_6_28_alibase_20240805.vhd",
+                "ContainerOS 3.3 64 bit",
+                "x86_64",
+            ),
+            cluster_image(
+                "ubuntu_22_04_x64_20G_alibase_20240812.vhd",
+                "Ubuntu 22.04",
+                "x86_64",
+            ),
+        ]
+    }
+
+    fn arch_of(image: &Image) -> &str {
+        let r = &image.requirements[0];
+        assert_eq!((r.key.as_str(), r.operator.as_str()), (ARCH_LABEL, "In"));
+        &r.values.as_ref().unwrap()[0]
+    }
+
+    #[test]
+    fn families_pick_their_images_as_upstream_does() {
+        let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
+            (
+                "AlibabaCloudLinux3",
+                vec![
+                    ("aliyun_3_x64_20G_alibase_20240819.vhd", "amd64"),
+                    ("aliyun_3_arm64_20G_alibase_20240819.vhd", "arm64"),
+                ],
+            ),
+            // The version picks nothing: every image of the family is a candidate.
+            (
+                "AlibabaCloudLinux3@v20240819",
+                vec![
+                    ("aliyun_3_x64_20G_alibase_20240819.vhd", "amd64"),
+                    ("aliyun_3_arm64_20G_alibase_20240819.vhd", "arm64"),
+                ],
+            ),
+            (
+                "ContainerOS@latest",
+                vec![(
+                    "lifsea_3_x64_10G_containerd_1_6_28_alibase_20240805.vhd",
+                    "amd64",
+                )],
+            ),
+        ];
+        for (alias, expected) in cases {
+            let images = alias_images(0, alias, &offered()).unwrap();
+            let got: Vec<(&str, &str)> =
+                images.iter().map(|i| (i.id.as_str(), arch_of(i))).collect();
+            assert_eq!(got, expected, "{alias}");
+        }
+        let e = alias_images(3, "Ubuntu", &offered()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"spec.imageSelectorTerms[3].alias: unsupported image family "Ubuntu""#
+        );
+    }
+
+    #[test]
+    fn alibaba_cloud_linux_3_is_told_by_its_id() {
+        for (id, matches) in [
+            ("aliyun_3_arm64_20G_alibase_20240819.vhd", true),
+            ("aliyun_3_9_x64_20G_alibase_20231219.vhd", true),
+            ("m-aliyun_3_x64_40G_alibase_vhd", true),
+            ("aliyun_2_1903_x64_20G_alibase_20240819.vhd", false),
+            ("aliyun_3_x64_20G_uefi_20240819.vhd", false),
+            ("aliyun_3_x64_20G_alibase_20240819.qcow2", false),
+            ("G_alibase_aliyun_3_.vhd", false),
+        ] {
+            assert_eq!(is_alibaba_cloud_linux_3_id(id), matches, "{id}");
+        }
+    }
+
+    #[test]
+    fn described_images_keep_the_id_asked_and_skip_unknown_architectures() {
+        let items = vec![
+            json!({"ImageId": "m-bp1", "ImageName": "custom-node", "Architecture": "arm64",
+                   "OSType": "linux", "Status": "Available", "Size": 20}),
+            json!({"ImageId": "m-bp1", "ImageName": "old", "Architecture": "i386"}),
+        ];
+        let images = described_images("m-bp1", &items);
+        assert_eq!(images.len(), 1);
+        assert_eq!(images[0].id, "m-bp1");
+        assert_eq!(images[0].name.as_deref(), Some("custom-node"));
+        assert_eq!(arch_of(&images[0]), "arm64");
+        assert!(described_images("m-x", &[]).is_empty());
+    }
+
+    #[test]
+    fn one_image_per_requirements_the_earliest_wins() {
+        let a = image("m-a", "a", "x86_64").unwrap();
+        let b = image("m-b", "b", "arm64").unwrap();
+        let c = image("m-c", "c", "x86_64").unwrap();
+        let kept = first_per_requirements([a.clone(), b.clone(), c]);
+        assert_eq!(kept, [a, b]);
+    }
+
+    #[test]
+    fn requirements_are_ordered_by_key_length_then_key() {
+        let req = |key: &str| NodeSelectorRequirement {
+            key: key.into(),
+            operator: "Exists".into(),
+            values: None,
+        };
+        let sorted = sorted_requirements(vec![req("kubernetes.io/arch"), req("b/x"), req("a/x")]);
+        let keys: Vec<&str> = sorted.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(keys, ["a/x", "b/x", "kubernetes.io/arch"]);
+    }
+
+    #[test]
+    fn terms_are_checked_before_any_call() {
+        let term = |alias: Option<&str>, id: Option<&str>| ImageSelectorTerm {
+            alias: alias.map(str::to_string),
+            id: id.map(str::to_string),
+        };
+        assert!(check_terms(&[term(Some("ContainerOS"), None)]).is_ok());
+        assert!(check_terms(&[term(None, Some("m-1")), term(None, Some("m-2"))]).is_ok());
+        assert_eq!(
+            check_terms(&[term(None, Some("m-1")), term(Some(""), Some(""))]),
+            Err(ImageError::EmptyTerm { index: 1 })
+        );
+        assert_eq!(
+            check_terms(&[term(Some("ContainerOS@a@b"), None)]),
+            Err(ImageError::UnknownAlias {
+                index: 0,
+                alias: "ContainerOS@a@b".into()
+            })
+        );
+    }
+
+    fn instance_type(arch: &str, extra: Option<Requirement>) -> InstanceType {
+        let mut requirements = Requirements::new();
+        requirements.add(Requirement::new(ARCH_LABEL, Operator::In, &[arch]));
+        requirements.add(Requirement::new(
+            ZONE_LABEL,
+            Operator::In,
+            &["cn-hangzhou-h"],
+        ));
+        if let Some(r) = extra {
+            requirements.add(r);
+        }
+        InstanceType::new(
+            "ecs.g7.large",
+            requirements,
+            Vec::new(),
+            Resources::default(),
+            Overhead::default(),
+        )
+    }
+
+    #[test]
+    fn an_instance_type_boots_the_first_image_of_its_architecture() {
+        let images = family_images(ImageFamily::AlibabaCloudLinux3, &offered());
+        let arm = instance_type(ARCH_ARM64, None);
+        let amd = instance_type(ARCH_AMD64, None);
+        assert_eq!(
+            pick_image(&images, &arm).map(|i| i.id.as_str()),
+            Some("aliyun_3_arm64_20G_alibase_20240819.vhd")
+        );
+        assert_eq!(
+            pick_image(&images, &amd).map(|i| i.id.as_str()),
+            Some("aliyun_3_x64_20G_alibase_20240819.vhd")
+        );
+        let container_os = family_images(ImageFamily::ContainerOS, &offered());
+        assert_eq!(pick_image(&container_os, &arm), None);
+        assert_eq!(pick_image(&[], &amd), None);
+    }
+
+    #[test]
+    fn an_image_may_require_a_provider_label_the_type_leaves_undefined() {
+        let gpu = crate::instancetype::LABEL_INSTANCE_GPU_COUNT;
+        let mut image = image("m-gpu", "gpu", "x86_64").unwrap();
+        image.requirements.push(NodeSelectorRequirement {
+            key: gpu.into(),
+            operator: "Exists".into(),
+            values: None,
+        });
+        // Undefined on the type: allowed, the provider's label is well known.
+        assert!(
+            pick_image(
+                std::slice::from_ref(&image),
+                &instance_type(ARCH_AMD64, None)
+            )
+            .is_some()
+        );
+        // Defined and disjoint: not this image.
+        let no_gpu = Requirement::new(gpu, Operator::DoesNotExist, &[] as &[&str]);
+        assert!(
+            pick_image(
+                std::slice::from_ref(&image),
+                &instance_type(ARCH_AMD64, Some(no_gpu))
+            )
+            .is_none()
+        );
+        // A custom label the type does not define is not allowed.
+        image.requirements.push(NodeSelectorRequirement {
+            key: "example.com/team".into(),
+            operator: "In".into(),
+            values: Some(vec!["a".into()]),
+        });
+        assert!(pick_image(&[image], &instance_type(ARCH_AMD64, None)).is_none());
+    }
+}
