@@ -33,6 +33,7 @@ pub mod endpoint;
 pub mod errors;
 pub mod imagefamily;
 pub mod instancetype;
+pub mod nodeclass_status;
 #[cfg(feature = "cloud")]
 mod nonce;
 pub mod pricing;
