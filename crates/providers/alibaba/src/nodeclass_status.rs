@@ -170,7 +170,7 @@ impl Conditions<'_> {
             self.set_true(CONDITION_READY);
             return;
         }
-        unhealthy.sort_by(|a, b| b.last_transition_time.0.cmp(&a.last_transition_time.0));
+        unhealthy.sort_by_key(|c| std::cmp::Reverse(c.last_transition_time.0));
         let failed = unhealthy
             .iter()
             .any(|c| c.status == "False" && c.observed_generation == self.generation);
