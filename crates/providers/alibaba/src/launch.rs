@@ -23,6 +23,7 @@ use karpenter_core::cloudprovider::{InstanceType, Offering, launchable};
 use karpenter_core::scheduling::Requirements;
 
 use crate::ecsnodeclass::{Image, VSwitch, VSwitchSelectionPolicy};
+use crate::imagefamily::pick_image;
 use crate::instancetype::{LABEL_INSTANCE_SIZE, RESOURCE_AMD_GPU, RESOURCE_NVIDIA_GPU};
 
 /// At most this many instance types go into one group (upstream's `maxInstanceTypes`).
@@ -143,15 +144,6 @@ fn drop_unwanted_spot<'a>(
         .collect()
 }
 
-/// The first image whose requirements a type meets, as upstream maps images to types.
-pub fn image_for<'a>(images: &'a [Image], it: &InstanceType) -> Option<&'a Image> {
-    images.iter().find(|image| {
-        Requirements::from_node_selector(&image.requirements)
-            .intersects(&it.requirements)
-            .is_ok()
-    })
-}
-
 /// The vSwitch a type launches into: among the zones where it has an available offering of
 /// `capacity_type` the claim allows and the NodeClass has a vSwitch, the cheapest, `spread`
 /// choosing among equally cheap ones (on-demand is priced per region, so that spreads
@@ -250,7 +242,7 @@ pub fn plan(
         return Err(PlanError::NothingFits);
     };
     // The group launches with one image: the cheapest type's, and only the types it boots.
-    let image = image_for(images, cheapest).ok_or_else(|| {
+    let image = pick_image(images, cheapest).ok_or_else(|| {
         let arch = cheapest
             .requirements
             .get(karpenter_api::labels::ARCH_LABEL)
@@ -260,7 +252,7 @@ pub fn plan(
     })?;
     let configs: Vec<LaunchConfig> = configs
         .into_iter()
-        .filter(|(t, _)| image_for(images, t).is_some_and(|i| i.id == image.id))
+        .filter(|(t, _)| pick_image(images, t).is_some_and(|i| i.id == image.id))
         .map(|(_, c)| c)
         .take(MAX_INSTANCE_TYPES)
         .collect();

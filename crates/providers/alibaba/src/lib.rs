@@ -15,6 +15,11 @@
 //!   (`auth::credentials`: environment keys, RRSA, the Alibaba CLI's config file, the ECS
 //!   instance's RAM role) and the RPC `client` for ECS, VPC and STS.
 //!
+//! * what an ECSNodeClass's selectors resolve to: [`vswitch`]es (`DescribeVSwitches`),
+//!   [`securitygroup`]s (`DescribeSecurityGroups`), images ([`imagefamily`]: ACK's image
+//!   families, `DescribeImages`, the image an instance type boots), and the status written
+//!   from them ([`nodeclass_status`]: the conditions, when to look again).
+//!
 //! ECS launches (the `CloudProvider`) are to come.
 
 pub mod auth;
@@ -33,10 +38,13 @@ pub mod imagefamily;
 pub mod instance;
 pub mod instancetype;
 pub mod launch;
+pub mod nodeclass_status;
 #[cfg(feature = "cloud")]
 mod nonce;
 pub mod pricing;
+pub mod securitygroup;
 pub mod time;
+pub mod vswitch;
 
 use karpenter_api::crd::{Crd, GroupKind};
 use karpenter_cloudprovider::Registration;

@@ -1,0 +1,300 @@
+//! The ECSNodeClass status, as upstream's status controller writes it: the vSwitches,
+//! security groups and images the selectors resolve to, the conditions `VSwitchesReady`,
+//! `SecurityGroupsReady` and `ImagesReady`, and `Ready` over them, each stamped with the
+//! generation it was computed for.
+//!
+//! A pass is [`observe`] (the cloud calls, with the `cloud` feature), then the pure [`status`],
+//! then writing it; [`requeue_after`] says when to look again. A part whose listing failed is
+//! left as it was, as upstream leaves it, and the failure is returned for the loop's backoff.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::ecsnodeclass::{
+    CONDITION_IMAGES_READY, CONDITION_SECURITY_GROUPS_READY, CONDITION_VSWITCHES_READY,
+    ECSNodeClass, ECSNodeClassSpec, ECSNodeClassStatus, Image, READY_CONDITIONS,
+};
+use crate::securitygroup::SecurityGroupInfo;
+use crate::vswitch::VSwitchInfo;
+
+/// The condition summarising the others.
+pub const CONDITION_READY: &str = "Ready";
+/// When to look again after every selector matched: vSwitches' free addresses change with
+/// every launch, so upstream looks at them every minute.
+pub const REQUEUE_RESOLVED: Duration = Duration::from_secs(60);
+/// When to look again after the vSwitch or security group selectors matched nothing: soon,
+/// so tags added afterwards are noticed without a restart.
+pub const REQUEUE_NOT_FOUND: Duration = Duration::from_secs(15);
+
+/// `VSwitchesReady`'s reason when nothing matched. Upstream spells it with a lower-case `v`.
+pub const REASON_VSWITCHES_NOT_FOUND: &str = "vSwitchesNotFound";
+/// `VSwitchesReady`'s message when nothing matched.
+pub const MESSAGE_VSWITCHES_NOT_FOUND: &str = "VSwitchSelector did not match any VSwitches";
+/// `SecurityGroupsReady`'s reason when nothing matched.
+pub const REASON_SECURITY_GROUPS_NOT_FOUND: &str = "SecurityGroupsNotFound";
+/// `SecurityGroupsReady`'s message when nothing matched.
+pub const MESSAGE_SECURITY_GROUPS_NOT_FOUND: &str =
+    "SecurityGroupSelector did not match any SecurityGroups";
+/// `ImagesReady`'s reason when nothing matched.
+pub const REASON_IMAGES_NOT_FOUND: &str = "ImagesNotFound";
+/// `ImagesReady`'s message when nothing matched.
+pub const MESSAGE_IMAGES_NOT_FOUND: &str = "ImageSelector did not match any Images";
+/// A condition no pass has decided yet.
+pub const REASON_AWAITING_RECONCILIATION: &str = "AwaitingReconciliation";
+/// Its message.
+pub const MESSAGE_AWAITING_RECONCILIATION: &str = "object is awaiting reconciliation";
+/// `Ready`'s reason when a part is `False` for the current generation.
+pub const REASON_UNHEALTHY_DEPENDENTS: &str = "UnhealthyDependents";
+/// `Ready`'s reason when no part is `False` but some are not yet decided for this generation.
+pub const REASON_RECONCILING_DEPENDENTS: &str = "ReconcilingDependents";
+
+/// What one pass found out; an `Err` is the message of a failed listing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    /// The vSwitches, in status order (most free addresses first).
+    pub v_switches: Result<Vec<VSwitchInfo>, String>,
+    /// The security groups, by id.
+    pub security_groups: Result<Vec<SecurityGroupInfo>, String>,
+    /// The images, one per set of requirements, preferred first.
+    pub images: Result<Vec<Image>, String>,
+}
+
+/// The listings of a pass that failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("resolving the ECSNodeClass: {}", .0.join("; "))]
+pub struct ResolutionFailed(pub Vec<String>);
+
+impl Observed {
+    /// The failed listings, if any.
+    pub fn failure(&self) -> Option<ResolutionFailed> {
+        let errors: Vec<String> = [
+            self.v_switches.as_ref().err(),
+            self.security_groups.as_ref().err(),
+            self.images.as_ref().err(),
+        ]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+        (!errors.is_empty()).then_some(ResolutionFailed(errors))
+    }
+}
+
+/// Resolves `spec`'s selectors: vSwitches (VPC), security groups and images by id (ECS) at
+/// once; alias images among `cluster_images`, what ACK offers for the cluster's Kubernetes
+/// version. When ACK could not be asked, the loop sets `images` to that error itself.
+#[cfg(feature = "cloud")]
+pub async fn observe(
+    client: &crate::client::Client,
+    spec: &ECSNodeClassSpec,
+    cluster_images: &[crate::imagefamily::ClusterImage],
+) -> Observed {
+    let (v_switches, security_groups, images) = tokio::join!(
+        crate::vswitch::describe(client, &spec.v_switch_selector_terms),
+        crate::securitygroup::describe(client, &spec.security_group_selector_terms),
+        crate::imagefamily::resolve(client, &spec.image_selector_terms, cluster_images),
+    );
+    Observed {
+        v_switches: v_switches.map_err(|e| e.to_string()),
+        security_groups: security_groups.map_err(|e| e.to_string()),
+        images: images.map_err(|e| e.to_string()),
+    }
+}
+
+/// Sets conditions as upstream's condition set does: stamped with the object's generation,
+/// the transition time kept while the status stays.
+struct Conditions<'a> {
+    list: &'a mut Vec<Condition>,
+    generation: Option<i64>,
+    created: Timestamp,
+    now: Timestamp,
+    touched: bool,
+}
+
+impl Conditions<'_> {
+    fn set(&mut self, type_: &str, status: &str, reason: &str, message: &str) {
+        self.touched = true;
+        let mut next = Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: Time(self.now),
+            observed_generation: self.generation,
+        };
+        match self.list.iter_mut().find(|c| c.type_ == type_) {
+            Some(current) => {
+                if current.status == status {
+                    next.last_transition_time = current.last_transition_time.clone();
+                }
+                *current = next;
+            }
+            None => {
+                // A part's first condition dates from the object's creation, as upstream's.
+                next.last_transition_time = Time(self.created);
+                self.list.push(next);
+            }
+        }
+    }
+
+    fn set_true(&mut self, type_: &str) {
+        self.set(type_, "True", type_, "");
+    }
+
+    /// `Unknown` for every part (and `Ready`) not yet there.
+    fn initialise(&mut self) {
+        for type_ in std::iter::once(CONDITION_READY).chain(READY_CONDITIONS) {
+            if !self.list.iter().any(|c| c.type_ == type_) {
+                self.set(
+                    type_,
+                    "Unknown",
+                    REASON_AWAITING_RECONCILIATION,
+                    MESSAGE_AWAITING_RECONCILIATION,
+                );
+            }
+        }
+    }
+
+    /// `Ready` over the parts: `True` when all are `True` for this generation; else `False`
+    /// when one is `False` for this generation, `Unknown` otherwise, naming the parts that
+    /// are not ready, most recently changed first.
+    fn recompute_ready(&mut self) {
+        let mut unhealthy: Vec<&Condition> = READY_CONDITIONS
+            .iter()
+            .filter_map(|t| self.list.iter().find(|c| c.type_ == *t))
+            .filter(|c| c.status != "True" || c.observed_generation != self.generation)
+            .collect();
+        if unhealthy.is_empty() {
+            self.set_true(CONDITION_READY);
+            return;
+        }
+        unhealthy.sort_by_key(|c| std::cmp::Reverse(c.last_transition_time.0));
+        let failed = unhealthy
+            .iter()
+            .any(|c| c.status == "False" && c.observed_generation == self.generation);
+        let message = unhealthy
+            .iter()
+            .map(|c| format!("{}={}", c.type_, c.status))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (status, reason) = if failed {
+            ("False", REASON_UNHEALTHY_DEPENDENTS)
+        } else {
+            ("Unknown", REASON_RECONCILING_DEPENDENTS)
+        };
+        self.set(CONDITION_READY, status, reason, &message);
+    }
+
+    /// Oldest transition first and `Ready` last, as `kubectl` shows upstream's.
+    fn sort(&mut self) {
+        self.list.sort_by(|a, b| {
+            let key = |c: &Condition| (c.type_ == CONDITION_READY, c.last_transition_time.0);
+            key(a).cmp(&key(b))
+        });
+    }
+}
+
+/// The status after a pass over `class` that found `observed`, at `now`.
+pub fn status(class: &ECSNodeClass, observed: &Observed, now: Timestamp) -> ECSNodeClassStatus {
+    let mut out = class.status.clone().unwrap_or_default();
+    let created = class
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(now, |t| t.0);
+    let mut c = Conditions {
+        list: &mut out.conditions,
+        generation: class.metadata.generation,
+        created,
+        now,
+        touched: false,
+    };
+    c.initialise();
+
+    match &observed.v_switches {
+        Ok(found) if found.is_empty() => {
+            out.v_switches = Vec::new();
+            c.set(
+                CONDITION_VSWITCHES_READY,
+                "False",
+                REASON_VSWITCHES_NOT_FOUND,
+                MESSAGE_VSWITCHES_NOT_FOUND,
+            );
+        }
+        Ok(found) => {
+            out.v_switches = found.iter().map(VSwitchInfo::to_status).collect();
+            c.set_true(CONDITION_VSWITCHES_READY);
+        }
+        Err(_) => {}
+    }
+
+    match &observed.security_groups {
+        // No terms select no groups, and that is fine.
+        Ok(found) if found.is_empty() && !class.spec.security_group_selector_terms.is_empty() => {
+            out.security_groups = Vec::new();
+            c.set(
+                CONDITION_SECURITY_GROUPS_READY,
+                "False",
+                REASON_SECURITY_GROUPS_NOT_FOUND,
+                MESSAGE_SECURITY_GROUPS_NOT_FOUND,
+            );
+        }
+        Ok(found) => {
+            out.security_groups = found.iter().map(SecurityGroupInfo::to_status).collect();
+            c.set_true(CONDITION_SECURITY_GROUPS_READY);
+        }
+        Err(_) => {}
+    }
+
+    match &observed.images {
+        Ok(found) if found.is_empty() => {
+            out.images = Vec::new();
+            c.set(
+                CONDITION_IMAGES_READY,
+                "False",
+                REASON_IMAGES_NOT_FOUND,
+                MESSAGE_IMAGES_NOT_FOUND,
+            );
+        }
+        Ok(found) => {
+            out.images = found.clone();
+            c.set_true(CONDITION_IMAGES_READY);
+        }
+        Err(_) => {}
+    }
+
+    // Upstream recomputes `Ready` only when a part's condition was set; a pass in which every
+    // listing failed leaves the conditions as they were.
+    if c.touched {
+        c.recompute_ready();
+        c.sort();
+    }
+    out
+}
+
+/// When to look at the NodeClass again: [`REQUEUE_NOT_FOUND`] while its vSwitch or (non-empty)
+/// security group selectors match nothing, else [`REQUEUE_RESOLVED`]; an `Err` when a listing
+/// failed, for the loop to retry with backoff (after writing the status: the other parts
+/// may have changed).
+pub fn requeue_after(
+    spec: &ECSNodeClassSpec,
+    observed: &Observed,
+) -> Result<Duration, ResolutionFailed> {
+    if let Some(failure) = observed.failure() {
+        return Err(failure);
+    }
+    let no_v_switches = observed.v_switches.as_ref().is_ok_and(Vec::is_empty);
+    let no_security_groups = !spec.security_group_selector_terms.is_empty()
+        && observed.security_groups.as_ref().is_ok_and(Vec::is_empty);
+    Ok(if no_v_switches || no_security_groups {
+        REQUEUE_NOT_FOUND
+    } else {
+        REQUEUE_RESOLVED
+    })
+}
+
+#[cfg(test)]
+#[path = "nodeclass_status_tests.rs"]
+mod tests;
