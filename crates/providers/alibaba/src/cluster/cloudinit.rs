@@ -150,6 +150,14 @@ fn lines_with_ends(text: &str) -> impl Iterator<Item = (&str, &str)> {
     })
 }
 
+/// Whether `line` is a header (`Name: value`) or the continuation of one.
+fn is_header_line(line: &str) -> bool {
+    line.starts_with([' ', '\t'])
+        || line
+            .split_once(':')
+            .is_some_and(|(name, _)| !name.is_empty() && !name.contains([' ', '\t']))
+}
+
 /// Reads a header block (continuation lines folded in) up to its blank line: the headers by
 /// lower-case name, first value wins, and the byte offset after the blank line (the text's
 /// length when the block runs to the end).
@@ -175,12 +183,9 @@ fn read_headers(text: &str) -> Result<(BTreeMap<String, String>, usize), MimeErr
             }
             continue;
         }
-        let Some((name, value)) = line.split_once(':') else {
+        let Some((name, value)) = line.split_once(':').filter(|_| is_header_line(line)) else {
             return Err(MimeError::MalformedHeader(line.to_string()));
         };
-        if name.is_empty() || name.contains([' ', '\t']) {
-            return Err(MimeError::MalformedHeader(line.to_string()));
-        }
         if let Some((k, v)) = current.take() {
             headers.entry(k).or_insert(v);
         }
@@ -245,6 +250,11 @@ pub fn parse_archive(document: &str) -> Result<Vec<Entry>, MimeError> {
             match lines.next() {
                 None => return Err(MimeError::Unterminated(entries.len() + 1)),
                 Some((line, end)) => {
+                    // A line that cannot be a header is content without headers before it: the
+                    // part is malformed, whatever follows.
+                    if !line.is_empty() && !is_header_line(line) {
+                        return Err(MimeError::MalformedHeader(line.to_string()));
+                    }
                     header_text.push_str(line);
                     header_text.push_str(end);
                     if line.is_empty() {
