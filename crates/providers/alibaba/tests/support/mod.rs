@@ -211,7 +211,9 @@ fn verify_acs3(
         }
     }
     for name in headers.keys() {
-        if name.as_str().starts_with("x-acs-") && !signed.contains(&name.as_str()) {
+        // A body's type is signed too: the SDKs sign it, and an unsigned one could be swapped.
+        let must_sign = name.as_str().starts_with("x-acs-") || name.as_str() == "content-type";
+        if must_sign && !signed.contains(&name.as_str()) {
             return Err((
                 400,
                 "IncompleteSignature",
