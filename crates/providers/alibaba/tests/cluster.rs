@@ -550,3 +550,32 @@ async fn custom_clusters_call_nothing() {
     assert_eq!(ack.cluster_type(), ClusterType::AckManaged);
     assert_eq!(ack.cni().await.unwrap(), Cni::Flannel);
 }
+
+/// The CloudProvider runs these on the controller's tasks, which need `Send` futures (a cache
+/// lock held across an await would break that).
+#[test]
+fn futures_are_send() {
+    fn send<T: Send>(_: &T) {}
+    let labels = BTreeMap::new();
+    let node = NodeBootstrap {
+        labels: &labels,
+        taints: &[],
+        kubelet: None,
+        user_data: None,
+        format_data_disk: false,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mock = runtime.block_on(mock());
+    let cluster = Cluster::new(
+        ClusterType::AckManaged,
+        mock.client(AK, SECRET),
+        CLUSTER,
+        "cn-hangzhou",
+    );
+    send(&cluster.user_data(&node));
+    send(&cluster.cni());
+    send(&cluster.supported_images("1.30.1"));
+}

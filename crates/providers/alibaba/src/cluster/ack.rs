@@ -241,8 +241,8 @@ impl AckCluster {
 /// The cluster nodes join, by [`ClusterType`]: what the `CloudProvider` asks for a launch.
 #[derive(Clone, Debug)]
 pub enum Cluster {
-    /// An ACK managed cluster.
-    AckManaged(AckCluster),
+    /// An ACK managed cluster (boxed: it carries the client and the caches).
+    AckManaged(Box<AckCluster>),
     /// A cluster the user's data joins.
     Custom,
 }
@@ -257,7 +257,7 @@ impl Cluster {
     ) -> Self {
         match cluster_type {
             ClusterType::AckManaged => {
-                Cluster::AckManaged(AckCluster::new(client, cluster_id, region))
+                Cluster::AckManaged(Box::new(AckCluster::new(client, cluster_id, region)))
             }
             ClusterType::Custom => Cluster::Custom,
         }

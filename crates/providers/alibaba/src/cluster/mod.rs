@@ -13,7 +13,7 @@
 //!   `karpenter.sh/unregistered:NoExecute` taint).
 //!
 //! The pieces here are pure; with the `cloud` feature, `AckCluster` and `Cluster` make the ACK
-//! calls (ROA, through [`crate::client::Client::roa`]) and cache their answers.
+//! calls (ROA, through the client's `roa`) and cache their answers.
 
 pub mod cloudinit;
 

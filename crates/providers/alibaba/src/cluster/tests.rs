@@ -532,7 +532,8 @@ fn a_mime_document_is_taken_part_by_part() {
 /// upstream: "when merging invalid MIME data", and other documents that cannot be read.
 #[test]
 fn unreadable_mime_documents_are_errors() {
-    let cases: &[(&str, fn(&MimeError) -> bool)] = &[
+    type Check = fn(&MimeError) -> bool;
+    let cases: &[(&str, Check)] = &[
         (
             "MIME-Version: 1.0\nInvalid-Content",
             |e| matches!(e, MimeError::MalformedHeader(l) if l == "Invalid-Content"),
