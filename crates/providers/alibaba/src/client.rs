@@ -4,9 +4,16 @@
 //! JSON body; an error answer becomes [`AlibabaError::Api`] with Alibaba's `Code`, `Message` and
 //! `RequestId`.
 //!
+//! ROA calls to ACK (CS, `2015-12-15`) — [`Client::roa`], [`Client::roa_text`] — carry the
+//! method and resource path of the API (`GET /clusters/{ClusterId}`), their parameters in the
+//! query, a JSON body when the API takes one (`content-type` signed with the rest), and the
+//! same signature over the path, the query and the body's SHA-256. Their error answers use
+//! lower-case names (`code`, `message`, `requestId`), which [`parse_error`] reads too.
+//!
 //! Throttling (`Throttling*` codes, HTTP 429) is retried with the shared backoff, each attempt
 //! signed afresh; so are server errors and lost connections, except by
-//! [`Client::call_once`], for a call a second copy of which could do harm. Mutating ECS calls
+//! [`Client::call_once`], for a call a second copy of which could do harm (ROA calls are the
+//! provider's reads of ACK, retried as [`Client::call`]). Mutating ECS calls
 //! that carry a `ClientToken` are idempotent on it and may use [`Client::call`].
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -23,6 +30,9 @@ use crate::nonce::nonce;
 
 /// The `user-agent` the calls carry.
 pub const USER_AGENT: &str = concat!("karpenter-rs/", env!("CARGO_PKG_VERSION"));
+
+/// The `content-type` of a ROA call's JSON body, as the SDKs send it.
+pub const JSON_CONTENT_TYPE: &str = "application/json; charset=utf-8";
 
 /// The most pages a listing follows: a guard against a service that never stops answering
 /// with a next token.
@@ -280,42 +290,149 @@ impl Client {
         params: &Params,
         repeatable: bool,
     ) -> Result<Value, AlibabaError> {
+        let body = self
+            .exchange(
+                product,
+                action,
+                &http::Method::POST,
+                "/",
+                params.as_slice(),
+                None,
+                repeatable,
+            )
+            .await?;
+        parse_json(action, &body)
+    }
+
+    /// Calls the ROA `action` of `product` (ACK's `DescribeClusterDetail`, …): `method` on
+    /// `path` (not yet encoded: each segment is encoded on the wire and in the signature) with
+    /// `query`, and `body` sent as JSON when given. The answer's JSON (`null` for an empty
+    /// answer). Retried as [`Client::call`] is.
+    pub async fn roa(
+        &self,
+        product: Product,
+        action: &str,
+        method: http::Method,
+        path: &str,
+        query: &Params,
+        body: Option<&Value>,
+    ) -> Result<Value, AlibabaError> {
+        let answer = self
+            .roa_bytes(product, action, method, path, query, body)
+            .await?;
+        parse_json(action, &answer)
+    }
+
+    /// As [`Client::roa`], for an API whose answer is text rather than JSON (ACK's
+    /// `DescribeClusterAttachScripts`, whose SDK reads the body as a string): the body as it
+    /// came, or the string it holds when it is a JSON string.
+    pub async fn roa_text(
+        &self,
+        product: Product,
+        action: &str,
+        method: http::Method,
+        path: &str,
+        query: &Params,
+        body: Option<&Value>,
+    ) -> Result<String, AlibabaError> {
+        let answer = self
+            .roa_bytes(product, action, method, path, query, body)
+            .await?;
+        let text = String::from_utf8(answer.to_vec()).map_err(|e| AlibabaError::Parse {
+            action: action.to_string(),
+            reason: e.to_string(),
+        })?;
+        // Gateways differ in whether a string answer is quoted as JSON; a quoted one would end
+        // up verbatim in a shell script.
+        if text.trim_start().starts_with('"')
+            && let Ok(Value::String(unquoted)) = serde_json::from_str::<Value>(&text)
+        {
+            return Ok(unquoted);
+        }
+        Ok(text)
+    }
+
+    async fn roa_bytes(
+        &self,
+        product: Product,
+        action: &str,
+        method: http::Method,
+        path: &str,
+        query: &Params,
+        body: Option<&Value>,
+    ) -> Result<Bytes, AlibabaError> {
+        if !path.starts_with('/') {
+            return Err(AlibabaError::Parse {
+                action: action.to_string(),
+                reason: format!("ROA path {path:?} does not start with /"),
+            });
+        }
+        let body = body.map(|b| Bytes::from(b.to_string()));
+        self.exchange(product, action, &method, path, query.as_slice(), body, true)
+            .await
+    }
+
+    /// One signed call, retried as `repeatable` allows: the body of a successful answer, or
+    /// the error answer read as Alibaba's. `path` is the unencoded resource path; a `body` is
+    /// JSON.
+    #[allow(clippy::too_many_arguments)]
+    async fn exchange(
+        &self,
+        product: Product,
+        action: &str,
+        method: &http::Method,
+        path: &str,
+        query: &[(String, String)],
+        body: Option<Bytes>,
+        repeatable: bool,
+    ) -> Result<Bytes, AlibabaError> {
         let credentials = self.credentials.get().await?;
         let base = self.endpoints.url(product);
         let host = self.endpoints.host(product);
-        let query = params
-            .as_slice()
+        let encoded_path = acs3::canonical_uri(path);
+        let encoded_query = query
             .iter()
             .map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v)))
             .collect::<Vec<_>>()
             .join("&");
-        let url = if query.is_empty() {
-            format!("{base}/")
+        let url = if encoded_query.is_empty() {
+            format!("{base}{encoded_path}")
         } else {
-            format!("{base}/?{query}")
+            format!("{base}{encoded_path}?{encoded_query}")
+        };
+        let payload = body.clone().unwrap_or_default();
+        let hashed_payload = match &body {
+            Some(b) => acs3::hashed_payload(b),
+            None => acs3::EMPTY_PAYLOAD_SHA256.to_string(),
         };
         let build = || {
             // A fresh date and nonce each attempt: Alibaba refuses a nonce it has seen.
-            let headers = acs3::headers_to_sign(
+            let mut headers = acs3::headers_to_sign(
                 &host,
                 action,
                 product.version(),
                 now(),
                 &nonce(),
-                acs3::EMPTY_PAYLOAD_SHA256,
+                &hashed_payload,
                 &credentials,
             );
+            if body.is_some() {
+                // Signed along with the rest, as the SDKs sign it.
+                headers.push(("content-type".to_string(), JSON_CONTENT_TYPE.to_string()));
+            }
             let signature = acs3::sign(
                 &SignableRequest {
-                    method: "POST",
-                    path: "/",
-                    query: params.as_slice(),
+                    method: method.as_str(),
+                    path,
+                    query,
                     headers: &headers,
-                    hashed_payload: acs3::EMPTY_PAYLOAD_SHA256,
+                    hashed_payload: &hashed_payload,
                 },
                 &credentials,
             );
-            let mut builder = http::Request::post(&url)
+            let mut builder = http::Request::builder()
+                .method(method.clone())
+                .uri(&url)
                 .header("accept", "application/json")
                 .header("user-agent", USER_AGENT)
                 .header("authorization", signature.authorization);
@@ -326,7 +443,7 @@ impl Client {
                 }
             }
             builder
-                .body(Bytes::new())
+                .body(payload.clone())
                 .map_err(|e| HttpError::Transport {
                     url: base.clone(),
                     reason: e.to_string(),
@@ -351,13 +468,7 @@ impl Client {
             );
             return Err(error);
         }
-        if response.body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Value::Null);
-        }
-        serde_json::from_slice(&response.body).map_err(|e| AlibabaError::Parse {
-            action: action.to_string(),
-            reason: e.to_string(),
-        })
+        Ok(response.body)
     }
 
     /// Every item at `items` (a dotted path such as `VSwitches.VSwitch`) of every page of a
@@ -436,6 +547,17 @@ impl Client {
             reason: format!("more than {MAX_PAGES} pages"),
         })
     }
+}
+
+/// A successful answer's JSON; `null` for an empty body.
+fn parse_json(action: &str, body: &[u8]) -> Result<Value, AlibabaError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(body).map_err(|e| AlibabaError::Parse {
+        action: action.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 fn is_throttled(response: &Response) -> bool {

@@ -7,13 +7,17 @@
 //!   offerings) and prices ([`pricing`]: the embedded per-region table, the price server's
 //!   refresh, spot from `DescribeSpotPriceHistory`); with the `cloud` feature, the calls that
 //!   fetch them (`catalog_api`);
+//! * the node bootstrap ([`cluster`]: ACK's attach script finished with the node's labels,
+//!   taints and kubelet configuration and merged with the user's data into a MIME document, or
+//!   the user's data alone in a custom cluster; the cluster's CNI and the images ACK offers,
+//!   with the `cloud` feature fetched through ACK's ROA API);
 //! * the simulator's `alibaba` catalog ([`catalog`]: ECS instance types in cn-hangzhou built
 //!   the same way);
 //! * the wire: request signing ([`auth::acs3`], the `ACS3-HMAC-SHA256` signature the SDKs use,
 //!   and the legacy [`auth::rpc`] one), regional [`endpoint`]s, what error codes mean
 //!   ([`errors`]); and, with the `cloud` feature, the credential chain
 //!   (`auth::credentials`: environment keys, RRSA, the Alibaba CLI's config file, the ECS
-//!   instance's RAM role) and the RPC `client` for ECS, VPC and STS.
+//!   instance's RAM role) and the `client` for ECS, VPC and STS (RPC) and ACK (ROA).
 //!
 //! * what an ECSNodeClass's selectors resolve to: [`vswitch`]es (`DescribeVSwitches`),
 //!   [`securitygroup`]s (`DescribeSecurityGroups`), images ([`imagefamily`]: ACK's image
@@ -28,6 +32,7 @@ pub mod catalog;
 pub mod catalog_api;
 #[cfg(feature = "cloud")]
 pub mod client;
+pub mod cluster;
 pub mod drift;
 #[cfg(feature = "cloud")]
 pub mod ecs;

@@ -7,6 +7,11 @@
 //! action and read back the calls. It also plays the ECS metadata service (the metadata token,
 //! the instance's RAM role), a credentials URI, and the price server upstream reads prices
 //! from (`GET /api/v1/alibabacloud/ecs/regions/{region}/price`, unsigned).
+//!
+//! Every other path is ACK's ROA API (`GET /clusters/{id}`, `POST /clusters/{id}/attachscript`,
+//! …), any method: the ACS3 signature is checked over the method, the (decoded, re-encoded)
+//! path, the query and the body's hash, the hook is picked by `x-acs-action`, and the hook sees
+//! the method, the path and the JSON body. Hook errors come back in ACK's lower-case shape.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,6 +47,14 @@ pub enum Auth {
 pub struct Call {
     pub action: String,
     pub version: String,
+    /// `POST` for RPC; the API's method for ROA.
+    pub method: String,
+    /// `/` for RPC; the decoded resource path for ROA (`/clusters/c1/attachscript`).
+    pub path: String,
+    /// A ROA call's JSON body (`Null` without one).
+    pub body: Value,
+    /// The `content-type` sent, when one was.
+    pub content_type: Option<String>,
     /// Query and form parameters, the signing ones of RPC v1 included.
     pub params: BTreeMap<String, String>,
     pub access_key_id: Option<String>,
@@ -54,6 +67,8 @@ pub struct Call {
 #[derive(Clone, Debug)]
 pub enum Reply {
     Ok(Value),
+    /// A plain-text answer (ACK's attach script).
+    Text(String),
     Error {
         status: u16,
         code: String,
@@ -196,7 +211,9 @@ fn verify_acs3(
         }
     }
     for name in headers.keys() {
-        if name.as_str().starts_with("x-acs-") && !signed.contains(&name.as_str()) {
+        // A body's type is signed too: the SDKs sign it, and an unsigned one could be swapped.
+        let must_sign = name.as_str().starts_with("x-acs-") || name.as_str() == "content-type";
+        if must_sign && !signed.contains(&name.as_str()) {
             return Err((
                 400,
                 "IncompleteSignature",
@@ -466,6 +483,10 @@ async fn rpc_endpoint(
     let call = Call {
         action: action.clone(),
         version,
+        method: method.to_string(),
+        path: uri.path().to_string(),
+        body: Value::Null,
+        content_type: header(&headers, "content-type").map(str::to_string),
         params: all.into_iter().collect(),
         access_key_id: (!access_key_id.is_empty()).then_some(access_key_id),
         security_token,
@@ -493,12 +514,140 @@ async fn rpc_endpoint(
             }
             json_response(StatusCode::OK, v)
         }
+        Reply::Text(text) => text_response(text),
         Reply::Error {
             status,
             code,
             message,
         } => alibaba_error(cloud, status, &code, &message),
     }
+}
+
+fn text_response(text: String) -> Response {
+    (
+        StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "text/plain;charset=utf-8")],
+        text,
+    )
+        .into_response()
+}
+
+/// `%XX` sequences decoded; the client encodes each path segment and the signature re-encodes
+/// the decoded path, so a double encoding would not verify.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(b);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// ACK's ROA API: any method on any path not served otherwise.
+async fn roa_endpoint(
+    State(cloud): State<Shared>,
+    method: Method,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let query = parse_pairs(uri.query().unwrap_or_default());
+    let path = percent_decode(uri.path());
+    let action = header(&headers, "x-acs-action")
+        .unwrap_or_default()
+        .to_string();
+    let version = header(&headers, "x-acs-version")
+        .unwrap_or_default()
+        .to_string();
+    let mut guard = cloud.lock().unwrap();
+    let cloud = &mut *guard;
+    let verified = if headers.contains_key("authorization") {
+        verify_acs3(cloud, &method, &path, &query, &headers, &body)
+    } else {
+        Err((
+            400,
+            "MissingSecurityHeader",
+            "Your request is missing a security header.".to_string(),
+        ))
+    };
+    let (access_key_id, security_token, nonce) = match verified {
+        Ok(v) => v,
+        Err((status, code, message)) => {
+            cloud.refused.push(code.to_string());
+            return alibaba_error(cloud, status, code, &message);
+        }
+    };
+    let content_type = header(&headers, "content-type").map(str::to_string);
+    let json_body = if body.is_empty() {
+        Value::Null
+    } else if content_type
+        .as_deref()
+        .is_some_and(|c| c.starts_with("application/json"))
+    {
+        match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(e) => {
+                return ack_error(cloud, 400, "InvalidParameter", &format!("body: {e}"));
+            }
+        }
+    } else {
+        return ack_error(
+            cloud,
+            400,
+            "InvalidParameter",
+            "a body without content-type application/json",
+        );
+    };
+    let call = Call {
+        action: action.clone(),
+        version,
+        method: method.to_string(),
+        path,
+        body: json_body,
+        content_type,
+        params: query.into_iter().collect(),
+        access_key_id: Some(access_key_id),
+        security_token,
+        nonce: Some(nonce),
+        auth: Auth::Acs3,
+    };
+    cloud.calls.push(call.clone());
+    let reply = match cloud.hooks.get(&action).cloned() {
+        Some(hook) => hook(&call),
+        None => Reply::error(
+            404,
+            "InvalidAction.NotFound",
+            "Specified api is not found, please check your url and method.",
+        ),
+    };
+    match reply {
+        Reply::Ok(v) => json_response(StatusCode::OK, v),
+        Reply::Text(text) => text_response(text),
+        Reply::Error {
+            status,
+            code,
+            message,
+        } => ack_error(cloud, status, &code, &message),
+    }
+}
+
+/// An error in ACK's shape: `{"code", "message", "requestId", "status"}`.
+fn ack_error(cloud: &mut Cloud, status: u16, code: &str, message: &str) -> Response {
+    let id = request_id(cloud);
+    json_response(
+        StatusCode::from_u16(status).unwrap(),
+        json!({"code": code, "message": message, "requestId": id, "status": status}),
+    )
 }
 
 async fn metadata_token(State(cloud): State<Shared>, headers: HeaderMap) -> Response {
@@ -612,6 +761,7 @@ impl Mock {
                 "/api/v1/alibabacloud/ecs/regions/{region}/price",
                 get(price_server),
             )
+            .fallback(roa_endpoint)
             .with_state(cloud.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
