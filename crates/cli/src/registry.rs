@@ -97,6 +97,7 @@ controllers! {
     kwok: karpenter_kwok::KwokProvider,
     aws: karpenter_aws::operator::AwsProvider,
     azure: karpenter_azure::operator::AzureProvider,
+    alibaba: karpenter_alibaba::operator::AlibabaProvider,
 }
 
 /// Every CRD this binary ships: karpenter's, then each provider's NodeClasses.

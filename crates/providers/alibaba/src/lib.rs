@@ -42,11 +42,16 @@ pub mod errors;
 pub mod imagefamily;
 pub mod instance;
 pub mod instancetype;
+pub mod interruption;
 pub mod launch;
 pub mod nodeclass_status;
 #[cfg(feature = "cloud")]
 mod nonce;
+#[cfg(feature = "cloud")]
+pub mod operator;
 pub mod pricing;
+#[cfg(feature = "cloud")]
+pub mod provider;
 pub mod securitygroup;
 pub mod time;
 pub mod vswitch;

@@ -295,6 +295,69 @@ pub fn requeue_after(
     })
 }
 
+#[cfg(feature = "cloud")]
+pub use run::run;
+
+#[cfg(feature = "cloud")]
+mod run {
+    use std::sync::Arc;
+
+    use karpenter_cloudprovider::CloudProviderError;
+    use karpenter_controller::state::Index;
+    use karpenter_controller::{Context, Error, nodeclass_status};
+    use tokio_util::sync::CancellationToken;
+
+    use crate::ecsnodeclass::ECSNodeClass;
+    use crate::provider::{AlibabaCloudProvider, ClusterState};
+
+    karpenter_controller::impl_stored!(ECSNodeClass);
+
+    async fn reconcile<S: ClusterState>(
+        ctx: &Context<AlibabaCloudProvider<S>>,
+        class: &ECSNodeClass,
+    ) -> Result<Option<std::time::Duration>, Error> {
+        let provider = &ctx.provider;
+        // The ACK images only matter to alias terms; a failure to list them fails those.
+        let images = match ctx.client.apiserver_version().await {
+            Ok(info) => provider
+                .cluster()
+                .supported_images(&info.git_version)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(format!("reading the API server's version: {e}")),
+        };
+        let mut observed = super::observe(
+            provider.client(),
+            &class.spec,
+            images.as_deref().unwrap_or_default(),
+        )
+        .await;
+        if let (Err(e), Some(_)) = (&images, class.spec.alias()) {
+            observed.images = Err(e.clone());
+        }
+        let next = super::status(class, &observed, ctx.clock.now());
+        nodeclass_status::write(&ctx.client, class, class.status.as_ref(), &next).await?;
+        super::requeue_after(&class.spec, &observed)
+            .map(Some)
+            .map_err(|e| Error::Cloud(CloudProviderError::other(e)))
+    }
+
+    /// Keeps every ECSNodeClass's status current while this replica leads.
+    pub async fn run<S: ClusterState>(
+        ctx: Arc<Context<AlibabaCloudProvider<S>>>,
+        shutdown: CancellationToken,
+    ) {
+        nodeclass_status::run(
+            ctx,
+            shutdown,
+            "ecsnodeclass.status",
+            Arc::new(Index::<ECSNodeClass>::default()),
+            |ctx, class| async move { reconcile(&ctx, &class).await },
+        )
+        .await;
+    }
+}
+
 #[cfg(test)]
 #[path = "nodeclass_status_tests.rs"]
 mod tests;
