@@ -14,6 +14,8 @@
 //! the method, the path and the JSON body. Hook errors come back in ACK's lower-case shape.
 #![allow(dead_code)]
 
+pub mod ecs;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
