@@ -146,14 +146,16 @@ mod tests {
 
     #[test]
     fn the_instance_is_judged_against_the_status() {
-        let cases: [(
-            &str,
-            &[&str],
-            &[&str],
-            &[&str],
-            &str,
-            Result<Option<&str>, ()>,
-        ); 7] = [
+        // (what, the class's groups, its vSwitches, the instance's groups, its vSwitch, drift)
+        type Case<'a> = (
+            &'a str,
+            &'a [&'a str],
+            &'a [&'a str],
+            &'a [&'a str],
+            &'a str,
+            Result<Option<&'a str>, ()>,
+        );
+        let cases: [Case; 7] = [
             (
                 "matches",
                 &["sg-1", "sg-2"],

@@ -231,7 +231,8 @@ mod tests {
             Some(pricing::PRICE_SERVER_URL)
         );
         assert_eq!(t, ClusterType::AckManaged);
-        let cases: [(fn(&mut AlibabaSettings), &str, &str); 4] = [
+        type Case = (fn(&mut AlibabaSettings), &'static str, &'static str);
+        let cases: [Case; 4] = [
             (
                 |s| s.cluster_id.clear(),
                 "cn-hangzhou",

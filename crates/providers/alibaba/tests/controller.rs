@@ -232,17 +232,15 @@ async fn a_pending_pod_gets_a_spot_instance_that_is_replaced_when_reclaimed() {
     })
     .await
     .expect("the reclaimed node is deleted");
-    let cloud_now = cloud.lock().unwrap();
-    assert_eq!(
-        cloud_now.deleted,
-        [instance.id.clone()],
-        "its instance released"
-    );
-    assert_eq!(cloud_now.instances.len(), 1);
-    assert_eq!(second, format!("{REGION}.{}", cloud_now.instances[0].id));
+    let (deleted, instances) = {
+        let cloud = cloud.lock().unwrap();
+        (cloud.deleted.clone(), cloud.instances.clone())
+    };
+    assert_eq!(deleted, vec![instance.id.clone()], "its instance released");
+    assert_eq!(instances.len(), 1);
+    assert_eq!(second, format!("{REGION}.{}", instances[0].id));
     // The reclaimed offering was marked, so the replacement went on-demand.
-    assert!(!cloud_now.instances[0].spot);
-    drop(cloud_now);
+    assert!(!instances[0].spot);
     assert!(running.ctx.provider.unavailable().is_unavailable(
         "ecs.g7.large",
         "cn-hangzhou-i",
