@@ -312,10 +312,12 @@ impl InstanceTypeOptions {
             region: region.into(),
             max_pods: kubelet.and_then(|k| k.max_pods),
             pods_per_core: kubelet.and_then(|k| k.pods_per_core),
-            system_disk_volume_size: spec
-                .system_disk
-                .as_ref()
-                .and_then(|d| d.volume_size.clone()),
+            // As launches size the disk: `volumeSize`, else `size` in GiB.
+            system_disk_volume_size: spec.system_disk.as_ref().and_then(|d| {
+                d.volume_size
+                    .clone()
+                    .or_else(|| d.size.filter(|s| *s > 0).map(|s| format!("{s}Gi")))
+            }),
             cni,
             vm_memory_overhead_percent,
         }

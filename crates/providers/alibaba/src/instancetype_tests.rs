@@ -695,8 +695,8 @@ fn node_class_settings_shape_the_types() {
     let t = instance_type(&info("ecs.g7.large"), offering_in("z"), &options).unwrap();
     assert_eq!(
         t.capacity.ephemeral_storage,
-        20 * GIB * 1000,
-        "upstream reads volumeSize only"
+        60 * GIB * 1000,
+        "the disk is launched at `size` when volumeSize is unset (upstream launches 20 GiB and counts 20)"
     );
     // Another VM overhead setting.
     let options = InstanceTypeOptions {

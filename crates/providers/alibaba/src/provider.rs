@@ -30,7 +30,7 @@ use karpenter_core::cloudprovider::{InstanceType, Offering, launch_labels};
 use tokio::sync::Mutex;
 
 use crate::client::Client;
-use crate::cluster::{Cluster, NodeBootstrap};
+use crate::cluster::{Cluster, ClusterError, NodeBootstrap};
 use crate::ecsnodeclass::{
     ECS_NODE_CLASS_HASH_ANNOTATION, ECS_NODE_CLASS_HASH_VERSION,
     ECS_NODE_CLASS_HASH_VERSION_ANNOTATION, ECSNodeClass,
@@ -198,8 +198,18 @@ impl<S: ClusterState> AlibabaCloudProvider<S> {
     async fn refresh(&self) -> Result<()> {
         let mut catalog = self.catalog.lock().await;
         let now = Instant::now();
-        if catalog.cni.is_none() {
-            catalog.cni = Some(self.cluster.cni().await.map_err(other)?);
+        // A cluster whose metadata names no CNI yet is asked again with the stock.
+        if catalog.cni.is_none()
+            || (catalog.cni == Some(Cni::Other)
+                && catalog
+                    .availability_at
+                    .is_none_or(|t| now - t > AVAILABILITY_TTL))
+        {
+            let cni = self.cluster.cni().await.map_err(other)?;
+            if catalog.cni != Some(cni) {
+                catalog.cni = Some(cni);
+                catalog.types_at = None;
+            }
         }
         if catalog.types_at.is_none_or(|t| now - t > TYPES_TTL) {
             match catalog_api::describe_instance_types(&self.client).await {
@@ -490,10 +500,15 @@ impl<S: ClusterState> AlibabaCloudProvider<S> {
             user_data: class.spec.user_data.as_deref(),
             format_data_disk: class.spec.format_data_disk,
         };
-        self.cluster
-            .user_data(&request)
-            .await
-            .map_err(|e| CloudProviderError::node_class_not_ready(e.to_string()))
+        match self.cluster.user_data(&request).await {
+            Ok(user_data) => Ok(user_data),
+            // The NodeClass's userData cannot be merged: only its owner can fix that.
+            Err(e @ ClusterError::UserData(_)) => {
+                Err(CloudProviderError::node_class_not_ready(e.to_string()))
+            }
+            // ACK did not answer: the launch is tried again.
+            Err(e) => Err(other(e)),
+        }
     }
 
     /// Marks what a group's launch results refused for capacity.
@@ -739,7 +754,13 @@ impl<S: ClusterState> CloudProvider for AlibabaCloudProvider<S> {
         let instances = ecs::describe_instances(&self.client, &[(&cluster_tag, "owned")], None)
             .await
             .map_err(other)?;
-        Ok(instances.iter().map(|i| self.claim_for(i, None)).collect())
+        // The cluster tag alone may also be on ACK's own node pools' instances: only those a
+        // NodePool launched are Karpenter's to collect.
+        Ok(instances
+            .iter()
+            .filter(|i| i.tag(NODE_POOL_LABEL).is_some())
+            .map(|i| self.claim_for(i, None))
+            .collect())
     }
 
     async fn is_drifted(&self, claim: &NodeClaim) -> Result<Option<String>> {

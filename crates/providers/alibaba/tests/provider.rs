@@ -220,8 +220,20 @@ async fn delete_list_and_get() {
     let launched = provider.create(&c).await.unwrap();
     let id = provider_id(&launched);
 
+    // An instance of ACK's own node pool carries the cluster tag too: never Karpenter's.
+    cloud.lock().unwrap().instances.push(ecs::FakeInstance {
+        id: "i-ack-pool".into(),
+        instance_type: "ecs.g7.large".into(),
+        zone: "cn-hangzhou-i".into(),
+        v_switch: "vsw-i".into(),
+        spot: false,
+        image: String::new(),
+        user_data: String::new(),
+        security_groups: vec!["sg-1".into()],
+        tags: BTreeMap::from([(format!("kubernetes.io/cluster/{CLUSTER}"), "owned".into())]),
+    });
     let listed = provider.list().await.unwrap();
-    assert_eq!(listed.len(), 1);
+    assert_eq!(listed.len(), 1, "only what a NodePool launched");
     assert_eq!(listed[0].metadata.name.as_deref(), Some("general-d1"));
     assert_eq!(provider_id(&listed[0]), id);
     assert_eq!(provider_id(&provider.get(&id).await.unwrap()), id);
@@ -237,6 +249,11 @@ async fn delete_list_and_get() {
     let mut deleting = c.clone();
     deleting.status = launched.status.clone();
     provider.delete(&deleting).await.unwrap();
+    cloud
+        .lock()
+        .unwrap()
+        .instances
+        .retain(|i| i.id != "i-ack-pool");
     assert!(cloud.lock().unwrap().instances.is_empty());
     assert!(matches!(
         provider.delete(&deleting).await,
