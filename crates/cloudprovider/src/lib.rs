@@ -17,6 +17,7 @@ pub mod http;
 mod provider;
 mod registration;
 mod repair;
+pub mod settings;
 pub mod unavailable;
 
 pub use catalog::Catalog;
@@ -25,3 +26,4 @@ pub use karpenter_core::cloudprovider::{InstanceType, Offering, Overhead, Reserv
 pub use provider::{CloudProvider, NodeClassReadiness};
 pub use registration::{NodeClassConversion, Registration};
 pub use repair::RepairPolicy;
+pub use settings::SettingsError;

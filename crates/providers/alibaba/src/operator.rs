@@ -57,21 +57,7 @@ pub struct AlibabaSettings {
     pub price_server_url: String,
 }
 
-/// A setting the provider cannot run without, or one that does not parse.
-#[derive(Debug, thiserror::Error)]
-pub enum SettingsError {
-    /// Required and empty.
-    #[error("{0} must be set")]
-    Missing(&'static str),
-    /// Present but wrong.
-    #[error("{name}: {reason}")]
-    Invalid {
-        /// The setting.
-        name: &'static str,
-        /// What is wrong.
-        reason: String,
-    },
-}
+pub use karpenter_cloudprovider::SettingsError;
 
 impl AlibabaSettings {
     /// The provider's options and cluster type, given the region (the setting's, or the

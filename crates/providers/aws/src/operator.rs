@@ -59,9 +59,6 @@ pub struct AwsSettings {
 }
 
 /// A setting the provider cannot run without.
-#[derive(Debug, thiserror::Error)]
-#[error("{0} must be set")]
-struct Missing(&'static str);
 
 impl Provider for AwsProvider {
     type Settings = AwsSettings;
@@ -73,7 +70,7 @@ impl Provider for AwsProvider {
             (&settings.aws_region, "AWS_REGION"),
         ] {
             if value.is_empty() {
-                return Err(Missing(name).into());
+                return Err(karpenter_cloudprovider::SettingsError::Missing(name).into());
             }
         }
         let version = client

@@ -107,21 +107,7 @@ pub struct AzureSettings {
     pub retail_prices_url: String,
 }
 
-/// A setting the provider cannot run without, or one that does not parse.
-#[derive(Debug, thiserror::Error)]
-pub enum SettingsError {
-    /// Required and empty.
-    #[error("{0} must be set")]
-    Missing(&'static str),
-    /// Present but wrong.
-    #[error("{name}: {reason}")]
-    Invalid {
-        /// The setting.
-        name: &'static str,
-        /// What is wrong.
-        reason: String,
-    },
-}
+pub use karpenter_cloudprovider::SettingsError;
 
 /// `k1=v1,k2=v2` as upstream's `ADDITIONAL_TAGS` takes them.
 pub fn parse_tags(s: &str) -> Result<BTreeMap<String, String>, SettingsError> {
