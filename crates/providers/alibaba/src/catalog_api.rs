@@ -6,10 +6,8 @@
 
 use bytes::Bytes;
 use karpenter_cloudprovider::http::{HttpClient, RetryPolicy};
-use serde::de::DeserializeOwned;
-use serde_json::Value;
 
-use crate::client::{AlibabaError, Client, MAX_PAGES, Params};
+use crate::client::{AlibabaError, Client, MAX_PAGES, Params, parse};
 use crate::endpoint::Product;
 use crate::instancetype::{
     Availability, DescribeAvailableResourceAnswer, EcsInstanceType, InstanceTypesError,
@@ -46,13 +44,6 @@ pub enum CatalogApiError {
     /// The price server's answer is unusable.
     #[error(transparent)]
     Pricing(#[from] PricingError),
-}
-
-fn parse<T: DeserializeOwned>(action: &str, value: Value) -> Result<T, AlibabaError> {
-    serde_json::from_value(value).map_err(|e| AlibabaError::Parse {
-        action: action.to_string(),
-        reason: e.to_string(),
-    })
 }
 
 /// Every instance type ECS describes in the client's region, every page.

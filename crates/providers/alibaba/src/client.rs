@@ -212,6 +212,18 @@ pub fn at_path<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
         .try_fold(value, |v, key| v.get(key))
 }
 
+/// An answer (or one item of it) read as `T`; a shape that does not fit is `Parse`, naming
+/// the action.
+pub fn parse<T: serde::de::DeserializeOwned>(
+    action: &str,
+    value: Value,
+) -> Result<T, AlibabaError> {
+    serde_json::from_value(value).map_err(|e| AlibabaError::Parse {
+        action: action.to_string(),
+        reason: e.to_string(),
+    })
+}
+
 fn items_at(page: &Value, path: &str) -> Vec<Value> {
     match at_path(page, path) {
         Some(Value::Array(items)) => items.clone(),

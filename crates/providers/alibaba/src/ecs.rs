@@ -1,21 +1,12 @@
 //! The ECS calls behind Create, Get, List and Delete: `CreateAutoProvisioningGroup`,
 //! `DescribeInstances` (by cluster tag, NodeClaim tag or id) and `DeleteInstance`.
 
-use serde_json::Value;
-
-use crate::client::{AlibabaError, Client, Params};
+use crate::client::{AlibabaError, Client, Params, parse};
 use crate::endpoint::Product;
 use crate::instance::{GroupAnswer, Instance};
 
 /// `DescribeInstances`' largest page.
 const INSTANCES_PAGE_SIZE: u32 = 100;
-
-fn parse<T: serde::de::DeserializeOwned>(action: &str, value: Value) -> Result<T, AlibabaError> {
-    serde_json::from_value(value).map_err(|e| AlibabaError::Parse {
-        action: action.to_string(),
-        reason: e.to_string(),
-    })
-}
 
 /// Creates an instant auto-provisioning group. Its `ClientToken` makes a repeat return the
 /// first call's answer, so the call is retried like any idempotent one.

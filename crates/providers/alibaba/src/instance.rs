@@ -35,10 +35,6 @@ pub const GROUP_TAG: &str = "karpenter.k8s.alibabacloud/autoprovisiongroup";
 pub mod status {
     /// Being created.
     pub const PENDING: &str = "Pending";
-    /// Booting.
-    pub const STARTING: &str = "Starting";
-    /// Up.
-    pub const RUNNING: &str = "Running";
     /// Shutting down.
     pub const STOPPING: &str = "Stopping";
     /// Down.
@@ -403,15 +399,6 @@ pub struct Tag {
 }
 
 impl Instance {
-    /// The tags as a map.
-    pub fn tag_map(&self) -> BTreeMap<&str, &str> {
-        self.tags
-            .tag
-            .iter()
-            .map(|t| (t.tag_key.as_str(), t.tag_value.as_str()))
-            .collect()
-    }
-
     /// A tag's value.
     pub fn tag(&self, key: &str) -> Option<&str> {
         self.tags
@@ -430,12 +417,6 @@ impl Instance {
     /// being deleted.
     pub fn is_stopping(&self) -> bool {
         self.status == status::STOPPING || self.status == status::STOPPED
-    }
-
-    /// Whether ECS refuses to delete it yet (upstream waits for `Pending` and `Starting` to
-    /// pass).
-    pub fn is_starting(&self) -> bool {
-        self.status == status::PENDING || self.status == status::STARTING
     }
 
     /// When it was created, from ECS's minute-precision UTC time (`2024-09-01T08:00Z`).

@@ -206,11 +206,7 @@ pub fn plan(
         }
     }
     let capacity_type = capacity_type(&requirements, &fitting);
-    let mut v_switch_by_zone: BTreeMap<&str, &VSwitch> = BTreeMap::new();
-    for v in v_switches {
-        // The status lists the roomiest vSwitch of a zone first.
-        v_switch_by_zone.entry(v.zone_id.as_str()).or_insert(v);
-    }
+    let v_switch_by_zone = crate::vswitch::first_per_zone(v_switches);
     let mut configs: Vec<(&InstanceType, LaunchConfig)> = fitting
         .iter()
         .filter_map(|t| {

@@ -11,7 +11,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -534,9 +533,7 @@ impl<S: ClusterState> AlibabaCloudProvider<S> {
 /// A number that varies between claims and stays put for one claim: its retries ask for the
 /// same group.
 fn spread_of(claim: &NodeClaim) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    claim.metadata.name.hash(&mut h);
-    h.finish()
+    karpenter_api::hash::fnv64(claim.metadata.name.as_deref().unwrap_or_default())
 }
 
 impl<S: ClusterState> CloudProvider for AlibabaCloudProvider<S> {

@@ -1,7 +1,7 @@
 //! The vSwitches an `ECSNodeClass`'s `vSwitchSelectorTerms` select: one VPC
 //! `DescribeVSwitches` listing per term (by id, by tags, or both), every page, merged by id.
 //! Status lists them with the most free addresses first; a launch takes, per zone, the one
-//! with the most ([`best_per_zone`]).
+//! with the most ([`first_per_zone`]).
 
 use std::collections::BTreeMap;
 
@@ -131,20 +131,14 @@ pub fn merge(found: impl IntoIterator<Item = VSwitchInfo>) -> Vec<VSwitchInfo> {
     merged
 }
 
-/// Per zone, the vSwitch with the most free addresses (the first of `v_switches` on a tie):
-/// where a launch into that zone goes.
-pub fn best_per_zone(v_switches: &[VSwitchInfo]) -> BTreeMap<String, VSwitchInfo> {
-    let mut best: BTreeMap<String, VSwitchInfo> = BTreeMap::new();
+/// Per zone, the vSwitch a launch into that zone goes to: the first of the zone in status
+/// order, which [`merge`] made the one with the most free addresses (the first by id on a tie).
+pub fn first_per_zone(v_switches: &[VSwitch]) -> BTreeMap<&str, &VSwitch> {
+    let mut first: BTreeMap<&str, &VSwitch> = BTreeMap::new();
     for v in v_switches {
-        match best.get(&v.zone_id) {
-            Some(current) if current.available_ip_address_count >= v.available_ip_address_count => {
-            }
-            _ => {
-                best.insert(v.zone_id.clone(), v.clone());
-            }
-        }
+        first.entry(v.zone_id.as_str()).or_insert(v);
     }
-    best
+    first
 }
 
 /// Every vSwitch `terms` select in the client's region, ordered as [`merge`] orders them.
@@ -292,11 +286,12 @@ mod tests {
             info("vsw-c", "z2", 7),
             info("vsw-d", "z2", 7),
         ]);
-        let best = best_per_zone(&v_switches);
+        let status: Vec<VSwitch> = v_switches.iter().map(VSwitchInfo::to_status).collect();
+        let best = first_per_zone(&status);
         assert_eq!(best.len(), 2);
         assert_eq!(best["z1"].id, "vsw-b");
         // A tie keeps the first in status order.
         assert_eq!(best["z2"].id, "vsw-c");
-        assert!(best_per_zone(&[]).is_empty());
+        assert!(first_per_zone(&[]).is_empty());
     }
 }

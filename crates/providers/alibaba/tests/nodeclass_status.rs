@@ -119,7 +119,8 @@ async fn vswitches_are_asked_per_term_every_page() {
         ("vsw-51", 151)
     );
     assert_eq!(found.last().unwrap().id, "vsw-id");
-    let best = vswitch::best_per_zone(&found);
+    let status: Vec<_> = found.iter().map(|v| v.to_status()).collect();
+    let best = vswitch::first_per_zone(&status);
     assert_eq!(best["cn-hangzhou-h"].id, "vsw-50");
     assert_eq!(best["cn-hangzhou-i"].id, "vsw-51");
     assert_eq!(best["cn-hangzhou-k"].id, "vsw-id");
