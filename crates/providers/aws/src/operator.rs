@@ -58,8 +58,6 @@ pub struct AwsSettings {
     pub interruption_queue: Option<String>,
 }
 
-/// A setting the provider cannot run without.
-
 impl Provider for AwsProvider {
     type Settings = AwsSettings;
 
