@@ -1,0 +1,43 @@
+//! The Huawei Cloud provider, after huaweicloud-samples/karpenter-provider-huawei: Karpenter
+//! on CCE, creating nodes through CCE's own `CreateNode` so CCE installs and joins them.
+//!
+//! * the `CCENodeClass` API ([`ccenodeclass`]: upstream's schema, CEL rules, defaults and
+//!   hash);
+//! * instance types ([`instancetype`]: ECS flavors and their per-zone sale status made into
+//!   instance types with CCE's allocatable) and prices ([`pricing`]: the embedded table, BSS
+//!   on-demand ratings);
+//! * the simulator's `huawei` catalog ([`catalog`]);
+//! * the wire: request signing ([`auth::signer`], `SDK-HMAC-SHA256`), regional [`endpoint`]s,
+//!   what error codes mean ([`errors`]); with the `cloud` feature, the credential chain
+//!   (`auth::credentials`) and the `client` for CCE, ECS, VPC, BSS and IAM.
+//! * with the `cloud` feature, the `CloudProvider` (`provider`, `instance`: CCE nodes
+//!   created, read and deleted), what the subnet selectors resolve to ([`subnet`]), the
+//!   status written from them ([`nodeclass_status`]), drift ([`drift`]) and the settings
+//!   (`operator`).
+
+pub mod auth;
+pub mod catalog;
+#[cfg(feature = "cloud")]
+pub mod catalog_api;
+pub mod cce;
+pub mod ccenodeclass;
+#[cfg(feature = "cloud")]
+pub mod client;
+pub mod drift;
+pub mod endpoint;
+pub mod errors;
+#[cfg(feature = "cloud")]
+pub mod instance;
+pub mod instancetype;
+pub mod nodeclass_status;
+#[cfg(feature = "cloud")]
+pub mod operator;
+pub mod pricing;
+#[cfg(feature = "cloud")]
+pub mod provider;
+pub mod subnet;
+
+pub use ccenodeclass::{CCENodeClass, CCENodeClassSpec, CCENodeClassStatus};
+
+/// The API group of the Huawei Cloud provider's NodeClass, labels and annotations.
+pub const GROUP: &str = "karpenter.k8s.huawei";
