@@ -9,6 +9,7 @@
 //! is `karpenter-core`'s, re-exported here, because the scheduling simulation works on it.
 
 pub mod catalog;
+pub mod conditions;
 mod error;
 #[cfg(feature = "fake")]
 pub mod fake;

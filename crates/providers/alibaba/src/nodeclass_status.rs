@@ -9,8 +9,12 @@
 
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
+pub use karpenter_cloudprovider::conditions::{
+    CONDITION_READY, MESSAGE_AWAITING_RECONCILIATION, REASON_AWAITING_RECONCILIATION,
+    REASON_RECONCILING_DEPENDENTS, REASON_UNHEALTHY_DEPENDENTS,
+};
+use karpenter_cloudprovider::conditions::ConditionSet;
 
 use crate::ecsnodeclass::{
     CONDITION_IMAGES_READY, CONDITION_SECURITY_GROUPS_READY, CONDITION_VSWITCHES_READY,
@@ -19,8 +23,6 @@ use crate::ecsnodeclass::{
 use crate::securitygroup::SecurityGroupInfo;
 use crate::vswitch::VSwitchInfo;
 
-/// The condition summarising the others.
-pub const CONDITION_READY: &str = "Ready";
 /// When to look again after every selector matched: vSwitches' free addresses change with
 /// every launch, so upstream looks at them every minute.
 pub const REQUEUE_RESOLVED: Duration = Duration::from_secs(60);
@@ -41,14 +43,6 @@ pub const MESSAGE_SECURITY_GROUPS_NOT_FOUND: &str =
 pub const REASON_IMAGES_NOT_FOUND: &str = "ImagesNotFound";
 /// `ImagesReady`'s message when nothing matched.
 pub const MESSAGE_IMAGES_NOT_FOUND: &str = "ImageSelector did not match any Images";
-/// A condition no pass has decided yet.
-pub const REASON_AWAITING_RECONCILIATION: &str = "AwaitingReconciliation";
-/// Its message.
-pub const MESSAGE_AWAITING_RECONCILIATION: &str = "object is awaiting reconciliation";
-/// `Ready`'s reason when a part is `False` for the current generation.
-pub const REASON_UNHEALTHY_DEPENDENTS: &str = "UnhealthyDependents";
-/// `Ready`'s reason when no part is `False` but some are not yet decided for this generation.
-pub const REASON_RECONCILING_DEPENDENTS: &str = "ReconcilingDependents";
 
 /// What one pass found out; an `Err` is the message of a failed listing.
 #[derive(Clone, Debug, PartialEq)]
@@ -103,99 +97,6 @@ pub async fn observe(
     }
 }
 
-/// Sets conditions as upstream's condition set does: stamped with the object's generation,
-/// the transition time kept while the status stays.
-struct Conditions<'a> {
-    list: &'a mut Vec<Condition>,
-    generation: Option<i64>,
-    created: Timestamp,
-    now: Timestamp,
-    touched: bool,
-}
-
-impl Conditions<'_> {
-    fn set(&mut self, type_: &str, status: &str, reason: &str, message: &str) {
-        self.touched = true;
-        let mut next = Condition {
-            type_: type_.into(),
-            status: status.into(),
-            reason: reason.into(),
-            message: message.into(),
-            last_transition_time: Time(self.now),
-            observed_generation: self.generation,
-        };
-        match self.list.iter_mut().find(|c| c.type_ == type_) {
-            Some(current) => {
-                if current.status == status {
-                    next.last_transition_time = current.last_transition_time.clone();
-                }
-                *current = next;
-            }
-            None => {
-                // A part's first condition dates from the object's creation, as upstream's.
-                next.last_transition_time = Time(self.created);
-                self.list.push(next);
-            }
-        }
-    }
-
-    fn set_true(&mut self, type_: &str) {
-        self.set(type_, "True", type_, "");
-    }
-
-    /// `Unknown` for every part (and `Ready`) not yet there.
-    fn initialise(&mut self) {
-        for type_ in std::iter::once(CONDITION_READY).chain(READY_CONDITIONS) {
-            if !self.list.iter().any(|c| c.type_ == type_) {
-                self.set(
-                    type_,
-                    "Unknown",
-                    REASON_AWAITING_RECONCILIATION,
-                    MESSAGE_AWAITING_RECONCILIATION,
-                );
-            }
-        }
-    }
-
-    /// `Ready` over the parts: `True` when all are `True` for this generation; else `False`
-    /// when one is `False` for this generation, `Unknown` otherwise, naming the parts that
-    /// are not ready, most recently changed first.
-    fn recompute_ready(&mut self) {
-        let mut unhealthy: Vec<&Condition> = READY_CONDITIONS
-            .iter()
-            .filter_map(|t| self.list.iter().find(|c| c.type_ == *t))
-            .filter(|c| c.status != "True" || c.observed_generation != self.generation)
-            .collect();
-        if unhealthy.is_empty() {
-            self.set_true(CONDITION_READY);
-            return;
-        }
-        unhealthy.sort_by_key(|c| std::cmp::Reverse(c.last_transition_time.0));
-        let failed = unhealthy
-            .iter()
-            .any(|c| c.status == "False" && c.observed_generation == self.generation);
-        let message = unhealthy
-            .iter()
-            .map(|c| format!("{}={}", c.type_, c.status))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let (status, reason) = if failed {
-            ("False", REASON_UNHEALTHY_DEPENDENTS)
-        } else {
-            ("Unknown", REASON_RECONCILING_DEPENDENTS)
-        };
-        self.set(CONDITION_READY, status, reason, &message);
-    }
-
-    /// Oldest transition first and `Ready` last, as `kubectl` shows upstream's.
-    fn sort(&mut self) {
-        self.list.sort_by(|a, b| {
-            let key = |c: &Condition| (c.type_ == CONDITION_READY, c.last_transition_time.0);
-            key(a).cmp(&key(b))
-        });
-    }
-}
-
 /// The status after a pass over `class` that found `observed`, at `now`.
 pub fn status(class: &ECSNodeClass, observed: &Observed, now: Timestamp) -> ECSNodeClassStatus {
     let mut out = class.status.clone().unwrap_or_default();
@@ -204,14 +105,13 @@ pub fn status(class: &ECSNodeClass, observed: &Observed, now: Timestamp) -> ECSN
         .creation_timestamp
         .as_ref()
         .map_or(now, |t| t.0);
-    let mut c = Conditions {
-        list: &mut out.conditions,
-        generation: class.metadata.generation,
+    let mut c = ConditionSet::new(
+        &mut out.conditions,
+        &READY_CONDITIONS,
+        class.metadata.generation,
         created,
         now,
-        touched: false,
-    };
-    c.initialise();
+    );
 
     match &observed.v_switches {
         Ok(found) if found.is_empty() => {
@@ -265,12 +165,8 @@ pub fn status(class: &ECSNodeClass, observed: &Observed, now: Timestamp) -> ECSN
         Err(_) => {}
     }
 
-    // Upstream recomputes `Ready` only when a part's condition was set; a pass in which every
-    // listing failed leaves the conditions as they were.
-    if c.touched {
-        c.recompute_ready();
-        c.sort();
-    }
+    // A pass in which every listing failed leaves the conditions as they were.
+    c.finish();
     out
 }
 

@@ -1,6 +1,6 @@
 use super::*;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 
 use crate::ecsnodeclass::{SecurityGroup, SecurityGroupSelectorTerm, VSwitch};
 use crate::imagefamily::image;
