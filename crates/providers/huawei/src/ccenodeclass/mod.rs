@@ -27,6 +27,8 @@ use karpenter_api::validation::{Problem, ProblemKind};
 mod hash;
 mod reserved;
 mod schema;
+#[cfg(test)]
+mod tests;
 
 pub use hash::{
     CCE_NODE_CLASS_HASH_ANNOTATION, CCE_NODE_CLASS_HASH_VERSION,
