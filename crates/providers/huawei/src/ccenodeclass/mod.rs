@@ -3,8 +3,8 @@
 //! and the kubelet reservations. Field for field as huaweicloud-samples' provider, so existing
 //! manifests apply unchanged.
 //!
-//! * [`CRD`]: upstream's schema and CEL rules ([`schema`](self) module), plus runtime checks for
-//!   what upstream refuses only when it creates a node: reservations CCE cannot take;
+//! * [`CRD`]: upstream's schema and CEL rules, plus runtime checks for what upstream refuses
+//!   only when it creates a node: reservations CCE cannot take;
 //! * [`CCENodeClassSpec::validate_for_create`] and [`KubeletConfiguration::reserved`]: those
 //!   refusals and the conversion to CCE's `extendParam` units, shared by the runtime checks and
 //!   the create path so the two cannot disagree;

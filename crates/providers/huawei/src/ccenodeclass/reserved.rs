@@ -249,7 +249,7 @@ impl Exact {
                 .ok_or(ReservedReason::TooLarge)?
         } else {
             match fives {
-                Some(f) if self.mantissa % f == 0 => self.mantissa / f,
+                Some(f) if self.mantissa.is_multiple_of(f) => self.mantissa / f,
                 // A power of five beyond 128 bits divides no non-zero mantissa.
                 _ => return Err(not_whole),
             }
