@@ -262,7 +262,11 @@ pub fn parse_cond_operation_az(value: &str) -> BTreeMap<String, String> {
         })
         .collect();
     let mut out = BTreeMap::new();
-    for part in normalized.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    for part in normalized
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
         let (zone, status) = match (part.find('('), part.rfind(')')) {
             (Some(open), Some(close)) if close > open => {
                 (part[..open].trim(), part[open + 1..close].trim())
@@ -433,7 +437,8 @@ fn reserved_gdt_blocks(blocks: i64, descriptor_blocks: i64) -> i64 {
         0xffff_ffff
     };
     let groups = ceil_div(most, EXT4_BLOCKS_PER_GROUP);
-    (ceil_div(groups, EXT4_GROUPS_PER_DESCRIPTOR_BLOCK) - descriptor_blocks).clamp(0, EXT4_BLOCK / 4)
+    (ceil_div(groups, EXT4_GROUPS_PER_DESCRIPTOR_BLOCK) - descriptor_blocks)
+        .clamp(0, EXT4_BLOCK / 4)
 }
 
 /// mke2fs's default journal size for a filesystem of `blocks` 4 KiB blocks.
@@ -567,10 +572,7 @@ impl InstanceTypeOptions {
             region: region.into(),
             max_pods: kubelet.and_then(|k| k.max_pods),
             kube_reserved: reservations("kubeReserved", kubelet.map(|k| &k.kube_reserved))?,
-            system_reserved: reservations(
-                "systemReserved",
-                kubelet.map(|k| &k.system_reserved),
-            )?,
+            system_reserved: reservations("systemReserved", kubelet.map(|k| &k.system_reserved))?,
             runtime: spec
                 .runtime_configuration
                 .as_ref()

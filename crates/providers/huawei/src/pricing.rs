@@ -371,9 +371,7 @@ pub struct BssError {
 pub fn spec_in_message(message: &str) -> Option<String> {
     let start = message.find(PRODUCT_NOT_FOUND_PREFIX)? + PRODUCT_NOT_FOUND_PREFIX.len();
     let rest = &message[start..];
-    let end = rest
-        .find(['"', '\\', ' ', ',', ']'])
-        .unwrap_or(rest.len());
+    let end = rest.find(['"', '\\', ' ', ',', ']']).unwrap_or(rest.len());
     Some(rest[..end].trim().to_string()).filter(|s| !s.is_empty())
 }
 
