@@ -195,6 +195,29 @@ pub struct ListFlavorsResponse {
     pub flavors: Vec<Flavor>,
 }
 
+/// Where the next `ListFlavors` page starts (its `marker`), after a page asked for with
+/// [`LIST_FLAVORS_PAGE_SIZE`] and `marker`: `None` after a short page (the last); else the last
+/// flavor's id. A full page whose last flavor has no id, or whose last id is the marker it was
+/// asked with, is an error: asking again would never end.
+pub fn next_flavors_marker(
+    page: &ListFlavorsResponse,
+    marker: Option<&str>,
+) -> Result<Option<String>, InstanceTypesError> {
+    if page.flavors.len() < LIST_FLAVORS_PAGE_SIZE {
+        return Ok(None);
+    }
+    let last = page.flavors.last().map_or("", |f| f.id.as_str());
+    if last.is_empty() {
+        return Err(InstanceTypesError::Pagination(
+            "empty flavor id at page boundary",
+        ));
+    }
+    if marker == Some(last) {
+        return Err(InstanceTypesError::Pagination("marker did not advance"));
+    }
+    Ok(Some(last.to_string()))
+}
+
 /// One zone of `ListServerAzInfo` (the SDK's `ListServerAzInfo`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -496,6 +519,9 @@ pub enum InstanceTypesError {
     /// No flavors are known yet (upstream's "no instance types found").
     #[error("no instance types found")]
     NoInstanceTypes,
+    /// `ListFlavors` pages cannot be followed.
+    #[error("list flavors pagination, {0}")]
+    Pagination(&'static str),
     /// A `kubelet.kubeReserved` or `kubelet.systemReserved` value of the NodeClass is not a
     /// quantity.
     #[error("spec.kubelet.{field}[{key}]: {value:?} is not a quantity: {reason}")]

@@ -642,3 +642,44 @@ fn answers_read_in_the_sdk_shape() {
     assert_eq!(zones.zone_ids(), ["cn-north-4a", "cn-north-4b"]);
     assert_eq!(zones.availability_zones[0].type_.as_deref(), Some("core"));
 }
+
+/// Upstream's `TestFetchInstanceTypes_PaginatesListFlavors`: a full page leads on from its
+/// last id, a short one ends; a page that cannot lead on is an error.
+#[test]
+fn flavor_pages_lead_on_from_the_last_id() {
+    let page = |n: usize, last_id: &str| ListFlavorsResponse {
+        flavors: (0..n)
+            .map(|i| {
+                let id = if i + 1 == n {
+                    last_id.to_string()
+                } else {
+                    format!("flavor-{i:04}")
+                };
+                flavor(&id, "2", 4096)
+            })
+            .collect(),
+    };
+    let full = page(LIST_FLAVORS_PAGE_SIZE, "flavor-0999");
+    assert_eq!(
+        next_flavors_marker(&full, None),
+        Ok(Some("flavor-0999".to_string()))
+    );
+    assert_eq!(
+        next_flavors_marker(&page(2, "flavor-1001"), Some("flavor-0999")),
+        Ok(None)
+    );
+    assert_eq!(
+        next_flavors_marker(&ListFlavorsResponse::default(), None),
+        Ok(None)
+    );
+    assert_eq!(
+        next_flavors_marker(&full, Some("flavor-0999")),
+        Err(InstanceTypesError::Pagination("marker did not advance"))
+    );
+    let mut no_id = full.clone();
+    no_id.flavors.last_mut().unwrap().id.clear();
+    assert_eq!(
+        next_flavors_marker(&no_id, None).unwrap_err().to_string(),
+        "list flavors pagination, empty flavor id at page boundary"
+    );
+}
