@@ -93,9 +93,7 @@ mod tests {
             );
             assert!(t.offerings.iter().all(|o| o.capacity_type == "on-demand"));
             assert!(
-                t.offerings
-                    .iter()
-                    .all(|o| o.price > 0.0 && o.price < 100.0),
+                t.offerings.iter().all(|o| o.price > 0.0 && o.price < 100.0),
                 "{} is priced from the table, not at the missing price",
                 t.name
             );
@@ -128,14 +126,21 @@ mod tests {
             assert_eq!(allocatable.memory, memory * MI, "{name} memory");
             // The k8s disk's kubernetes LV less the 10% nodefs threshold (upstream's figure).
             assert_eq!(
-                allocatable.ephemeral_storage,
-                9_413_845_387_000,
+                allocatable.ephemeral_storage, 9_413_845_387_000,
                 "{name} storage"
             );
             assert_eq!(t.offerings[0].price, price, "{name} price");
         }
-        assert!(find(&catalog, "kc1.large.2").requirements.allows(ARCH_LABEL, "arm64"));
-        assert!(find(&catalog, "c7.large.2").requirements.allows(ARCH_LABEL, "amd64"));
+        assert!(
+            find(&catalog, "kc1.large.2")
+                .requirements
+                .allows(ARCH_LABEL, "arm64")
+        );
+        assert!(
+            find(&catalog, "c7.large.2")
+                .requirements
+                .allows(ARCH_LABEL, "amd64")
+        );
         assert!(
             find(&catalog, "c9.large.4")
                 .requirements

@@ -195,6 +195,29 @@ pub struct ListFlavorsResponse {
     pub flavors: Vec<Flavor>,
 }
 
+/// Where the next `ListFlavors` page starts (its `marker`), after a page asked for with
+/// [`LIST_FLAVORS_PAGE_SIZE`] and `marker`: `None` after a short page (the last); else the last
+/// flavor's id. A full page whose last flavor has no id, or whose last id is the marker it was
+/// asked with, is an error: asking again would never end.
+pub fn next_flavors_marker(
+    page: &ListFlavorsResponse,
+    marker: Option<&str>,
+) -> Result<Option<String>, InstanceTypesError> {
+    if page.flavors.len() < LIST_FLAVORS_PAGE_SIZE {
+        return Ok(None);
+    }
+    let last = page.flavors.last().map_or("", |f| f.id.as_str());
+    if last.is_empty() {
+        return Err(InstanceTypesError::Pagination(
+            "empty flavor id at page boundary",
+        ));
+    }
+    if marker == Some(last) {
+        return Err(InstanceTypesError::Pagination("marker did not advance"));
+    }
+    Ok(Some(last.to_string()))
+}
+
 /// One zone of `ListServerAzInfo` (the SDK's `ListServerAzInfo`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -262,7 +285,11 @@ pub fn parse_cond_operation_az(value: &str) -> BTreeMap<String, String> {
         })
         .collect();
     let mut out = BTreeMap::new();
-    for part in normalized.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    for part in normalized
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
         let (zone, status) = match (part.find('('), part.rfind(')')) {
             (Some(open), Some(close)) if close > open => {
                 (part[..open].trim(), part[open + 1..close].trim())
@@ -433,7 +460,8 @@ fn reserved_gdt_blocks(blocks: i64, descriptor_blocks: i64) -> i64 {
         0xffff_ffff
     };
     let groups = ceil_div(most, EXT4_BLOCKS_PER_GROUP);
-    (ceil_div(groups, EXT4_GROUPS_PER_DESCRIPTOR_BLOCK) - descriptor_blocks).clamp(0, EXT4_BLOCK / 4)
+    (ceil_div(groups, EXT4_GROUPS_PER_DESCRIPTOR_BLOCK) - descriptor_blocks)
+        .clamp(0, EXT4_BLOCK / 4)
 }
 
 /// mke2fs's default journal size for a filesystem of `blocks` 4 KiB blocks.
@@ -491,6 +519,9 @@ pub enum InstanceTypesError {
     /// No flavors are known yet (upstream's "no instance types found").
     #[error("no instance types found")]
     NoInstanceTypes,
+    /// `ListFlavors` pages cannot be followed.
+    #[error("list flavors pagination, {0}")]
+    Pagination(&'static str),
     /// A `kubelet.kubeReserved` or `kubelet.systemReserved` value of the NodeClass is not a
     /// quantity.
     #[error("spec.kubelet.{field}[{key}]: {value:?} is not a quantity: {reason}")]
@@ -567,10 +598,7 @@ impl InstanceTypeOptions {
             region: region.into(),
             max_pods: kubelet.and_then(|k| k.max_pods),
             kube_reserved: reservations("kubeReserved", kubelet.map(|k| &k.kube_reserved))?,
-            system_reserved: reservations(
-                "systemReserved",
-                kubelet.map(|k| &k.system_reserved),
-            )?,
+            system_reserved: reservations("systemReserved", kubelet.map(|k| &k.system_reserved))?,
             runtime: spec
                 .runtime_configuration
                 .as_ref()

@@ -4,7 +4,9 @@
 use karpenter_api::labels::CAPACITY_TYPE_ON_DEMAND;
 
 use super::*;
-use crate::ccenodeclass::{BlockDevice, BlockDeviceMappings, KubeletConfiguration, RuntimeConfiguration};
+use crate::ccenodeclass::{
+    BlockDevice, BlockDeviceMappings, KubeletConfiguration, RuntimeConfiguration,
+};
 use crate::pricing::MISSING_PRICE;
 
 const REGION: &str = "cn-north-4";
@@ -58,7 +60,12 @@ fn options_with(runtime: &str) -> InstanceTypeOptions {
 /// The instance type of `flavor` offered in one zone, as upstream's `NewInstanceType` builds it.
 fn build(flavor: &Flavor, options: &InstanceTypeOptions) -> InstanceType {
     let zones = set(&["cn-north-4a"]);
-    let offerings = offerings(&flavor.name, &zones, &PriceTable::embedded("nowhere"), &never);
+    let offerings = offerings(
+        &flavor.name,
+        &zones,
+        &PriceTable::embedded("nowhere"),
+        &never,
+    );
     instance_type(flavor, &zones, offerings, options).expect("the flavor builds")
 }
 
@@ -83,7 +90,11 @@ fn default_max_pods_follow_the_memory_tiers() {
         (65536, 110),
         (524_288, 110),
     ] {
-        assert_eq!(default_max_pods_by_memory(memory_mib), pods, "{memory_mib} MiB");
+        assert_eq!(
+            default_max_pods_by_memory(memory_mib),
+            pods,
+            "{memory_mib} MiB"
+        );
     }
 }
 
@@ -150,10 +161,22 @@ fn memory_reservations_follow_cces_model() {
         let it = build(f, &options_with(runtime));
         let what = format!("{} on {runtime}", f.name);
         assert_eq!(it.capacity.pods, pods * 1000, "{what}: pods");
-        assert_eq!(it.overhead.system_reserved.memory, system * MI, "{what}: system");
+        assert_eq!(
+            it.overhead.system_reserved.memory,
+            system * MI,
+            "{what}: system"
+        );
         assert_eq!(it.overhead.kube_reserved.memory, kube * MI, "{what}: kube");
-        assert_eq!(it.overhead.eviction_threshold.memory, 100 * MI, "{what}: eviction");
-        assert_eq!(it.allocatable().memory, allocatable * MI, "{what}: allocatable");
+        assert_eq!(
+            it.overhead.eviction_threshold.memory,
+            100 * MI,
+            "{what}: eviction"
+        );
+        assert_eq!(
+            it.allocatable().memory,
+            allocatable * MI,
+            "{what}: allocatable"
+        );
     }
 }
 
@@ -178,7 +201,11 @@ fn ephemeral_storage_is_the_kubernetes_lv_filesystem() {
             ..InstanceTypeOptions::new(REGION)
         };
         let it = build(&c6, &options);
-        assert_eq!(it.capacity.ephemeral_storage, capacity_kib * 1024 * 1000, "{gib} GiB");
+        assert_eq!(
+            it.capacity.ephemeral_storage,
+            capacity_kib * 1024 * 1000,
+            "{gib} GiB"
+        );
         assert_eq!(
             it.overhead.eviction_threshold.ephemeral_storage,
             eviction * 1000,
@@ -189,7 +216,10 @@ fn ephemeral_storage_is_the_kubernetes_lv_filesystem() {
             allocatable * 1000,
             "{gib} GiB allocatable"
         );
-        assert_eq!(it.overhead.kube_reserved.ephemeral_storage, 0, "CCE reserves no disk");
+        assert_eq!(
+            it.overhead.kube_reserved.ephemeral_storage, 0,
+            "CCE reserves no disk"
+        );
     }
     assert_eq!(ext4_size_bytes(0), 0);
     assert_eq!(ephemeral_storage_bytes(0), 0);
@@ -229,8 +259,7 @@ fn the_node_class_overrides_reservations_and_pods() {
     assert_eq!(it.overhead.kube_reserved.ephemeral_storage, 2 * GIB * 1000);
     assert_eq!(it.overhead.system_reserved.ephemeral_storage, GIB * 1000);
     assert_eq!(
-        it.overhead.eviction_threshold.ephemeral_storage,
-        1_045_982_837_000,
+        it.overhead.eviction_threshold.ephemeral_storage, 1_045_982_837_000,
         "the threshold stays a share of the capacity"
     );
     assert_eq!(it.overhead.kube_reserved.cpu, 200, "cpu replaced");
@@ -260,7 +289,10 @@ fn a_reservation_that_is_no_quantity_is_an_error_naming_it() {
         InstanceTypesError::Reservation { field: "systemReserved", key, value, .. }
             if key == "memory" && value == "lots"
     ));
-    assert!(err.to_string().starts_with("spec.kubelet.systemReserved[memory]: \"lots\""));
+    assert!(
+        err.to_string()
+            .starts_with("spec.kubelet.systemReserved[memory]: \"lots\"")
+    );
 }
 
 /// Upstream's `TestNormalizedRuntimeType`, and the k8s disk size: set, unset, or zero.
@@ -279,7 +311,11 @@ fn runtime_and_disk_default_as_upstream() {
         (runtime(Some(Some("docker"))), "docker"),
     ] {
         let options = InstanceTypeOptions::for_node_class(&spec, REGION).unwrap();
-        assert_eq!(options.runtime, expected, "{:?}", spec.runtime_configuration);
+        assert_eq!(
+            options.runtime, expected,
+            "{:?}",
+            spec.runtime_configuration
+        );
     }
     let disk = |size: Option<i32>| CCENodeClassSpec {
         block_device_mappings: BlockDeviceMappings {
@@ -291,7 +327,11 @@ fn runtime_and_disk_default_as_upstream() {
         },
         ..Default::default()
     };
-    for (spec, gib) in [(disk(None), 100), (disk(Some(0)), 100), (disk(Some(120)), 120)] {
+    for (spec, gib) in [
+        (disk(None), 100),
+        (disk(Some(0)), 100),
+        (disk(Some(120)), 120),
+    ] {
         let options = InstanceTypeOptions::for_node_class(&spec, REGION).unwrap();
         assert_eq!(options.kubernetes_volume_gib, gib);
     }
@@ -351,11 +391,26 @@ fn sale_statuses() {
 /// Upstream's `TestResolveOfferingZones_*`.
 #[test]
 fn per_zone_statuses_override_the_region_wide_one() {
-    let cases: [(&[&str], Option<&str>, Option<&str>, &[&str]); 6] = [
+    // (universe, region-wide status, per-zone statuses, zones sold in)
+    type Case<'a> = (
+        &'a [&'a str],
+        Option<&'a str>,
+        Option<&'a str>,
+        &'a [&'a str],
+    );
+    let cases: [Case; 6] = [
         (
-            &["cn-south-2b", "cn-south-1c", "cn-south-1e", "cn-south-1f", "cn-south-1g"],
+            &[
+                "cn-south-2b",
+                "cn-south-1c",
+                "cn-south-1e",
+                "cn-south-1f",
+                "cn-south-1g",
+            ],
             Some("abandon"),
-            Some("cn-south-2b(normal), cn-south-1c(sellout), cn-south-1e(obt), cn-south-1f(promotion)"),
+            Some(
+                "cn-south-2b(normal), cn-south-1c(sellout), cn-south-1e(obt), cn-south-1f(promotion)",
+            ),
             &["cn-south-1e", "cn-south-1f", "cn-south-2b"],
         ),
         (
@@ -388,7 +443,10 @@ fn per_zone_statuses_override_the_region_wide_one() {
 #[test]
 fn the_zone_universe_adds_zones_named_by_flavors() {
     let flavors = [
-        with_specs(flavor("a", "2", 4096), sale(None, Some("cn-north-4z(sellout)"))),
+        with_specs(
+            flavor("a", "2", 4096),
+            sale(None, Some("cn-north-4z(sellout)")),
+        ),
         flavor("b", "2", 4096),
     ];
     let zones = ["cn-north-4a".to_string(), String::new()];
@@ -407,7 +465,10 @@ fn the_zone_universe_adds_zones_named_by_flavors() {
 fn requirements_carry_upstreams_labels() {
     let c3 = flavor("c3.large", "2", 8192);
     let r = requirements(&c3, &BTreeSet::new(), "cn-south-1");
-    assert!(r.get(ZONE_LABEL).is_none(), "no zone requirement without zones");
+    assert!(
+        r.get(ZONE_LABEL).is_none(),
+        "no zone requirement without zones"
+    );
     assert_eq!(values(&r, REGION_LABEL), Some(vec!["cn-south-1".into()]));
     assert_eq!(values(&r, OS_LABEL), Some(vec!["linux".into()]));
 
@@ -455,7 +516,14 @@ fn offerings_are_priced_and_marked_unavailable() {
     let got = offerings("c6.large.2", &zones, &prices, &unavailable);
     let got: Vec<(&str, &str, f64, bool)> = got
         .iter()
-        .map(|o| (o.zone.as_str(), o.capacity_type.as_str(), o.price, o.available))
+        .map(|o| {
+            (
+                o.zone.as_str(),
+                o.capacity_type.as_str(),
+                o.price,
+                o.available,
+            )
+        })
         .collect();
     assert_eq!(
         got,
@@ -465,7 +533,11 @@ fn offerings_are_priced_and_marked_unavailable() {
         ]
     );
     let unpriced = offerings("c7.large.2", &zones, &prices, &never);
-    assert!(unpriced.iter().all(|o| o.price == MISSING_PRICE && o.available));
+    assert!(
+        unpriced
+            .iter()
+            .all(|o| o.price == MISSING_PRICE && o.available)
+    );
     assert!(offerings("c7.large.2", &BTreeSet::new(), &prices, &never).is_empty());
 }
 
@@ -499,7 +571,11 @@ fn instance_types_offer_where_flavors_sell() {
         with_specs(flavor("c7.large.2", "2", 4096), sale(Some("sellout"), None)),
     ];
     let types = instance_types(&flavors, &az_list, &options, &prices, &never).unwrap();
-    assert_eq!(names(&types), ["c6.large.2"], "the sold-out flavor has no offering");
+    assert_eq!(
+        names(&types),
+        ["c6.large.2"],
+        "the sold-out flavor has no offering"
+    );
     assert_eq!(zones_of(&types[0]), ["cn-north-4a"]);
 
     assert_eq!(
@@ -543,8 +619,15 @@ fn answers_read_in_the_sdk_shape() {
     let c7 = &page.flavors[0];
     assert_eq!((c7.vcpus.as_str(), c7.ram), ("2", 4096));
     assert_eq!(c7.supplementary_nics(), Some(16));
-    assert_eq!(c7.architecture(), "x86", "the architecture is taken as ECS writes it");
-    assert_eq!(page.flavors[1].vcpus, "4", "a numeric vcpus reads as its text");
+    assert_eq!(
+        c7.architecture(),
+        "x86",
+        "the architecture is taken as ECS writes it"
+    );
+    assert_eq!(
+        page.flavors[1].vcpus, "4",
+        "a numeric vcpus reads as its text"
+    );
     assert_eq!(page.flavors[1].os_extra_specs, None);
     let empty: ListFlavorsResponse = serde_json::from_str("{}").unwrap();
     assert!(empty.flavors.is_empty());
@@ -558,4 +641,45 @@ fn answers_read_in_the_sdk_shape() {
     .unwrap();
     assert_eq!(zones.zone_ids(), ["cn-north-4a", "cn-north-4b"]);
     assert_eq!(zones.availability_zones[0].type_.as_deref(), Some("core"));
+}
+
+/// Upstream's `TestFetchInstanceTypes_PaginatesListFlavors`: a full page leads on from its
+/// last id, a short one ends; a page that cannot lead on is an error.
+#[test]
+fn flavor_pages_lead_on_from_the_last_id() {
+    let page = |n: usize, last_id: &str| ListFlavorsResponse {
+        flavors: (0..n)
+            .map(|i| {
+                let id = if i + 1 == n {
+                    last_id.to_string()
+                } else {
+                    format!("flavor-{i:04}")
+                };
+                flavor(&id, "2", 4096)
+            })
+            .collect(),
+    };
+    let full = page(LIST_FLAVORS_PAGE_SIZE, "flavor-0999");
+    assert_eq!(
+        next_flavors_marker(&full, None),
+        Ok(Some("flavor-0999".to_string()))
+    );
+    assert_eq!(
+        next_flavors_marker(&page(2, "flavor-1001"), Some("flavor-0999")),
+        Ok(None)
+    );
+    assert_eq!(
+        next_flavors_marker(&ListFlavorsResponse::default(), None),
+        Ok(None)
+    );
+    assert_eq!(
+        next_flavors_marker(&full, Some("flavor-0999")),
+        Err(InstanceTypesError::Pagination("marker did not advance"))
+    );
+    let mut no_id = full.clone();
+    no_id.flavors.last_mut().unwrap().id.clear();
+    assert_eq!(
+        next_flavors_marker(&no_id, None).unwrap_err().to_string(),
+        "list flavors pagination, empty flavor id at page boundary"
+    );
 }

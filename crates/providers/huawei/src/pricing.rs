@@ -4,11 +4,11 @@
 //! hour of each flavor's Linux spec (`<flavor id>.linux`) in the region, at most
 //! [`MAX_PRODUCTS_PER_REQUEST`] flavors a request ([`ratings_request`], [`price_batches`]);
 //! the answer's `amount` per product id (the flavor's name), else its
-//! `official_website_amount` ([`parse_ratings`]). BSS refuses a whole request when it knows
-//! one spec not (`CBC.6006` "Can not find product …"); [`unsupported_resource_spec`] names
+//! `official_website_amount` ([`parse_ratings`]). BSS refuses a whole request when one spec is
+//! unknown to it (`CBC.6006` "Can not find product …"); [`unsupported_resource_spec`] names
 //! that spec so the caller drops its flavors, remembers them as unpriceable, and asks again.
 //!
-//! Until BSS answers, [`PriceTable::embedded`] holds the list prices of a few dozen flavors in
+//! Until BSS answers, [`PriceTable::embedded`] holds prices of a few dozen flavors in
 //! [`EMBEDDED_REGION`] (upstream has no such table and starts with no price at all). A flavor
 //! without a price is still offered, at [`MISSING_PRICE`], as upstream does: chosen last, but
 //! launchable when nothing priced fits (and launchable at all when BSS is unreachable).
@@ -116,7 +116,8 @@ impl PriceTable {
         }
     }
 
-    /// The embedded list prices when `region` is [`EMBEDDED_REGION`]; for any other region an
+    /// The embedded prices when `region` is [`EMBEDDED_REGION`] (derived from a comparable
+    /// cloud's list prices, not Huawei's: `data/README.md`); for any other region an
     /// empty table (prices differ by region, and another region's would mislead more than
     /// none: every flavor is then offered at [`MISSING_PRICE`] until BSS answers).
     pub fn embedded(region: &str) -> Self {
@@ -371,9 +372,7 @@ pub struct BssError {
 pub fn spec_in_message(message: &str) -> Option<String> {
     let start = message.find(PRODUCT_NOT_FOUND_PREFIX)? + PRODUCT_NOT_FOUND_PREFIX.len();
     let rest = &message[start..];
-    let end = rest
-        .find(['"', '\\', ' ', ',', ']'])
-        .unwrap_or(rest.len());
+    let end = rest.find(['"', '\\', ' ', ',', ']']).unwrap_or(rest.len());
     Some(rest[..end].trim().to_string()).filter(|s| !s.is_empty())
 }
 

@@ -105,15 +105,10 @@ fn the_request_asks_for_an_hour_of_each_linux_spec() {
         })
     );
     let mut calls = 0;
-    let table = refresh(
-        "cn-north-4",
-        &[c6],
-        &mut BTreeSet::new(),
-        &mut |_| {
-            calls += 1;
-            Ok(answer(&[("c6.large.2", 0.42)]))
-        },
-    )
+    let table = refresh("cn-north-4", &[c6], &mut BTreeSet::new(), &mut |_| {
+        calls += 1;
+        Ok(answer(&[("c6.large.2", 0.42)]))
+    })
     .unwrap();
     assert_eq!(calls, 1);
     assert_eq!(table.on_demand("c6.large.2"), Some(0.42));
@@ -122,8 +117,14 @@ fn the_request_asks_for_an_hour_of_each_linux_spec() {
 
 #[test]
 fn specs_come_from_the_flavor_id() {
-    assert_eq!(resource_spec(&flavor("c6.large.2", "c6.large.2")), "c6.large.2.linux");
-    assert_eq!(resource_spec(&flavor("c6.large.2.billing", "c6.large.2")), "c6.large.2.billing.linux");
+    assert_eq!(
+        resource_spec(&flavor("c6.large.2", "c6.large.2")),
+        "c6.large.2.linux"
+    );
+    assert_eq!(
+        resource_spec(&flavor("c6.large.2.billing", "c6.large.2")),
+        "c6.large.2.billing.linux"
+    );
     assert_eq!(resource_spec(&flavor("", "c6.large.2")), "c6.large.2.linux");
 }
 
@@ -160,7 +161,11 @@ fn a_refused_spec_is_dropped_and_remembered() {
 
         requests.borrow_mut().clear();
         refresh("ap-southeast-3", &flavors, &mut unsupported, &mut bss).unwrap();
-        assert_eq!(*requests.borrow(), [vec!["c6.large.2"]], "{bad_id}: the second refresh skips it");
+        assert_eq!(
+            *requests.borrow(),
+            [vec!["c6.large.2"]],
+            "{bad_id}: the second refresh skips it"
+        );
     }
 }
 
@@ -247,14 +252,21 @@ fn product_not_found_names_the_spec() {
         Some("bad.large.1.linux")
     );
     // The embedded payload decides: another inner code is another error.
-    let wrapped_other = r#"Failed[msg]:{"error_code":"CBC.0100","error_msg":"Can not find product x.linux"}"#;
-    assert_eq!(unsupported_resource_spec("CBC.99006006", wrapped_other), None);
+    let wrapped_other =
+        r#"Failed[msg]:{"error_code":"CBC.0100","error_msg":"Can not find product x.linux"}"#;
+    assert_eq!(
+        unsupported_resource_spec("CBC.99006006", wrapped_other),
+        None
+    );
     // A message without a code is no service error.
     assert_eq!(
         unsupported_resource_spec("", "Can not find product bad.large.1.linux"),
         None
     );
-    assert_eq!(unsupported_resource_spec("CBC.6006", "Product not found"), None);
+    assert_eq!(
+        unsupported_resource_spec("CBC.6006", "Product not found"),
+        None
+    );
 
     let body = serde_json::to_vec(&json!({"error_code": code, "error_msg": msg})).unwrap();
     assert_eq!(
@@ -268,12 +280,30 @@ fn product_not_found_names_the_spec() {
 #[test]
 fn the_spec_ends_at_a_delimiter() {
     for (message, spec) in [
-        (r#"Can not find product bad.large.1.linux""#, Some("bad.large.1.linux")),
-        (r"Can not find product bad.large.1.linux\", Some("bad.large.1.linux")),
-        ("Can not find product bad.large.1.linux,", Some("bad.large.1.linux")),
-        ("Can not find product bad.large.1.linux]", Some("bad.large.1.linux")),
-        ("Can not find product bad.large.1.linux ", Some("bad.large.1.linux")),
-        ("prefix Can not find product bad.large.1", Some("bad.large.1")),
+        (
+            r#"Can not find product bad.large.1.linux""#,
+            Some("bad.large.1.linux"),
+        ),
+        (
+            r"Can not find product bad.large.1.linux\",
+            Some("bad.large.1.linux"),
+        ),
+        (
+            "Can not find product bad.large.1.linux,",
+            Some("bad.large.1.linux"),
+        ),
+        (
+            "Can not find product bad.large.1.linux]",
+            Some("bad.large.1.linux"),
+        ),
+        (
+            "Can not find product bad.large.1.linux ",
+            Some("bad.large.1.linux"),
+        ),
+        (
+            "prefix Can not find product bad.large.1",
+            Some("bad.large.1"),
+        ),
         ("Can not find product ", None),
         ("Can not find product \"", None),
         ("no product here", None),
@@ -298,10 +328,22 @@ fn answers_read_amounts_as_upstream() {
         ]}"#;
     let ratings = parse_ratings(body).unwrap();
     assert_eq!(ratings.currency, "USD");
-    let prices: Vec<(&str, f64)> = ratings.prices.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let prices: Vec<(&str, f64)> = ratings
+        .prices
+        .iter()
+        .map(|(k, v)| (k.as_str(), *v))
+        .collect();
     assert_eq!(prices, [("a", 0.5), ("b", 0.7), ("c", 0.080_123_456_7)]);
-    assert_eq!(parse_ratings(br#"{"product_rating_results": []}"#).unwrap().currency, "CNY");
-    assert!(matches!(parse_ratings(b"<html>"), Err(PricingError::Parse(_))));
+    assert_eq!(
+        parse_ratings(br#"{"product_rating_results": []}"#)
+            .unwrap()
+            .currency,
+        "CNY"
+    );
+    assert!(matches!(
+        parse_ratings(b"<html>"),
+        Err(PricingError::Parse(_))
+    ));
 
     let mut merged = Ratings::default();
     merged.merge(parse_ratings(body).unwrap());
