@@ -487,6 +487,37 @@ pub fn verify(
     })
 }
 
+/// [`verify`] for a request as an `http` server (axum) receives it: its parts and its body.
+#[cfg(feature = "cloud")]
+pub fn verify_parts(
+    parts: &http::request::Parts,
+    body: &[u8],
+    secret_for: impl FnOnce(&str) -> Option<String>,
+    now: u64,
+) -> Result<Verified, SignatureError> {
+    let headers: Vec<(String, String)> = parts
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    verify(
+        &ReceivedRequest {
+            method: parts.method.as_str(),
+            path: parts.uri.path(),
+            query: parts.uri.query().unwrap_or_default(),
+            headers: &headers,
+            body,
+        },
+        secret_for,
+        now,
+    )
+}
+
 fn redact_token(canonical: &str) -> String {
     canonical
         .lines()

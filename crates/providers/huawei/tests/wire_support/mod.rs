@@ -13,11 +13,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use karpenter_cloudprovider::http::{HttpClient, RetryPolicy};
-use karpenter_huawei::auth::signer::{ReceivedRequest, unescape, verify};
+use karpenter_huawei::auth::signer::{unescape, verify_parts};
 use serde_json::{Value, json};
 
 /// A call the gateway let through.
@@ -168,19 +169,19 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 async fn handle(
     axum::extract::State(cloud): axum::extract::State<Shared>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
+    parts: Parts,
     body: Bytes,
 ) -> Response {
     let mut cloud = cloud.lock().unwrap();
-    let path = unescape(uri.path(), false);
-    match (method.as_str(), path.as_str()) {
-        ("POST", "/v3.0/OS-AUTH/id-token/tokens") => exchange_id_token(&mut cloud, &headers, &body),
+    let path = unescape(parts.uri.path(), false);
+    match (parts.method.as_str(), path.as_str()) {
+        ("POST", "/v3.0/OS-AUTH/id-token/tokens") => {
+            exchange_id_token(&mut cloud, &parts.headers, &body)
+        }
         ("POST", "/v3.0/OS-CREDENTIAL/securitytokens") => issue_keys(&mut cloud, &body),
-        ("PUT", "/meta-data/latest/api/token") => metadata_token(&mut cloud, &headers),
-        ("GET", "/openstack/latest/securitykey") => metadata_keys(&mut cloud, &headers),
-        _ => signed_call(&mut cloud, &method, &uri, &headers, &body),
+        ("PUT", "/meta-data/latest/api/token") => metadata_token(&mut cloud, &parts.headers),
+        ("GET", "/openstack/latest/securitykey") => metadata_keys(&mut cloud, &parts.headers),
+        _ => signed_call(&mut cloud, &parts, &body),
     }
 }
 
@@ -312,28 +313,13 @@ fn metadata_keys(cloud: &mut Cloud, headers: &HeaderMap) -> Response {
     )
 }
 
-fn signed_call(
-    cloud: &mut Cloud,
-    method: &Method,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Response {
+fn signed_call(cloud: &mut Cloud, parts: &Parts, body: &[u8]) -> Response {
+    let (method, uri, headers) = (&parts.method, &parts.uri, &parts.headers);
     let path = unescape(uri.path(), false);
-    let header_pairs: Vec<(String, String)> = headers
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_string()))
-        .collect();
-    let received = ReceivedRequest {
-        method: method.as_str(),
-        path: uri.path(),
-        query: uri.query().unwrap_or_default(),
-        headers: &header_pairs,
-        body,
-    };
     let keys = &cloud.keys;
-    let verified = match verify(
-        &received,
+    let verified = match verify_parts(
+        parts,
+        body,
         |ak| keys.get(ak).map(|k| k.secret.clone()),
         unix_now(),
     ) {
@@ -388,9 +374,9 @@ fn signed_call(
             })
             .collect(),
         body: serde_json::from_slice(body).unwrap_or(Value::Null),
-        headers: header_pairs
+        headers: headers
             .iter()
-            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_string()))
             .collect(),
         access_key: verified.access_key,
         signed_headers: verified.signed_headers,
