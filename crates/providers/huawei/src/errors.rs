@@ -193,27 +193,20 @@ impl HuaweiError {
             collect(m, &mut details);
             primary = sdk_primary(m);
         }
-        let (code, message) = match primary {
-            Some((code, message)) => (Some(code), message),
-            // Not the SDK's shapes (CCE's camel-case alone, a status with only a message):
-            // the first thing found.
-            None => match details.first() {
-                Some(d) if !d.message.is_empty() || d.code.is_some() => (
-                    d.code.clone(),
-                    if d.message.is_empty() {
-                        raw_message(body)
-                    } else {
-                        d.message.clone()
-                    },
-                ),
-                _ => (None, raw_message(body)),
-            },
-        };
-        let first_match = details
+        // Not the SDK's shapes (CCE's camel-case alone, a status with only a message): the
+        // first thing found; nothing at all: the body itself.
+        let (code, mut message) = primary
+            .map(|(c, m)| (Some(c), m))
+            .or_else(|| details.first().map(|d| (d.code.clone(), d.message.clone())))
+            .unwrap_or_default();
+        if let Some(i) = details
             .iter()
-            .position(|d| d.code == code && d.message == message);
-        if let Some(i) = first_match {
+            .position(|d| d.code == code && d.message == message)
+        {
             details.remove(i);
+        }
+        if message.is_empty() {
+            message = raw_message(body);
         }
         Self {
             status,

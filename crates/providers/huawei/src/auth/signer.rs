@@ -11,7 +11,8 @@
 //!
 //! Unlike AWS's SigV4 the key is the secret itself (no date or region derivation), the
 //! canonical URI always ends in `/`, and the signed headers are every header the request
-//! carries except `Content-Type` and names with an underscore (the gateway drops those).
+//! carries except `Content-Type` and names with an underscore (which proxies on the way may
+//! drop).
 
 use ring::hmac;
 
@@ -123,7 +124,7 @@ pub fn canonical_query(query: &[(String, String)]) -> String {
 }
 
 /// Whether a header takes part in the signature: all do but `Content-Type` (any name starting
-/// with it, in any case) and names containing `_`, which the gateway's proxies drop.
+/// with it, in any case) and names containing `_`, which proxies on the way may drop.
 pub fn is_signed_header(name: &str) -> bool {
     !name.to_ascii_lowercase().starts_with("content-type") && !name.contains('_')
 }
@@ -485,6 +486,37 @@ pub fn verify(
         access_key: auth.access_key,
         signed_headers: auth.signed_headers,
     })
+}
+
+/// [`verify`] for a request as an `http` server (axum) receives it: its parts and its body.
+#[cfg(feature = "cloud")]
+pub fn verify_parts(
+    parts: &http::request::Parts,
+    body: &[u8],
+    secret_for: impl FnOnce(&str) -> Option<String>,
+    now: u64,
+) -> Result<Verified, SignatureError> {
+    let headers: Vec<(String, String)> = parts
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    verify(
+        &ReceivedRequest {
+            method: parts.method.as_str(),
+            path: parts.uri.path(),
+            query: parts.uri.query().unwrap_or_default(),
+            headers: &headers,
+            body,
+        },
+        secret_for,
+        now,
+    )
 }
 
 fn redact_token(canonical: &str) -> String {
