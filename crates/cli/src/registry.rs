@@ -90,6 +90,7 @@ pub const PROVIDERS: &[Registration] = &[
     karpenter_aws::REGISTRATION,
     karpenter_azure::REGISTRATION,
     karpenter_alibaba::REGISTRATION,
+    karpenter_huawei::REGISTRATION,
 ];
 
 // The providers the controller can run, by `--cloud-provider` name.
@@ -98,6 +99,7 @@ controllers! {
     aws: karpenter_aws::operator::AwsProvider,
     azure: karpenter_azure::operator::AzureProvider,
     alibaba: karpenter_alibaba::operator::AlibabaProvider,
+    huawei: karpenter_huawei::operator::HuaweiProvider,
 }
 
 /// Every CRD this binary ships: karpenter's, then each provider's NodeClasses.

@@ -50,7 +50,7 @@ fn example_nodepools_validate() {
     );
     assert!(stdout(&out).is_empty());
     assert!(
-        stderr(&out).contains("5 objects checked, 0 invalid, 1 of other kinds skipped"),
+        stderr(&out).contains("6 objects checked, 0 invalid"),
         "{}",
         stderr(&out)
     );
@@ -168,7 +168,7 @@ fn v1beta1_is_pointed_at_convert_and_converts_to_valid_v1() {
 }
 
 #[test]
-fn crds_print_all_six() {
+fn crds_print_all_seven() {
     let out = karpenter_rs(&["crds"]);
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);
@@ -179,12 +179,13 @@ fn crds_print_all_six() {
         "ec2nodeclasses.karpenter.k8s.aws",
         "aksnodeclasses.karpenter.azure.com",
         "ecsnodeclasses.karpenter.k8s.alibabacloud",
+        "ccenodeclasses.karpenter.k8s.huawei",
     ] {
         assert!(text.contains(&format!("name: {name}")), "{name}");
     }
     assert_eq!(
         text.matches("\n---\n").count() + usize::from(text.starts_with("---\n")),
-        6
+        7
     );
 }
 

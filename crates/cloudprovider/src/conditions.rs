@@ -158,7 +158,11 @@ mod tests {
             ready(&list),
             ("Unknown", REASON_RECONCILING_DEPENDENTS, "BReady=Unknown")
         );
-        assert_eq!(list.last().unwrap().type_, CONDITION_READY, "Ready sorts last");
+        assert_eq!(
+            list.last().unwrap().type_,
+            CONDITION_READY,
+            "Ready sorts last"
+        );
 
         let mut set = ConditionSet::new(&mut list, &parts, Some(1), at(0), at(20));
         set.set("BReady", "False", "BNotFound", "no B");

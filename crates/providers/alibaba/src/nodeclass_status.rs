@@ -10,11 +10,11 @@
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
+use karpenter_cloudprovider::conditions::ConditionSet;
 pub use karpenter_cloudprovider::conditions::{
     CONDITION_READY, MESSAGE_AWAITING_RECONCILIATION, REASON_AWAITING_RECONCILIATION,
     REASON_RECONCILING_DEPENDENTS, REASON_UNHEALTHY_DEPENDENTS,
 };
-use karpenter_cloudprovider::conditions::ConditionSet;
 
 use crate::ecsnodeclass::{
     CONDITION_IMAGES_READY, CONDITION_SECURITY_GROUPS_READY, CONDITION_VSWITCHES_READY,

@@ -15,7 +15,7 @@ use karpenter_core::cloudprovider::{InstanceType, launchable};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::ccenodeclass::{BlockDevice, CCENodeClassSpec};
+use crate::ccenodeclass::{BlockDevice, CCENodeClassSpec, LoginMethod};
 
 /// The `k8sTags` key holding the NodeClaim's uid: a retried create finds its node by it.
 pub const NODE_CLAIM_UID_TAG: &str = "karpenter.k8s.huawei/nodeclaim-uid";
@@ -26,10 +26,6 @@ const NETWORK_UNAVAILABLE_TAINT: &str = "node.kubernetes.io/network-unavailable"
 /// The most (type, zone) candidates one create tries: each refusal is a round trip, and past
 /// this the claim is better rescheduled with the refused offerings marked unavailable.
 pub const MAX_CANDIDATES: usize = 20;
-
-/// The data disk CCE gets for the container runtime and the kubelet when the class names none
-/// (upstream's default).
-pub const DEFAULT_K8S_VOLUME_GIB: i32 = 100;
 
 /// One way to create the node: a flavor in a zone, at its on-demand price.
 #[derive(Clone, Debug, PartialEq)]
@@ -109,14 +105,14 @@ pub fn create_node_body(request: &CreateNode<'_>) -> Result<Value, NodeSpecError
             "spec.imsSelector.imsFamily is required".into(),
         ));
     }
-    let root = volume(&spec.block_device_mappings.root);
-    let root_type = root["volumetype"].clone();
-    let k8s = match &spec.block_device_mappings.k8s {
-        Some(device) => volume(device),
-        None => json!({"size": DEFAULT_K8S_VOLUME_GIB, "volumetype": root_type}),
-    };
+    let k8s = volume(&spec.block_device_mappings.k8s_or_default());
     let mut data_volumes = vec![k8s.clone()];
-    data_volumes.extend(spec.block_device_mappings.users.iter().map(volume));
+    data_volumes.extend(
+        spec.block_device_mappings
+            .users
+            .iter()
+            .map(|d| volume(&d.effective())),
+    );
 
     let mut node_spec = Map::new();
     node_spec.insert("flavor".into(), json!(request.candidate.flavor));
@@ -124,19 +120,17 @@ pub fn create_node_body(request: &CreateNode<'_>) -> Result<Value, NodeSpecError
     node_spec.insert("os".into(), json!(os));
     node_spec.insert("count".into(), json!(1));
     node_spec.insert("billingMode".into(), json!(0));
-    node_spec.insert("rootVolume".into(), root);
+    node_spec.insert(
+        "rootVolume".into(),
+        volume(&spec.block_device_mappings.root.effective()),
+    );
     node_spec.insert("dataVolumes".into(), Value::Array(data_volumes));
     node_spec.insert("storage".into(), storage(&k8s));
     node_spec.insert("login".into(), login(spec)?);
-    if let Some(runtime) = spec
-        .runtime_configuration
-        .as_ref()
-        .and_then(|r| r.type_.as_deref())
-        .filter(|t| !t.is_empty())
-    {
+    if let Some(runtime) = spec.runtime() {
         node_spec.insert("runtime".into(), json!({"name": runtime}));
     }
-    if let Some(group) = spec.ecs_group_id.as_deref().filter(|g| !g.is_empty()) {
+    if let Some(group) = spec.ecs_group_id() {
         node_spec.insert("ecsGroupId".into(), json!(group));
     }
     if let Some(extend) = extend_param(spec)? {
@@ -152,7 +146,12 @@ pub fn create_node_body(request: &CreateNode<'_>) -> Result<Value, NodeSpecError
     node_spec.insert("k8sTags".into(), json!(k8s_tags(claim)));
 
     let mut metadata = Map::new();
-    if let Some(name) = claim.metadata.name.as_deref().filter(|n| is_cce_node_name(n)) {
+    if let Some(name) = claim
+        .metadata
+        .name
+        .as_deref()
+        .filter(|n| is_cce_node_name(n))
+    {
         metadata.insert("name".into(), json!(name));
     }
     Ok(json!({
@@ -163,22 +162,11 @@ pub fn create_node_body(request: &CreateNode<'_>) -> Result<Value, NodeSpecError
     }))
 }
 
-/// A volume as CCE takes it; upstream's defaults (40 GiB, `SSD`) fill what the CRD would not
-/// have let through empty.
+/// A volume as CCE takes it (the device already [`BlockDevice::effective`]).
 fn volume(device: &BlockDevice) -> Value {
     let mut v = Map::new();
-    let size = if device.volume_size > 0 {
-        device.volume_size
-    } else {
-        40
-    };
-    let kind = if device.volume_type.is_empty() {
-        "SSD"
-    } else {
-        device.volume_type.as_str()
-    };
-    v.insert("size".into(), json!(size));
-    v.insert("volumetype".into(), json!(kind));
+    v.insert("size".into(), json!(device.volume_size));
+    v.insert("volumetype".into(), json!(device.volume_type));
     if let Some(iops) = device.iops {
         v.insert("iops".into(), json!(iops));
     }
@@ -219,14 +207,11 @@ fn storage(k8s: &Value) -> Value {
 }
 
 fn login(spec: &CCENodeClassSpec) -> Result<Value, NodeSpecError> {
-    if let Some(key) = spec.login.ssh_key.as_deref().filter(|k| !k.is_empty()) {
-        return Ok(json!({"sshKey": key}));
-    }
-    match &spec.login.user_password {
-        Some(p) if !p.password.is_empty() => Ok(json!({"userPassword": {
-            "username": p.username.as_deref().filter(|u| !u.is_empty()).unwrap_or("root"),
-            "password": p.password,
-        }})),
+    match spec.login.method() {
+        Some(LoginMethod::SshKey(key)) => Ok(json!({"sshKey": key})),
+        Some(LoginMethod::Password { username, password }) if !password.is_empty() => {
+            Ok(json!({"userPassword": {"username": username, "password": password}}))
+        }
         _ => Err(NodeSpecError::InvalidNodeClass(
             "spec.login: exactly one of userPassword or sshKey must be set".into(),
         )),
@@ -448,10 +433,11 @@ impl Node {
         self.spec.k8s_tags.get(NODE_POOL_LABEL).map(String::as_str)
     }
 
-    /// Whether a NodePool created it: only those are Karpenter's to list and collect, never
-    /// the nodes of CCE's own node pools.
+    /// Whether Karpenter created it (this provider or upstream's, which tags the claim's uid
+    /// alone): only those are Karpenter's to list and collect, never the nodes of CCE's own
+    /// node pools.
     pub fn is_karpenters(&self) -> bool {
-        self.node_claim_uid().is_some() && self.node_pool().is_some()
+        self.node_claim_uid().is_some()
     }
 
     /// The subnet of its primary NIC.

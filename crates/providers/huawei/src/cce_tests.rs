@@ -66,7 +66,10 @@ fn candidates_are_cheapest_first_then_by_zone_then_name() {
         .iter()
         .map(|c| format!("{}/{}", c.zone, c.flavor))
         .collect();
-    assert_eq!(got, ["zone-a/it-a", "zone-a/it-b", "zone-b/it-a", "zone-b/it-b"]);
+    assert_eq!(
+        got,
+        ["zone-a/it-a", "zone-a/it-b", "zone-b/it-a", "zone-b/it-b"]
+    );
 
     let priced = |name: &str, price: f64| {
         Arc::new(
@@ -105,12 +108,22 @@ fn candidates_skip_unavailable_incompatible_and_too_small() {
         .collect();
     assert_eq!(
         got,
-        [("small".into(), "zone-b".into()), ("big".into(), "zone-a".into())],
+        [
+            ("small".into(), "zone-b".into()),
+            ("big".into(), "zone-a".into())
+        ],
         "the unavailable zone-a offering and the spot one are not tried"
     );
     let c = claim(json!({"resources": {"requests": {"cpu": "8"}}}));
-    let got: Vec<String> = candidates(&types, &c).into_iter().map(|c| c.flavor).collect();
-    assert_eq!(got, ["big"], "a type too small for the requests is not tried");
+    let got: Vec<String> = candidates(&types, &c)
+        .into_iter()
+        .map(|c| c.flavor)
+        .collect();
+    assert_eq!(
+        got,
+        ["big"],
+        "a type too small for the requests is not tried"
+    );
 }
 
 #[test]
@@ -121,10 +134,7 @@ fn candidates_are_capped() {
         .map(|z| ("on-demand", z.as_str(), 1.0))
         .collect();
     let it = Arc::new(FakeInstanceType::new("t").offerings(&offerings).build());
-    assert_eq!(
-        candidates(&[it], &claim(json!({}))).len(),
-        MAX_CANDIDATES
-    );
+    assert_eq!(candidates(&[it], &claim(json!({}))).len(), MAX_CANDIDATES);
 }
 
 #[test]
@@ -180,7 +190,10 @@ fn body_maps_every_class_field_as_cce_expects() {
     assert_eq!(group["selectorNames"], json!(["k8s-data"]));
     assert_eq!(group["virtualSpaces"][0]["name"], "runtime");
     assert_eq!(group["virtualSpaces"][0]["size"], "90%");
-    assert_eq!(group["virtualSpaces"][0]["runtimeConfig"]["lvType"], "linear");
+    assert_eq!(
+        group["virtualSpaces"][0]["runtimeConfig"]["lvType"],
+        "linear"
+    );
     assert_eq!(group["virtualSpaces"][1]["name"], "kubernetes");
     assert_eq!(group["virtualSpaces"][1]["size"], "10%");
     assert_eq!(group["virtualSpaces"][1]["lvmConfig"]["lvType"], "linear");
@@ -198,7 +211,10 @@ fn body_maps_every_class_field_as_cce_expects() {
             "systemReservedCpu": 250, "systemReservedMem": 512, "systemReservedPid": 4321, "systemReservedStorage": 1,
         })
     );
-    assert_eq!(n["nodeNicSpec"], json!({"primaryNic": {"subnetId": "subnet-123"}}));
+    assert_eq!(
+        n["nodeNicSpec"],
+        json!({"primaryNic": {"subnetId": "subnet-123"}})
+    );
     assert_eq!(
         n["k8sTags"],
         json!({
@@ -211,15 +227,23 @@ fn body_maps_every_class_field_as_cce_expects() {
 #[test]
 fn body_defaults_the_k8s_disk_and_leaves_optional_parts_out() {
     // Upstream's "defaults managed k8s data disk" case: 100 GiB of the root disk's type.
-    let s = spec(json!({"blockDeviceMappings": {"root": {"volumeSize": 50, "volumeType": "GPSSD"}}}));
+    let s =
+        spec(json!({"blockDeviceMappings": {"root": {"volumeSize": 50, "volumeType": "GPSSD"}}}));
     let b = body(&s, &claim(json!({})));
     let n = &b["spec"];
-    assert_eq!(n["dataVolumes"], json!([{"size": 100, "volumetype": "GPSSD"}]));
+    assert_eq!(
+        n["dataVolumes"],
+        json!([{"size": 100, "volumetype": "GPSSD"}])
+    );
     assert_eq!(
         n["storage"]["storageSelectors"][0]["matchLabels"],
         json!({"size": "100", "volumeType": "GPSSD", "count": "1"})
     );
-    assert_eq!(n["login"], json!({"sshKey": "ops"}), "upstream's ssh key case");
+    assert_eq!(
+        n["login"],
+        json!({"sshKey": "ops"}),
+        "upstream's ssh key case"
+    );
     for absent in ["runtime", "ecsGroupId", "extendParam"] {
         assert!(n.get(absent).is_none(), "{absent} is left to CCE's default");
     }
@@ -298,7 +322,10 @@ fn node_names_cce_accepts() {
 fn provider_ids_are_bare_node_ids() {
     // Upstream's table: the providerID is the CCE node id itself.
     for (provider_id, want) in [
-        ("5e2a4f0c-1111-4222-8333-944455566677", Some("5e2a4f0c-1111-4222-8333-944455566677")),
+        (
+            "5e2a4f0c-1111-4222-8333-944455566677",
+            Some("5e2a4f0c-1111-4222-8333-944455566677"),
+        ),
         ("", None),
         ("   ", None),
         ("aws:///us-east-1a/i-0123", None),

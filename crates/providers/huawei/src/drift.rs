@@ -75,7 +75,10 @@ mod tests {
         }))
         .unwrap();
         c.status = Some(CCENodeClassStatus {
-            subnets: subnets.iter().map(|id| Subnet { id: id.to_string() }).collect(),
+            subnets: subnets
+                .iter()
+                .map(|id| Subnet { id: id.to_string() })
+                .collect(),
             conditions: Vec::new(),
         });
         c
@@ -107,19 +110,44 @@ mod tests {
         let hash = c.hash();
         let v = CCE_NODE_CLASS_HASH_VERSION;
         for (annotations, want) in [
-            (vec![(CCE_NODE_CLASS_HASH_ANNOTATION, hash.as_str()), (CCE_NODE_CLASS_HASH_VERSION_ANNOTATION, v)], None),
-            (vec![(CCE_NODE_CLASS_HASH_ANNOTATION, "other"), (CCE_NODE_CLASS_HASH_VERSION_ANNOTATION, v)], Some(NODE_CLASS_DRIFT)),
-            (vec![(CCE_NODE_CLASS_HASH_ANNOTATION, "other"), (CCE_NODE_CLASS_HASH_VERSION_ANNOTATION, "v1")], None),
+            (
+                vec![
+                    (CCE_NODE_CLASS_HASH_ANNOTATION, hash.as_str()),
+                    (CCE_NODE_CLASS_HASH_VERSION_ANNOTATION, v),
+                ],
+                None,
+            ),
+            (
+                vec![
+                    (CCE_NODE_CLASS_HASH_ANNOTATION, "other"),
+                    (CCE_NODE_CLASS_HASH_VERSION_ANNOTATION, v),
+                ],
+                Some(NODE_CLASS_DRIFT),
+            ),
+            (
+                vec![
+                    (CCE_NODE_CLASS_HASH_ANNOTATION, "other"),
+                    (CCE_NODE_CLASS_HASH_VERSION_ANNOTATION, "v1"),
+                ],
+                None,
+            ),
             (vec![(CCE_NODE_CLASS_HASH_ANNOTATION, "other")], None),
             (vec![], None),
         ] {
-            assert_eq!(static_drift(&claim(&annotations), &c), want, "{annotations:?}");
+            assert_eq!(
+                static_drift(&claim(&annotations), &c),
+                want,
+                "{annotations:?}"
+            );
         }
     }
 
     #[test]
     fn subnet_drift_when_the_node_left_the_classs_subnets() {
-        assert_eq!(node_drift(&class(&["s1", "s2"]), &node(Some("s2"))), Ok(None));
+        assert_eq!(
+            node_drift(&class(&["s1", "s2"]), &node(Some("s2"))),
+            Ok(None)
+        );
         assert_eq!(
             node_drift(&class(&["s1"]), &node(Some("s2"))),
             Ok(Some(SUBNET_DRIFT))

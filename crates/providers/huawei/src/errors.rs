@@ -259,8 +259,7 @@ impl HuaweiError {
         if self.codes().next().is_some() {
             return self.has_code(CCE_FLAVOR_INSUFFICIENT);
         }
-        self.messages()
-            .any(|m| INSUFFICIENT_CAPACITY_MESSAGES.iter().any(|s| m.contains(s)))
+        self.messages().any(reads_as_insufficient_capacity)
     }
 
     /// The flavor cannot join the cluster's ENI network: [`CCE_UNSUPPORTED_NETWORK`] or
@@ -283,6 +282,14 @@ impl HuaweiError {
     pub fn is_retryable(&self) -> bool {
         self.is_throttling() || matches!(self.status, 408 | 500 | 502 | 503 | 504)
     }
+}
+
+/// Whether a message (an error's, a failed CCE job's reason) says the zone has no capacity for
+/// the flavor: it holds one of [`INSUFFICIENT_CAPACITY_MESSAGES`].
+pub fn reads_as_insufficient_capacity(message: &str) -> bool {
+    INSUFFICIENT_CAPACITY_MESSAGES
+        .iter()
+        .any(|s| message.contains(s))
 }
 
 #[cfg(test)]

@@ -159,13 +159,20 @@ pub struct Flavor {
 }
 
 impl Flavor {
-    /// The Kubernetes architecture: `ecs:instance_architecture` as ECS writes it (`arm64`),
-    /// `amd64` without it.
+    /// The Kubernetes architecture (`kubernetes.io/arch`, what the node's kubelet reports):
+    /// ECS writes `ecs:instance_architecture` as `x86` or `arm64`; `amd64` without it. Upstream
+    /// copies ECS's word, so its x86 types carry `x86` and never match a pod asking for
+    /// `amd64`; this maps it. An unknown word is kept as written.
     pub fn architecture(&self) -> &str {
-        self.os_extra_specs
+        match self
+            .os_extra_specs
             .as_ref()
             .and_then(|s| s.ecs_instance_architecture.as_deref())
-            .unwrap_or(ARCH_AMD64)
+        {
+            None | Some("" | "x86" | "x86_64" | "amd64") => ARCH_AMD64,
+            Some("arm" | "arm64" | "aarch64") => "arm64",
+            Some(other) => other,
+        }
     }
 
     /// The vCPUs in millicores; `None` when `vcpus` is not a quantity (upstream would panic

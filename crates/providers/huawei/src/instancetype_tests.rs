@@ -604,6 +604,31 @@ fn instance_types_skip_bad_and_repeated_flavors() {
 }
 
 #[test]
+fn architectures_are_the_kubelets_words() {
+    let arch = |word: Option<&str>| {
+        with_specs(
+            flavor("f", "2", 4096),
+            FlavorExtraSpec {
+                ecs_instance_architecture: word.map(str::to_string),
+                ..Default::default()
+            },
+        )
+        .architecture()
+        .to_string()
+    };
+    for (ecs, kubelet) in [
+        (None, "amd64"),
+        (Some("x86"), "amd64"),
+        (Some("x86_64"), "amd64"),
+        (Some("arm64"), "arm64"),
+        (Some("arm"), "arm64"),
+        (Some("riscv64"), "riscv64"),
+    ] {
+        assert_eq!(arch(ecs), kubelet, "{ecs:?}");
+    }
+}
+
+#[test]
 fn answers_read_in_the_sdk_shape() {
     let page: ListFlavorsResponse = serde_json::from_str(
         r#"{"flavors": [{"id": "c7.large.2", "name": "c7.large.2", "vcpus": "2", "ram": 4096,
@@ -621,8 +646,8 @@ fn answers_read_in_the_sdk_shape() {
     assert_eq!(c7.supplementary_nics(), Some(16));
     assert_eq!(
         c7.architecture(),
-        "x86",
-        "the architecture is taken as ECS writes it"
+        "amd64",
+        "ECS's x86 is what the kubelet calls amd64"
     );
     assert_eq!(
         page.flavors[1].vcpus, "4",

@@ -12,7 +12,8 @@
 //!   (`auth::credentials`) and the `client` for CCE, ECS, VPC, BSS and IAM.
 //! * with the `cloud` feature, the `CloudProvider` (`provider`, `instance`: CCE nodes
 //!   created, read and deleted), what the subnet selectors resolve to ([`subnet`]), the
-//!   status written from them ([`nodeclass_status`]), drift ([`drift`]) and the settings
+//!   status written from them ([`nodeclass_status`]), drift ([`drift`]), the second pass that
+//!   removes the unregistered taint CCE re-applies ([`unregistered_taint`]) and the settings
 //!   (`operator`).
 
 pub mod auth;
@@ -36,8 +37,24 @@ pub mod pricing;
 #[cfg(feature = "cloud")]
 pub mod provider;
 pub mod subnet;
+pub mod unregistered_taint;
+
+use karpenter_api::crd::{Crd, GroupKind};
+use karpenter_cloudprovider::Registration;
 
 pub use ccenodeclass::{CCENodeClass, CCENodeClassSpec, CCENodeClassStatus};
 
 /// The API group of the Huawei Cloud provider's NodeClass, labels and annotations.
 pub const GROUP: &str = "karpenter.k8s.huawei";
+
+/// The NodeClass CRDs of this provider.
+pub const CRDS: &[Crd] = &[ccenodeclass::CRD];
+
+/// The Huawei Cloud provider, as the binary's registry lists it.
+pub const REGISTRATION: Registration = Registration {
+    name: "huawei",
+    node_class: GroupKind::new(GROUP, "CCENodeClass"),
+    crds: CRDS,
+    conversions: &[],
+    catalog: Some(catalog::catalog),
+};

@@ -134,6 +134,15 @@ impl PriceTable {
         )
     }
 
+    /// The prices a live provider in `region` starts from until BSS answers (or when it may
+    /// not ask): the embedded figures, which are estimates for [`EMBEDDED_REGION`]
+    /// (`data/README.md`), relabelled for `region`. They order flavors roughly as their real
+    /// prices do, which beats offering every flavor at [`MISSING_PRICE`].
+    pub fn fallback(region: &str) -> Self {
+        let embedded = Self::embedded(EMBEDDED_REGION);
+        Self::new(region, embedded.currency.clone(), embedded.on_demand)
+    }
+
     /// The table a refresh makes from BSS's answers for `region`: it replaces the previous
     /// table whole, so a flavor BSS no longer prices loses its price (as upstream's refresh
     /// does).

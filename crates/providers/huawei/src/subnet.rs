@@ -34,14 +34,6 @@ pub struct SubnetInfo {
     pub available_ip_address_count: Option<i64>,
 }
 
-/// `ListSubnets`' answer.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct SubnetList {
-    /// One page of subnets.
-    #[serde(default)]
-    pub subnets: Vec<SubnetInfo>,
-}
-
 impl SubnetInfo {
     /// The subnet as the status records it.
     pub fn to_status(&self) -> StatusSubnet {
@@ -91,7 +83,8 @@ pub fn pick_for_launch<'a>(
 ) -> Option<&'a str> {
     let mut best: Option<(&str, i64)> = None;
     for s in status {
-        let room = free.get(&s.id).copied().unwrap_or(0) - in_flight.get(&s.id).copied().unwrap_or(0);
+        let room =
+            free.get(&s.id).copied().unwrap_or(0) - in_flight.get(&s.id).copied().unwrap_or(0);
         if best.is_none_or(|(_, b)| room > b) {
             best = Some((s.id.as_str(), room));
         }
