@@ -6,12 +6,10 @@ use std::collections::BTreeSet;
 
 use crate::client::{Client, ClientError};
 use crate::endpoint::Service;
-use crate::instancetype::{Flavor, ListServerAzInfoResponse};
+use crate::instancetype::{self, Flavor, ListServerAzInfoResponse};
 use crate::pricing::{self, Ratings};
 use crate::subnet::SubnetInfo;
 
-/// Flavors per `ListFlavors` page (upstream's `limit`).
-const FLAVOR_PAGE: u32 = 1000;
 /// Subnets per `ListSubnets` page (VPC's largest).
 const SUBNET_PAGE: u32 = 2000;
 
@@ -39,7 +37,13 @@ pub async fn list_flavors(client: &Client) -> Result<Vec<Flavor>, ClientError> {
     let project = client.project_id().await?;
     let path = format!("/v1/{project}/cloudservers/flavors");
     let found = client
-        .list_by_marker(Service::Ecs, &path, &[], "flavors", FLAVOR_PAGE)
+        .list_by_marker(
+            Service::Ecs,
+            &path,
+            &[],
+            "flavors",
+            instancetype::LIST_FLAVORS_PAGE_SIZE,
+        )
         .await?;
     items(found, Service::Ecs, &path)
 }
@@ -68,8 +72,8 @@ pub async fn list_subnets(client: &Client) -> Result<Vec<SubnetInfo>, ClientErro
 }
 
 /// On-demand prices of `flavors` in `region` from BSS (`ListOnDemandResourceRatings` on the
-/// global endpoint), in batches; a batch BSS refuses for an unknown spec is asked again
-/// without that spec (recorded in `unsupported`, so later refreshes skip it), as upstream.
+/// global endpoint), through [`pricing::rate`]: a spec BSS does not know is dropped and
+/// remembered in `unsupported`, as upstream.
 pub async fn on_demand_ratings(
     client: &Client,
     region: &str,
@@ -77,43 +81,25 @@ pub async fn on_demand_ratings(
     unsupported: &mut BTreeSet<String>,
 ) -> Result<Ratings, ClientError> {
     let project = client.project_id().await?;
-    let wanted = pricing::flavors_to_price(flavors, unsupported);
-    let mut out = Ratings::default();
-    for batch in pricing::price_batches(&wanted) {
-        let mut batch: Vec<&Flavor> = batch.to_vec();
-        while !batch.is_empty() {
-            let body = pricing::ratings_request(&project, region, &batch);
-            match client
+    pricing::rate(
+        &project,
+        region,
+        flavors,
+        unsupported,
+        |body| async move {
+            client
                 .post_idempotent::<pricing::ListOnDemandResourceRatingsResponse>(
                     Service::Bss,
                     "/v2/bills/ratings/on-demand-resources",
                     &body,
                 )
                 .await
-            {
-                Ok(answer) => {
-                    out.merge(pricing::ratings(&answer));
-                    break;
-                }
-                Err(e) => {
-                    let refused = e.api_error().and_then(|a| {
-                        pricing::unsupported_resource_spec(
-                            a.code.as_deref().unwrap_or_default(),
-                            &a.message,
-                        )
-                    });
-                    let Some(spec) = refused else {
-                        return Err(e);
-                    };
-                    let (kept, removed) = pricing::without_resource_spec(&batch, &spec);
-                    if removed.is_empty() {
-                        return Err(e);
-                    }
-                    unsupported.extend(removed.iter().map(|f| f.name.clone()));
-                    batch = kept;
-                }
-            }
-        }
-    }
-    Ok(out)
+                .map(|answer| pricing::ratings(&answer))
+        },
+        |e: &ClientError| {
+            let a = e.api_error()?;
+            pricing::unsupported_resource_spec(a.code.as_deref().unwrap_or_default(), &a.message)
+        },
+    )
+    .await
 }

@@ -71,7 +71,7 @@ pub const LABELS: [&str; 8] = [
 
 /// Flavors per `ListFlavors` page upstream asks for (`limit`); a shorter page is the last, and
 /// the next page starts after the last flavor's `id` (`marker`).
-pub const LIST_FLAVORS_PAGE_SIZE: usize = 1000;
+pub const LIST_FLAVORS_PAGE_SIZE: u32 = 1000;
 /// The size of the data disk CCE gives the runtime and the kubelet when the NodeClass sets no
 /// `blockDeviceMappings.k8s.volumeSize`, GiB (upstream's `DefaultKubernetesVolumeSizeGiB`).
 pub const DEFAULT_KUBERNETES_VOLUME_GIB: i64 = 100;
@@ -200,29 +200,6 @@ impl Flavor {
 pub struct ListFlavorsResponse {
     /// The flavors of this page.
     pub flavors: Vec<Flavor>,
-}
-
-/// Where the next `ListFlavors` page starts (its `marker`), after a page asked for with
-/// [`LIST_FLAVORS_PAGE_SIZE`] and `marker`: `None` after a short page (the last); else the last
-/// flavor's id. A full page whose last flavor has no id, or whose last id is the marker it was
-/// asked with, is an error: asking again would never end.
-pub fn next_flavors_marker(
-    page: &ListFlavorsResponse,
-    marker: Option<&str>,
-) -> Result<Option<String>, InstanceTypesError> {
-    if page.flavors.len() < LIST_FLAVORS_PAGE_SIZE {
-        return Ok(None);
-    }
-    let last = page.flavors.last().map_or("", |f| f.id.as_str());
-    if last.is_empty() {
-        return Err(InstanceTypesError::Pagination(
-            "empty flavor id at page boundary",
-        ));
-    }
-    if marker == Some(last) {
-        return Err(InstanceTypesError::Pagination("marker did not advance"));
-    }
-    Ok(Some(last.to_string()))
 }
 
 /// One zone of `ListServerAzInfo` (the SDK's `ListServerAzInfo`).
@@ -526,9 +503,6 @@ pub enum InstanceTypesError {
     /// No flavors are known yet (upstream's "no instance types found").
     #[error("no instance types found")]
     NoInstanceTypes,
-    /// `ListFlavors` pages cannot be followed.
-    #[error("list flavors pagination, {0}")]
-    Pagination(&'static str),
     /// A `kubelet.kubeReserved` or `kubelet.systemReserved` value of the NodeClass is not a
     /// quantity.
     #[error("spec.kubelet.{field}[{key}]: {value:?} is not a quantity: {reason}")]

@@ -258,6 +258,51 @@ pub fn without_resource_spec<'f>(
     flavors.iter().partition(|f| resource_spec(f) != spec)
 }
 
+/// One pricing refresh, as upstream runs it: the flavors not refused before, in batches of
+/// [`MAX_PRODUCTS_PER_REQUEST`]; `ask` sends a batch's [`ratings_request`] and reads the
+/// answer. A batch refused for a spec BSS does not know (`refused_spec` reads it off the
+/// error) is asked again without that spec's flavors, which are remembered in `unsupported`
+/// so later refreshes leave them out; any other refusal (or one naming no flavor of the batch,
+/// which would only loop) ends the refresh with that error. Pure: the I/O is `ask`'s.
+pub async fn rate<E, F, Fut>(
+    project_id: &str,
+    region: &str,
+    flavors: &[Flavor],
+    unsupported: &mut BTreeSet<String>,
+    mut ask: F,
+    refused_spec: impl Fn(&E) -> Option<String>,
+) -> Result<Ratings, E>
+where
+    F: FnMut(Value) -> Fut,
+    Fut: std::future::Future<Output = Result<Ratings, E>>,
+{
+    let wanted = flavors_to_price(flavors, unsupported);
+    let mut out = Ratings::default();
+    for batch in price_batches(&wanted) {
+        let mut batch: Vec<&Flavor> = batch.to_vec();
+        while !batch.is_empty() {
+            match ask(ratings_request(project_id, region, &batch)).await {
+                Ok(ratings) => {
+                    out.merge(ratings);
+                    break;
+                }
+                Err(e) => {
+                    let Some(spec) = refused_spec(&e) else {
+                        return Err(e);
+                    };
+                    let (kept, removed) = without_resource_spec(&batch, &spec);
+                    if removed.is_empty() {
+                        return Err(e);
+                    }
+                    unsupported.extend(removed.iter().map(|f| f.name.clone()));
+                    batch = kept;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// A decimal amount, which BSS writes as a number (the SDK also reads a quoted one).
 fn amount<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     #[derive(Deserialize)]

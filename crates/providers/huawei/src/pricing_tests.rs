@@ -1,7 +1,7 @@
 //! Upstream's pricing cases (`pkg/providers/pricing/pricing_test.go`) run through the pure
 //! pieces — the request body, the answer parser, the "product not found" parser — joined by
-//! the refresh loop the provider runs ([`refresh`] here: batches, drop a refused spec and ask
-//! again, remember refused flavors, replace the table).
+//! the refresh the provider runs ([`rate`]: batches, drop a refused spec and ask again,
+//! remember refused flavors; the table replaced).
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -40,36 +40,33 @@ fn answer(prices: &[(&str, f64)]) -> Vec<u8> {
 
 type Bss<'a> = dyn FnMut(&Value) -> Result<Vec<u8>, (String, String)> + 'a;
 
-/// One pricing refresh as the provider runs it; `Err` when BSS refuses for another reason.
+/// [`rate`], with BSS played by `bss` (an answer's body, or a refusal's code and message),
+/// the table made as the provider makes it; `Err` is the refusal's message.
 fn refresh(
     region: &str,
     flavors: &[Flavor],
     unsupported: &mut BTreeSet<String>,
     bss: &mut Bss<'_>,
 ) -> Result<PriceTable, String> {
-    let to_price = flavors_to_price(flavors, unsupported);
-    let mut all = Ratings::default();
-    for batch in price_batches(&to_price) {
-        let mut remaining: Vec<&Flavor> = batch.to_vec();
-        while !remaining.is_empty() {
-            match bss(&ratings_request("project-id", region, &remaining)) {
-                Ok(body) => {
-                    all.merge(parse_ratings(&body).map_err(|e| e.to_string())?);
-                    break;
-                }
-                Err((code, msg)) => {
-                    let spec = unsupported_resource_spec(&code, &msg).ok_or(msg.clone())?;
-                    let (kept, removed) = without_resource_spec(&remaining, &spec);
-                    if removed.is_empty() {
-                        return Err(msg);
-                    }
-                    unsupported.extend(removed.iter().map(|f| f.name.clone()));
-                    remaining = kept;
-                }
-            }
-        }
-    }
-    Ok(PriceTable::from_ratings(region, all))
+    let rated = rate(
+        "project-id",
+        region,
+        flavors,
+        unsupported,
+        |request| {
+            let answer = bss(&request).and_then(|body| {
+                parse_ratings(&body).map_err(|e| ("parse".to_string(), e.to_string()))
+            });
+            std::future::ready(answer)
+        },
+        |(code, message): &(String, String)| unsupported_resource_spec(code, message),
+    );
+    let ratings = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(rated)
+        .map_err(|(_, message)| message)?;
+    Ok(PriceTable::from_ratings(region, ratings))
 }
 
 fn products(request: &Value) -> Vec<String> {
