@@ -1,0 +1,21 @@
+//! The Proxmox VE provider, after sergelogvinov/karpenter-provider-proxmox: Karpenter for
+//! Proxmox clusters (homelabs and on-premises), making nodes by cloning VM templates.
+//!
+//! * the APIs ([`apis`]: `ProxmoxNodeClass`, `ProxmoxTemplate`, `ProxmoxUnmanagedTemplate`,
+//!   upstream's schemas, rules, defaults and hashes);
+//! * instance types ([`instancetype`]: upstream's synthetic families or a file of the
+//!   operator's), what the Proxmox nodes have room for ([`capacity`]), which node a VM goes to
+//!   ([`placement`]) and prices by upstream's formula ([`pricing`]);
+//! * the simulator's `proxmox` catalog ([`catalog`]);
+//! * cloud-init NoCloud data rendered from the user's Go templates and packed as an ISO
+//!   ([`cloudinit`]);
+//! * the Proxmox VE API ([`pve`]: the clusters' config file, token and ticket auth, tasks).
+
+pub mod apis;
+pub mod capacity;
+pub mod catalog;
+pub mod cloudinit;
+pub mod instancetype;
+pub mod placement;
+pub mod pricing;
+pub mod pve;
