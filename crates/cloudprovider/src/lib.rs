@@ -18,6 +18,7 @@ pub mod http;
 mod provider;
 mod registration;
 mod repair;
+pub mod resolved;
 pub mod settings;
 pub mod unavailable;
 
@@ -27,4 +28,5 @@ pub use karpenter_core::cloudprovider::{InstanceType, Offering, Overhead, Reserv
 pub use provider::{CloudProvider, NodeClassReadiness};
 pub use registration::{NodeClassConversion, Registration};
 pub use repair::RepairPolicy;
+pub use resolved::ResolvedTypes;
 pub use settings::SettingsError;

@@ -18,6 +18,7 @@ pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
 pub mod nodeclass_status;
+pub mod nodeclasses;
 pub mod options;
 pub mod podevents;
 pub mod provisioning;

@@ -173,9 +173,7 @@ impl Provider for AlibabaProvider {
             options.cluster_id.clone(),
             region.clone(),
         );
-        let state = KubeState {
-            node_classes: Api::all(client),
-        };
+        let state: KubeState = Api::all(client);
         Ok(AlibabaCloudProvider::new(
             ecs, http, cluster, state, options,
         ))

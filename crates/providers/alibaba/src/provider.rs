@@ -10,7 +10,6 @@
 //! and a repeated Create by the second.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,10 +20,12 @@ use karpenter_api::labels::{
 };
 use karpenter_api::{NodeClaim, NodeClaimStatus, NodeClassReference, NodePool};
 use karpenter_cloudprovider::http::HttpClient;
+use karpenter_cloudprovider::resolved::ResolvedTypes;
 use karpenter_cloudprovider::unavailable::UnavailableOfferings;
 use karpenter_cloudprovider::{
     CloudProvider, CloudProviderError, NodeClassReadiness, RepairPolicy, Result,
 };
+use karpenter_controller::nodeclasses::NodeClasses;
 use karpenter_core::cloudprovider::{InstanceType, Offering, launch_labels};
 use tokio::sync::Mutex;
 
@@ -49,8 +50,6 @@ const AVAILABILITY_TTL: Duration = Duration::from_secs(5 * 60);
 const PRICES_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 /// How long a failed read waits before the next try when older answers are at hand.
 const RETRY: Duration = Duration::from_secs(60);
-/// How long resolved instance types are reused when nothing they derive from changed.
-const RESOLVED_TYPES_TTL: Duration = Duration::from_secs(30);
 
 /// What the provider knows of the cluster it launches nodes for (upstream's settings).
 #[derive(Clone, Debug, PartialEq)]
@@ -68,43 +67,18 @@ pub struct AlibabaOptions {
     pub interruption: bool,
 }
 
-/// What the provider reads from the cluster: ECSNodeClasses.
-pub trait ClusterState: Send + Sync + 'static {
-    /// The ECSNodeClass named `name`, if it exists.
-    fn node_class(
-        &self,
-        name: &str,
-    ) -> impl Future<Output = std::result::Result<Option<ECSNodeClass>, String>> + Send;
-}
+/// What the provider reads from the cluster: ECSNodeClasses — the API server
+/// (`kube::Api<ECSNodeClass>`) in the controller, a map by name ([`StaticState`]) in tests and
+/// offline runs.
+pub trait ClusterState: NodeClasses<ECSNodeClass> {}
+
+impl<T: NodeClasses<ECSNodeClass>> ClusterState for T {}
 
 /// The API server, as the controller reads it.
-#[derive(Clone)]
-pub struct KubeState {
-    /// ECSNodeClasses.
-    pub node_classes: kube::Api<ECSNodeClass>,
-}
+pub type KubeState = kube::Api<ECSNodeClass>;
 
-impl ClusterState for KubeState {
-    async fn node_class(&self, name: &str) -> std::result::Result<Option<ECSNodeClass>, String> {
-        self.node_classes
-            .get_opt(name)
-            .await
-            .map_err(|e| e.to_string())
-    }
-}
-
-/// Fixed NodeClasses, for tests and offline runs.
-#[derive(Clone, Debug, Default)]
-pub struct StaticState {
-    /// By name.
-    pub node_classes: BTreeMap<String, ECSNodeClass>,
-}
-
-impl ClusterState for StaticState {
-    async fn node_class(&self, name: &str) -> std::result::Result<Option<ECSNodeClass>, String> {
-        Ok(self.node_classes.get(name).cloned())
-    }
-}
+/// Fixed NodeClasses by name, for tests and offline runs.
+pub type StaticState = BTreeMap<String, ECSNodeClass>;
 
 struct Catalog {
     types: Vec<EcsInstanceType>,
@@ -118,12 +92,6 @@ struct Catalog {
     generation: u64,
 }
 
-struct ResolvedTypes {
-    key: String,
-    at: Instant,
-    types: Vec<Arc<InstanceType>>,
-}
-
 /// The Alibaba Cloud provider.
 pub struct AlibabaCloudProvider<S> {
     client: Client,
@@ -132,7 +100,7 @@ pub struct AlibabaCloudProvider<S> {
     state: S,
     options: AlibabaOptions,
     catalog: Mutex<Catalog>,
-    types: Mutex<BTreeMap<String, ResolvedTypes>>,
+    types: ResolvedTypes,
     unavailable: UnavailableOfferings,
 }
 
@@ -167,7 +135,7 @@ impl<S: ClusterState> AlibabaCloudProvider<S> {
             state,
             options,
             catalog: Mutex::new(catalog),
-            types: Mutex::default(),
+            types: ResolvedTypes::default(),
             unavailable: UnavailableOfferings::default(),
         }
     }
@@ -328,7 +296,7 @@ impl<S: ClusterState> AlibabaCloudProvider<S> {
 
     /// The NodeClass's instance types, reused until types, stock, prices, the NodeClass's
     /// options and vSwitch zones or the unavailable offerings change (or
-    /// [`RESOLVED_TYPES_TTL`] passes, so expired capacity errors show).
+    /// [`RESOLVED_TYPES_TTL`](karpenter_cloudprovider::resolved::RESOLVED_TYPES_TTL) passes, so expired capacity errors show).
     async fn types_for(&self, class: &ECSNodeClass) -> Result<Vec<Arc<InstanceType>>> {
         self.refresh().await?;
         let catalog = self.catalog.lock().await;
@@ -349,13 +317,10 @@ impl<S: ClusterState> AlibabaCloudProvider<S> {
             self.unavailable.version()
         );
         let name = class.metadata.name.clone().unwrap_or_default();
-        if let Some(cached) = self.types.lock().await.get(&name)
-            && cached.key == key
-            && cached.at.elapsed() < RESOLVED_TYPES_TTL
-        {
-            return Ok(cached.types.clone());
-        }
         let now = Instant::now();
+        if let Some(types) = self.types.get(&name, &key, now) {
+            return Ok(types);
+        }
         let unavailable =
             |t: &str, z: &str, ct: &str| self.unavailable.is_unavailable(t, z, ct, now);
         let types: Vec<Arc<InstanceType>> = instancetype::instance_types(
@@ -370,14 +335,7 @@ impl<S: ClusterState> AlibabaCloudProvider<S> {
         .into_iter()
         .map(Arc::new)
         .collect();
-        self.types.lock().await.insert(
-            name,
-            ResolvedTypes {
-                key,
-                at: now,
-                types: types.clone(),
-            },
-        );
+        self.types.put(&name, key, types.clone(), now);
         Ok(types)
     }
 

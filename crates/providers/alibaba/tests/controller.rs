@@ -69,9 +69,7 @@ impl Running {
     fn start(server: &FakeApiServer, mock: &Mock) -> Self {
         let client = mock.client(AK, SECRET);
         let cluster = Cluster::new(ClusterType::AckManaged, client.clone(), CLUSTER, REGION);
-        let state = KubeState {
-            node_classes: Api::all(server.client()),
-        };
+        let state: KubeState = Api::all(server.client());
         let provider = Arc::new(AlibabaCloudProvider::new(
             client,
             support::http(),

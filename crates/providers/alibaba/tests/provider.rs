@@ -37,9 +37,7 @@ async fn setup() -> (Mock, Shared, Provider, ECSNodeClass) {
         &observed,
         Timestamp::now(),
     ));
-    let state = StaticState {
-        node_classes: BTreeMap::from([("default".to_string(), class.clone())]),
-    };
+    let state: StaticState = BTreeMap::from([("default".to_string(), class.clone())]);
     let provider =
         AlibabaCloudProvider::new(client, support::http(), cluster, state, ecs::options());
     (mock, cloud, provider, class)
@@ -296,9 +294,7 @@ async fn drift_compares_the_instance_with_the_status() {
         &observed,
         Timestamp::now(),
     ));
-    let state = StaticState {
-        node_classes: BTreeMap::from([("default".to_string(), moved)]),
-    };
+    let state: StaticState = BTreeMap::from([("default".to_string(), moved)]);
     let provider =
         AlibabaCloudProvider::new(client, support::http(), cluster, state, ecs::options());
     assert_eq!(

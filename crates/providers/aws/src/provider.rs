@@ -26,6 +26,7 @@ use karpenter_api::labels::{
     UNREGISTERED_TAINT_KEY, ZONE_LABEL,
 };
 use karpenter_api::{NodeClaim, NodeClaimStatus, NodePool, Operator};
+use karpenter_cloudprovider::resolved::ResolvedTypes;
 use karpenter_cloudprovider::{
     CloudProvider, CloudProviderError, NodeClassReadiness, RepairPolicy, Result,
 };
@@ -68,9 +69,6 @@ const INSTANCE_TYPES_TTL: Duration = Duration::from_secs(60 * 60);
 const ON_DEMAND_PRICES_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 /// How long spot prices are reused.
 const SPOT_PRICES_TTL: Duration = Duration::from_secs(5 * 60);
-/// How long resolved instance types are reused when nothing they derive from changed: the
-/// longest an offering stays shown unavailable after its capacity-error window ends.
-const RESOLVED_TYPES_TTL: Duration = Duration::from_secs(30);
 /// How long a NodeClass's resolution is reused.
 const NODE_CLASS_TTL: Duration = Duration::from_secs(60);
 
@@ -136,12 +134,6 @@ struct Catalog {
 }
 
 /// A NodeClass's resolved instance types, and what they were resolved from.
-struct ResolvedTypes {
-    key: String,
-    at: Instant,
-    types: Vec<Arc<InstanceType>>,
-}
-
 /// The AWS provider.
 pub struct AwsCloudProvider<A, S> {
     api: A,
@@ -150,7 +142,7 @@ pub struct AwsCloudProvider<A, S> {
     catalog: Mutex<Catalog>,
     resolved: Mutex<BTreeMap<String, (String, Instant, ResolvedNodeClass)>>,
     templates: Mutex<std::collections::BTreeSet<String>>,
-    types: Mutex<BTreeMap<String, ResolvedTypes>>,
+    types: ResolvedTypes,
     unavailable: UnavailableOfferings,
     interruption_queue: Option<crate::sqs::SqsQueue>,
 }
@@ -193,7 +185,7 @@ where
             catalog: Mutex::default(),
             resolved: Mutex::default(),
             templates: Mutex::default(),
-            types: Mutex::default(),
+            types: ResolvedTypes::default(),
             unavailable: UnavailableOfferings::default(),
             interruption_queue: None,
         }
@@ -356,7 +348,7 @@ where
     /// The NodeClass's instance types. Resolving the whole catalog takes ~12 ms, and a
     /// provisioning batch asks once per NodePool and once per launch, so the answer is reused
     /// until the catalog, prices, settings, subnets, reservations or unavailable offerings
-    /// change (or [`RESOLVED_TYPES_TTL`] passes, so expired capacity errors show).
+    /// change (or [`RESOLVED_TYPES_TTL`](karpenter_cloudprovider::resolved::RESOLVED_TYPES_TTL) passes, so expired capacity errors show).
     async fn types_for(
         &self,
         class: &EC2NodeClass,
@@ -381,13 +373,10 @@ where
             self.unavailable.version()
         );
         let name = class.metadata.name.clone().unwrap_or_default();
-        if let Some(cached) = self.types.lock().await.get(&name)
-            && cached.key == key
-            && cached.at.elapsed() < RESOLVED_TYPES_TTL
-        {
-            return Ok(cached.types.clone());
-        }
         let now = Instant::now();
+        if let Some(types) = self.types.get(&name, &key, now) {
+            return Ok(types);
+        }
         let unavailable =
             |t: &str, z: &str, ct: &str| self.unavailable.is_unavailable(t, z, ct, now);
         let types: Vec<Arc<InstanceType>> = catalog
@@ -408,14 +397,7 @@ where
             })
             .map(Arc::new)
             .collect();
-        self.types.lock().await.insert(
-            name,
-            ResolvedTypes {
-                key,
-                at: now,
-                types: types.clone(),
-            },
-        );
+        self.types.put(&name, key, types.clone(), now);
         Ok(types)
     }
 

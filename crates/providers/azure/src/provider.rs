@@ -19,6 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use karpenter_api::crd::Crd;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, NODE_POOL_LABEL, ZONE_LABEL};
 use karpenter_api::{NodeClaim, NodeClaimStatus, NodeClassReference, NodePool};
+use karpenter_cloudprovider::resolved::ResolvedTypes;
 use karpenter_cloudprovider::unavailable::UnavailableOfferings;
 use karpenter_cloudprovider::{
     CloudProvider, CloudProviderError, NodeClassReadiness, RepairPolicy, Result,
@@ -52,8 +53,6 @@ const SKUS_TTL: Duration = Duration::from_secs(60 * 60);
 const PRICES_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 /// How long a failed SKU read waits before the next try when older sizes are at hand.
 const SKUS_RETRY: Duration = Duration::from_secs(5 * 60);
-/// How long resolved instance types are reused when nothing they derive from changed.
-const RESOLVED_TYPES_TTL: Duration = Duration::from_secs(30);
 
 /// What the provider knows of the cluster it launches nodes for (upstream's settings).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -176,12 +175,6 @@ struct Catalog {
     generation: u64,
 }
 
-struct ResolvedTypes {
-    key: String,
-    at: Instant,
-    types: Vec<Arc<InstanceType>>,
-}
-
 /// The Azure provider.
 pub struct AzureCloudProvider<S> {
     arm: Arm,
@@ -191,7 +184,7 @@ pub struct AzureCloudProvider<S> {
     state: S,
     options: AzureOptions,
     catalog: Mutex<Catalog>,
-    types: Mutex<BTreeMap<String, ResolvedTypes>>,
+    types: ResolvedTypes,
     unavailable: UnavailableOfferings,
     nsg: Mutex<Option<ManagedNsg>>,
     load_balancers: Mutex<LoadBalancers>,
@@ -239,7 +232,7 @@ impl<S: ClusterState> AzureCloudProvider<S> {
             state,
             options,
             catalog: Mutex::default(),
-            types: Mutex::default(),
+            types: ResolvedTypes::default(),
             unavailable: UnavailableOfferings::default(),
             nsg: Mutex::default(),
             load_balancers: Mutex::default(),
@@ -328,7 +321,7 @@ impl<S: ClusterState> AzureCloudProvider<S> {
     }
 
     /// The NodeClass's instance types, reused until sizes, prices, the NodeClass's options or
-    /// the unavailable offerings change (or [`RESOLVED_TYPES_TTL`] passes, so expired
+    /// the unavailable offerings change (or [`RESOLVED_TYPES_TTL`](karpenter_cloudprovider::resolved::RESOLVED_TYPES_TTL) passes, so expired
     /// capacity errors show).
     async fn types_for(&self, class: &AKSNodeClass) -> Result<Vec<Arc<InstanceType>>> {
         self.refresh().await?;
@@ -340,13 +333,10 @@ impl<S: ClusterState> AzureCloudProvider<S> {
             self.unavailable.version()
         );
         let name = class.metadata.name.clone().unwrap_or_default();
-        if let Some(cached) = self.types.lock().await.get(&name)
-            && cached.key == key
-            && cached.at.elapsed() < RESOLVED_TYPES_TTL
-        {
-            return Ok(cached.types.clone());
-        }
         let now = Instant::now();
+        if let Some(types) = self.types.get(&name, &key, now) {
+            return Ok(types);
+        }
         let unavailable =
             |t: &str, z: &str, ct: &str| self.unavailable.is_unavailable(t, z, ct, now);
         let types: Vec<Arc<InstanceType>> = crate::instancetype::instance_types(
@@ -359,14 +349,7 @@ impl<S: ClusterState> AzureCloudProvider<S> {
         .into_iter()
         .map(Arc::new)
         .collect();
-        self.types.lock().await.insert(
-            name,
-            ResolvedTypes {
-                key,
-                at: now,
-                types: types.clone(),
-            },
-        );
+        self.types.put(&name, key, types.clone(), now);
         Ok(types)
     }
 

@@ -82,9 +82,7 @@ impl Provider for HuaweiProvider {
             .map_err(|e| format!("Huawei Cloud credentials: {e}"))?;
         let credentials = CredentialsProvider::from_settings(credentials, http.clone());
         let cloud = Client::new(http, endpoints, credentials);
-        let state = KubeState {
-            node_classes: Api::all(client),
-        };
+        let state: KubeState = Api::all(client);
         Ok(HuaweiCloudProvider::new(cloud, state, options))
     }
 

@@ -11,7 +11,6 @@
 //! create finds the node it already asked for instead of making a second.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,10 +20,12 @@ use karpenter_api::labels::{
     CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, INSTANCE_TYPE_LABEL, NODE_POOL_LABEL, ZONE_LABEL,
 };
 use karpenter_api::{NodeClaim, NodeClaimStatus, NodeClassReference, NodePool};
+use karpenter_cloudprovider::resolved::ResolvedTypes;
 use karpenter_cloudprovider::unavailable::UnavailableOfferings;
 use karpenter_cloudprovider::{
     CloudProvider, CloudProviderError, NodeClassReadiness, RepairPolicy, Result,
 };
+use karpenter_controller::nodeclasses::NodeClasses;
 use karpenter_core::cloudprovider::{InstanceType, Offering, launch_labels};
 use tokio::sync::Mutex;
 
@@ -45,8 +46,6 @@ const FLAVORS_TTL: Duration = Duration::from_secs(5 * 60);
 const PRICES_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 /// How long a failed read waits before the next try when older answers are at hand.
 const RETRY: Duration = Duration::from_secs(60);
-/// How long resolved instance types are reused when nothing they derive from changed.
-const RESOLVED_TYPES_TTL: Duration = Duration::from_secs(30);
 /// How long a refused (flavor, zone) is not tried again (upstream's `UnavailableOfferingTTL`;
 /// the core's default is three minutes).
 const UNAVAILABLE_OFFERING_TTL: Duration = Duration::from_secs(5 * 60);
@@ -82,43 +81,18 @@ impl HuaweiOptions {
     }
 }
 
-/// What the provider reads from the cluster: CCENodeClasses.
-pub trait ClusterState: Send + Sync + 'static {
-    /// The CCENodeClass named `name`, if it exists.
-    fn node_class(
-        &self,
-        name: &str,
-    ) -> impl Future<Output = std::result::Result<Option<CCENodeClass>, String>> + Send;
-}
+/// What the provider reads from the cluster: CCENodeClasses — the API server
+/// (`kube::Api<CCENodeClass>`) in the controller, a map by name ([`StaticState`]) in tests and
+/// offline runs.
+pub trait ClusterState: NodeClasses<CCENodeClass> {}
+
+impl<T: NodeClasses<CCENodeClass>> ClusterState for T {}
 
 /// The API server, as the controller reads it.
-#[derive(Clone)]
-pub struct KubeState {
-    /// CCENodeClasses.
-    pub node_classes: kube::Api<CCENodeClass>,
-}
+pub type KubeState = kube::Api<CCENodeClass>;
 
-impl ClusterState for KubeState {
-    async fn node_class(&self, name: &str) -> std::result::Result<Option<CCENodeClass>, String> {
-        self.node_classes
-            .get_opt(name)
-            .await
-            .map_err(|e| e.to_string())
-    }
-}
-
-/// Fixed NodeClasses, for tests and offline runs.
-#[derive(Clone, Debug, Default)]
-pub struct StaticState {
-    /// By name.
-    pub node_classes: BTreeMap<String, CCENodeClass>,
-}
-
-impl ClusterState for StaticState {
-    async fn node_class(&self, name: &str) -> std::result::Result<Option<CCENodeClass>, String> {
-        Ok(self.node_classes.get(name).cloned())
-    }
-}
+/// Fixed NodeClasses by name, for tests and offline runs.
+pub type StaticState = BTreeMap<String, CCENodeClass>;
 
 struct Catalog {
     flavors: Vec<Flavor>,
@@ -130,12 +104,6 @@ struct Catalog {
     unpriced: BTreeSet<String>,
     /// Bumped whenever flavors, zones or prices change, so resolved types know they are stale.
     generation: u64,
-}
-
-struct ResolvedTypes {
-    key: String,
-    at: Instant,
-    types: Vec<Arc<InstanceType>>,
 }
 
 #[derive(Default)]
@@ -152,7 +120,7 @@ pub struct HuaweiCloudProvider<S> {
     state: S,
     options: HuaweiOptions,
     catalog: Mutex<Catalog>,
-    types: Mutex<BTreeMap<String, ResolvedTypes>>,
+    types: ResolvedTypes,
     subnets: Arc<std::sync::Mutex<Subnets>>,
     unavailable: UnavailableOfferings,
 }
@@ -205,7 +173,7 @@ impl<S: ClusterState> HuaweiCloudProvider<S> {
             state,
             options,
             catalog: Mutex::new(catalog),
-            types: Mutex::default(),
+            types: ResolvedTypes::default(),
             subnets: Arc::default(),
             unavailable: UnavailableOfferings::default(),
         }
@@ -314,7 +282,7 @@ impl<S: ClusterState> HuaweiCloudProvider<S> {
     }
 
     /// The NodeClass's instance types, reused until flavors, zones, prices, the NodeClass's
-    /// options or the unavailable offerings change (or [`RESOLVED_TYPES_TTL`] passes, so
+    /// options or the unavailable offerings change (or [`RESOLVED_TYPES_TTL`](karpenter_cloudprovider::resolved::RESOLVED_TYPES_TTL) passes, so
     /// expired capacity errors show).
     async fn types_for(&self, class: &CCENodeClass) -> Result<Vec<Arc<InstanceType>>> {
         self.refresh().await?;
@@ -327,13 +295,10 @@ impl<S: ClusterState> HuaweiCloudProvider<S> {
             self.unavailable.version()
         );
         let name = class.metadata.name.clone().unwrap_or_default();
-        if let Some(cached) = self.types.lock().await.get(&name)
-            && cached.key == key
-            && cached.at.elapsed() < RESOLVED_TYPES_TTL
-        {
-            return Ok(cached.types.clone());
-        }
         let now = Instant::now();
+        if let Some(types) = self.types.get(&name, &key, now) {
+            return Ok(types);
+        }
         let unavailable =
             |t: &str, z: &str, ct: &str| self.unavailable.is_unavailable(t, z, ct, now);
         let types: Vec<Arc<InstanceType>> = instancetype::instance_types(
@@ -347,14 +312,7 @@ impl<S: ClusterState> HuaweiCloudProvider<S> {
         .into_iter()
         .map(Arc::new)
         .collect();
-        self.types.lock().await.insert(
-            name,
-            ResolvedTypes {
-                key,
-                at: now,
-                types: types.clone(),
-            },
-        );
+        self.types.put(&name, key, types.clone(), now);
         Ok(types)
     }
 

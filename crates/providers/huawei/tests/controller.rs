@@ -70,9 +70,7 @@ impl Running {
     fn start(server: &FakeApiServer, mock: &Mock) -> Self {
         let mut options = HuaweiOptions::new(CLUSTER, REGION);
         options.job_poll = Duration::from_millis(20);
-        let state = KubeState {
-            node_classes: Api::all(server.client()),
-        };
+        let state: KubeState = Api::all(server.client());
         let provider = Arc::new(HuaweiCloudProvider::new(
             support::client(mock),
             state,

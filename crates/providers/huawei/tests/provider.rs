@@ -42,9 +42,7 @@ fn provider(mock: &Mock, class: CCENodeClass) -> Provider {
     let mut options = HuaweiOptions::new(CLUSTER, REGION);
     options.job_poll = Duration::from_millis(5);
     options.job_wait = Duration::from_secs(5);
-    let state = StaticState {
-        node_classes: BTreeMap::from([("default".to_string(), class)]),
-    };
+    let state: StaticState = BTreeMap::from([("default".to_string(), class)]);
     HuaweiCloudProvider::new(support::client(mock), state, options)
 }
 
