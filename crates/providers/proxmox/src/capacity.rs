@@ -375,10 +375,8 @@ impl Capacities {
     /// [`region_nodes`]). A VM being created that the read counts running is no longer
     /// pending: its room is now in its node's count. The others stay pending.
     pub fn replace_region(&mut self, region: &str, nodes: Vec<NodeCapacity>) {
-        let nodes: BTreeMap<String, NodeCapacity> = nodes
-            .into_iter()
-            .map(|n| (n.name.clone(), n))
-            .collect();
+        let nodes: BTreeMap<String, NodeCapacity> =
+            nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
         self.pending
             .retain(|name, p| p.region != region || !nodes.values().any(|n| n.counts(name)));
         self.regions.insert(region.to_string(), nodes);

@@ -8,6 +8,9 @@ const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 const REGION: &str = "pve";
 
+/// Running VMs as (vCPUs, affinity).
+type Vms<'a> = &'a [(u32, Option<&'a str>)];
+
 fn node(name: &str, cpus: u32, memory_gib: u64) -> NodeStatus {
     NodeStatus {
         name: name.into(),
@@ -58,7 +61,7 @@ fn one_node(capacity: NodeCapacity) -> Capacities {
 #[test]
 fn running_vms_take_their_cpus_and_pinned_cpus_count_once() {
     // (case, reserved CPUs, running VMs as (cpus, affinity), free CPUs)
-    let cases: [(&str, &str, &[(u32, Option<&str>)], u32); 9] = [
+    let cases: [(&str, &str, Vms<'_>, u32); 9] = [
         ("nothing running", "", &[], 12),
         ("floating vCPUs", "", &[(4, None)], 8),
         ("pinned CPUs", "", &[(4, Some("2-3,10-11"))], 8),
@@ -85,28 +88,30 @@ fn running_vms_take_their_cpus_and_pinned_cpus_count_once() {
 #[test]
 fn the_resource_managers_cases() {
     let numa = HostSettings {
-        numa_nodes: [
-            (0, "0-7"),
-            (1, "8-15"),
-        ]
-        .into_iter()
-        .map(|(id, cpus)| {
-            (
-                id,
-                NumaNode {
-                    cpus: CpuSet::parse(cpus).unwrap(),
-                    memory: 16 * GIB,
-                },
-            )
-        })
-        .collect(),
+        numa_nodes: [(0, "0-7"), (1, "8-15")]
+            .into_iter()
+            .map(|(id, cpus)| {
+                (
+                    id,
+                    NumaNode {
+                        cpus: CpuSet::parse(cpus).unwrap(),
+                        memory: 16 * GIB,
+                    },
+                )
+            })
+            .collect(),
         ..HostSettings::default()
     };
-    let cases: [(&str, &[(u32, Option<&str>)], u32, u64); 5] = [
+    let cases: [(&str, Vms<'_>, u32, u64); 5] = [
         ("empty", &[], 16, 31_744),
         ("one VM", &[(4, None)], 12, 23_552),
         ("two VMs", &[(4, None), (4, None)], 8, 15_360),
-        ("a pinned and a floating VM", &[(4, Some("0-1,8-9")), (4, None)], 8, 15_360),
+        (
+            "a pinned and a floating VM",
+            &[(4, Some("0-1,8-9")), (4, None)],
+            8,
+            15_360,
+        ),
         (
             "two VMs pinned with an overlap",
             &[(4, Some("0-1,8-9")), (4, Some("2-3,8-9"))],
@@ -137,7 +142,10 @@ fn the_resource_managers_cases() {
 fn the_documented_example() {
     // 16 vCPUs and 64 GB; two VMs pinned to 0-3 and 2-4 with 16 GB each: 0-4 are used, so 11
     // vCPUs and 32 GB are free (the example reserves nothing for the host).
-    let vms = [vm(1, 4, 16 * 1024, Some("0-3")), vm(2, 3, 16 * 1024, Some("2-4"))];
+    let vms = [
+        vm(1, 4, 16 * 1024, Some("0-3")),
+        vm(2, 3, 16 * 1024, Some("2-4")),
+    ];
     let capacity =
         NodeCapacity::new(REGION, &node("pve1", 16, 64), &settings("", 0), &vms).unwrap();
     assert_eq!(capacity.used().cpus, 5);
@@ -149,8 +157,13 @@ fn the_documented_example() {
         }
     );
     // With the default settings the host keeps 1 GiB.
-    let capacity =
-        NodeCapacity::new(REGION, &node("pve1", 16, 64), &HostSettings::default(), &vms).unwrap();
+    let capacity = NodeCapacity::new(
+        REGION,
+        &node("pve1", 16, 64),
+        &HostSettings::default(),
+        &vms,
+    )
+    .unwrap();
     assert_eq!(capacity.free().memory, 31 * GIB);
 }
 
@@ -210,7 +223,11 @@ fn region_nodes_skip_offline_nodes_and_report_unusable_ones() {
         }
     );
     assert_eq!(errors.len(), 1);
-    assert!(errors[0].to_string().starts_with("node pve/pve2: "), "{}", errors[0]);
+    assert!(
+        errors[0].to_string().starts_with("node pve/pve2: "),
+        "{}",
+        errors[0]
+    );
 }
 
 #[test]
@@ -270,30 +287,41 @@ fn reservations_fail_where_upstreams_allocate_does() {
 #[test]
 fn two_creates_cannot_both_take_the_last_room() {
     // Room for one 4-vCPU VM: 6 CPUs, 9 GiB less the 1 GiB the host keeps.
-    let capacity = NodeCapacity::new(REGION, &node("pve1", 6, 9), &HostSettings::default(), &[])
-        .unwrap();
+    let capacity =
+        NodeCapacity::new(REGION, &node("pve1", 6, 9), &HostSettings::default(), &[]).unwrap();
     let mut all = one_node(capacity);
     let four = Resources::parse(&[("cpu", "4"), ("memory", "4Gi")]);
     assert!(all.fits(REGION, "pve1", &four));
-    all.reserve(REGION, "pve1", "first", VmShape::of(&four)).unwrap();
-    assert!(!all.fits(REGION, "pve1", &four), "the first create holds the room");
+    all.reserve(REGION, "pve1", "first", VmShape::of(&four))
+        .unwrap();
+    assert!(
+        !all.fits(REGION, "pve1", &four),
+        "the first create holds the room"
+    );
     assert!(matches!(
         all.reserve(REGION, "pve1", "second", VmShape::of(&four)),
-        Err(CapacityError::NotEnoughCpus { requested: 4, free: 2, .. })
+        Err(CapacityError::NotEnoughCpus {
+            requested: 4,
+            free: 2,
+            ..
+        })
     ));
     // A retried create of the first moves its reservation rather than adding one.
-    all.reserve(REGION, "pve1", "first", VmShape::of(&four)).unwrap();
+    all.reserve(REGION, "pve1", "first", VmShape::of(&four))
+        .unwrap();
     assert_eq!(all.pending_count(REGION, "pve1"), 1);
     // The first fails: its room is free again.
     assert!(all.release("first"));
     assert!(!all.release("first"));
-    all.reserve(REGION, "pve1", "second", VmShape::of(&four)).unwrap();
+    all.reserve(REGION, "pve1", "second", VmShape::of(&four))
+        .unwrap();
 }
 
 #[test]
 fn a_reservation_ends_when_the_api_lists_the_vm_running() {
     let host = node("pve1", 8, 9);
-    let mut all = one_node(NodeCapacity::new(REGION, &host, &HostSettings::default(), &[]).unwrap());
+    let mut all =
+        one_node(NodeCapacity::new(REGION, &host, &HostSettings::default(), &[]).unwrap());
     let shape = VmShape {
         cpus: 4,
         memory: 4 * GIB,
@@ -313,9 +341,8 @@ fn a_reservation_ends_when_the_api_lists_the_vm_running() {
         memory: 4 * GIB,
         affinity: None,
     };
-    let read = |vms: &[VmStatus]| {
-        NodeCapacity::new(REGION, &host, &HostSettings::default(), vms).unwrap()
-    };
+    let read =
+        |vms: &[VmStatus]| NodeCapacity::new(REGION, &host, &HostSettings::default(), vms).unwrap();
     all.replace_region(REGION, vec![read(std::slice::from_ref(&listed))]);
     assert_eq!(all.pending_count(REGION, "pve1"), 1);
     assert_eq!(all.free(REGION, "pve1"), Some(expected));
@@ -378,7 +405,8 @@ fn vm_shapes_round_cpus_up() {
 fn cpu_load_is_a_truncated_percent() {
     let mut host = node("pve1", 4, 8);
     host.cpu_load = 0.257;
-    let mut all = one_node(NodeCapacity::new(REGION, &host, &HostSettings::default(), &[]).unwrap());
+    let mut all =
+        one_node(NodeCapacity::new(REGION, &host, &HostSettings::default(), &[]).unwrap());
     assert_eq!(all.node(REGION, "pve1").unwrap().cpu_load(), 25);
     all.set_cpu_load(REGION, "pve1", 0.999);
     assert_eq!(all.node(REGION, "pve1").unwrap().cpu_load(), 99);

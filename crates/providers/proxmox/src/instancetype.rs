@@ -20,7 +20,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use karpenter_api::Operator;
 use karpenter_api::labels::{
-    ARCH_AMD64, ARCH_LABEL, CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, INSTANCE_TYPE_LABEL, OS_LABEL, REGION_LABEL, ZONE_LABEL,
+    ARCH_AMD64, ARCH_LABEL, CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, INSTANCE_TYPE_LABEL,
+    OS_LABEL, REGION_LABEL, ZONE_LABEL,
 };
 use karpenter_core::cloudprovider::{InstanceType, Offering, Overhead};
 use karpenter_core::resources::{CPU, MEMORY, PODS, Resources};
@@ -31,7 +32,7 @@ use crate::pricing;
 
 mod file;
 
-pub use file::{InstanceTypesFileError, parse_file, to_file};
+pub use file::{FILE_CAPACITY_TYPES, InstanceTypesFileError, parse_file, to_file};
 
 /// `karpenter.proxmox.sinextra.dev/instance-family`: the part of the type's name before the
 /// first dot (`c1`).

@@ -203,7 +203,11 @@ fn offerings_are_available_where_the_vm_fits() {
     for (name, available) in cases {
         let it = instance_type(&spec(name), &all, &InstanceTypeOptions::default(), &never);
         let zones: Vec<&str> = it.offerings.iter().map(|o| o.zone.as_str()).collect();
-        assert_eq!(zones, ["pve1", "pve2", "pve3"], "{name}: offered in every zone");
+        assert_eq!(
+            zones,
+            ["pve1", "pve2", "pve3"],
+            "{name}: offered in every zone"
+        );
         let open: Vec<&str> = it
             .offerings
             .iter()
@@ -225,7 +229,8 @@ fn a_vm_being_created_takes_the_room_from_the_offerings() {
         instance_type(&s, all, &InstanceTypeOptions::default(), &never).offerings[0].available
     };
     assert!(available(&all));
-    all.reserve("pve", "pve1", "claim", VmShape::of(&s.capacity)).unwrap();
+    all.reserve("pve", "pve1", "claim", VmShape::of(&s.capacity))
+        .unwrap();
     assert!(!available(&all));
 }
 
@@ -262,14 +267,24 @@ fn max_pods_replaces_the_types_pods() {
         assert_eq!(it.capacity.pods, 20_000, "{name}");
         assert_eq!(it.allocatable().pods, 20_000, "{name}");
     }
-    let it = instance_type(&spec("c1.1VCPU-2GB"), &all, &InstanceTypeOptions::default(), &never);
+    let it = instance_type(
+        &spec("c1.1VCPU-2GB"),
+        &all,
+        &InstanceTypeOptions::default(),
+        &never,
+    );
     assert_eq!(it.capacity.pods, 64_000);
 }
 
 #[test]
 fn requirements_carry_upstreams_labels() {
     let all = homelab(&[("pve1", 8, 32), ("pve2", 8, 32)]);
-    let it = instance_type(&spec("t1.2VCPU-6GB"), &all, &InstanceTypeOptions::default(), &never);
+    let it = instance_type(
+        &spec("t1.2VCPU-6GB"),
+        &all,
+        &InstanceTypeOptions::default(),
+        &never,
+    );
     let r = &it.requirements;
     assert!(r.allows(INSTANCE_TYPE_LABEL, "t1.2VCPU-6GB"));
     assert!(!r.allows(INSTANCE_TYPE_LABEL, "c1.2VCPU-4GB"));

@@ -94,7 +94,9 @@ pub fn order_zones(
     match strategy {
         ZoneBalance::Balanced => {
             known.sort_by_key(|zone| {
-                let load = capacities.node(region, zone).map_or(u32::MAX, |n| n.cpu_load());
+                let load = capacities
+                    .node(region, zone)
+                    .map_or(u32::MAX, |n| n.cpu_load());
                 (load, capacities.pending_count(region, zone), zone.as_str())
             });
         }

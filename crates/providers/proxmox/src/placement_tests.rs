@@ -13,6 +13,8 @@ use crate::capacity::{HostSettings, NodeCapacity, NodeStatus, VmShape};
 
 const REGION: &str = "pve";
 
+type Names<'a> = &'a [&'a str];
+
 fn offering(zone: &str, capacity_type: &str, available: bool) -> Offering {
     Offering {
         zone: zone.into(),
@@ -68,7 +70,7 @@ fn strings(items: &[&str]) -> Vec<String> {
 fn offered_zones_are_the_available_ones_the_claim_allows() {
     let od = "on-demand";
     // (case, offerings, allowed zones (empty: no requirement), expected)
-    let cases: [(&str, Vec<Offering>, &[&str], &[&str]); 6] = [
+    let cases: [(&str, Vec<Offering>, Names<'_>, Names<'_>); 6] = [
         (
             "with-restriction",
             vec![offering("a", od, true), offering("a", od, true)],
@@ -122,7 +124,10 @@ fn offered_zones_are_the_available_ones_the_claim_allows() {
 
 #[test]
 fn offered_zones_follow_the_claims_capacity_types() {
-    let it = instance_type(vec![offering("a", "spot", true), offering("b", "on-demand", true)]);
+    let it = instance_type(vec![
+        offering("a", "spot", true),
+        offering("b", "on-demand", true),
+    ]);
     let reqs = requirements(&[(CAPACITY_TYPE_LABEL, &["on-demand"])]);
     assert_eq!(offered_zones(&it, &reqs), strings(&["b"]));
 }
@@ -131,7 +136,7 @@ fn offered_zones_follow_the_claims_capacity_types() {
 fn capacity_types_as_upstream_chooses_them() {
     let zone = "us-west-1a";
     // (case, claim's capacity types (None: no requirement), offerings, expected)
-    let cases: [(&str, Option<&[&str]>, Vec<Offering>, &str); 6] = [
+    let cases: [(&str, Option<Names<'_>>, Vec<Offering>, &str); 6] = [
         (
             "spot-available",
             Some(&["spot", "on-demand"]),
@@ -147,19 +152,28 @@ fn capacity_types_as_upstream_chooses_them() {
         (
             "no-capacity-type-requested-use-on-demand",
             None,
-            vec![offering(zone, "spot", true), offering(zone, "on-demand", true)],
+            vec![
+                offering(zone, "spot", true),
+                offering(zone, "on-demand", true),
+            ],
             "on-demand",
         ),
         (
             "reserved-available",
             Some(&["reserved", "spot"]),
-            vec![offering(zone, "on-demand", true), offering(zone, "reserved", true)],
+            vec![
+                offering(zone, "on-demand", true),
+                offering(zone, "reserved", true),
+            ],
             "reserved",
         ),
         (
             "spot offered in another zone only",
             Some(&["spot", "on-demand"]),
-            vec![offering("us-west-1b", "spot", true), offering(zone, "on-demand", true)],
+            vec![
+                offering("us-west-1b", "spot", true),
+                offering(zone, "on-demand", true),
+            ],
             "on-demand",
         ),
         (
@@ -171,7 +185,11 @@ fn capacity_types_as_upstream_chooses_them() {
     ];
     for (case, capacity_types, offerings, expected) in cases {
         let mut reqs = requirements(&[("topology.kubernetes.io/region", &["us-west-1"])]);
-        reqs.add(Requirement::new(ZONE_LABEL, Operator::In, &["us-west-1a", "us-west-1b"]));
+        reqs.add(Requirement::new(
+            ZONE_LABEL,
+            Operator::In,
+            &["us-west-1a", "us-west-1b"],
+        ));
         if let Some(types) = capacity_types {
             reqs.add(Requirement::new(CAPACITY_TYPE_LABEL, Operator::In, types));
         }
@@ -187,8 +205,15 @@ fn capacity_types_as_upstream_chooses_them() {
 fn excluding_a_capacity_type_does_not_choose_it() {
     // Upstream reads a NotIn's values as if listed; a claim refusing spot gets on demand.
     let mut reqs = Requirements::new();
-    reqs.add(Requirement::new(CAPACITY_TYPE_LABEL, Operator::NotIn, &["spot"]));
-    let it = instance_type(vec![offering("a", "spot", true), offering("a", "on-demand", true)]);
+    reqs.add(Requirement::new(
+        CAPACITY_TYPE_LABEL,
+        Operator::NotIn,
+        &["spot"],
+    ));
+    let it = instance_type(vec![
+        offering("a", "spot", true),
+        offering("a", "on-demand", true),
+    ]);
     assert_eq!(capacity_type(&reqs, &it, "a"), "on-demand");
 }
 
@@ -212,13 +237,27 @@ fn balanced_puts_the_least_loaded_zone_first() {
     let all = capacities(&[("pve1", 0.50), ("pve2", 0.10), ("pve3", 0.30)]);
     // (case, zones asked, order)
     let cases: [(&str, &[&str], &[&str]); 4] = [
-        ("by load", &["pve1", "pve2", "pve3"], &["pve2", "pve3", "pve1"]),
-        ("input order does not matter", &["pve3", "pve1", "pve2"], &["pve2", "pve3", "pve1"]),
+        (
+            "by load",
+            &["pve1", "pve2", "pve3"],
+            &["pve2", "pve3", "pve1"],
+        ),
+        (
+            "input order does not matter",
+            &["pve3", "pve1", "pve2"],
+            &["pve2", "pve3", "pve1"],
+        ),
         ("unknown nodes are dropped", &["pve9", "pve1"], &["pve1"]),
         ("a single unknown node too", &["pve9"], &[]),
     ];
     for (case, zones, expected) in cases {
-        let order = order_zones(ZoneBalance::Balanced, REGION, &strings(zones), &all, "claim");
+        let order = order_zones(
+            ZoneBalance::Balanced,
+            REGION,
+            &strings(zones),
+            &all,
+            "claim",
+        );
         assert_eq!(order, strings(expected), "{case}");
     }
 }
@@ -257,12 +296,24 @@ fn availability_first_shuffles_by_the_seed() {
         let mut sorted = shuffled.clone();
         sorted.sort();
         assert_eq!(sorted, zones, "{seed}: a permutation of the zones");
-        assert_eq!(order(&seed, &zones), shuffled, "{seed}: the same seed, the same order");
+        assert_eq!(
+            order(&seed, &zones),
+            shuffled,
+            "{seed}: the same seed, the same order"
+        );
         let reversed: Vec<String> = zones.iter().rev().cloned().collect();
-        assert_eq!(order(&seed, &reversed), shuffled, "{seed}: whatever the input order");
+        assert_eq!(
+            order(&seed, &reversed),
+            shuffled,
+            "{seed}: whatever the input order"
+        );
         firsts.insert(shuffled[0].clone());
     }
-    assert_eq!(firsts.len(), names.len(), "every zone comes first for some NodeClaim");
+    assert_eq!(
+        firsts.len(),
+        names.len(),
+        "every zone comes first for some NodeClaim"
+    );
 }
 
 #[test]
@@ -290,9 +341,15 @@ fn zones_for_a_create_are_offered_selected_and_roomy() {
         seed: "claim",
     };
     let any = Requirements::new();
-    assert_eq!(zones_for_create(&request(&any), &all), strings(&["pve4", "pve1"]));
+    assert_eq!(
+        zones_for_create(&request(&any), &all),
+        strings(&["pve4", "pve1"])
+    );
     let only_pve1 = requirements(&[(ZONE_LABEL, &["pve1", "pve2"])]);
-    assert_eq!(zones_for_create(&request(&only_pve1), &all), strings(&["pve1"]));
+    assert_eq!(
+        zones_for_create(&request(&only_pve1), &all),
+        strings(&["pve1"])
+    );
     let elsewhere = requirements(&[(ZONE_LABEL, &["pve2"])]);
     assert!(zones_for_create(&request(&elsewhere), &all).is_empty());
     let other_region = PlacementRequest {

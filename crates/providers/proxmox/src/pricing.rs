@@ -74,7 +74,8 @@ mod tests {
 
     #[test]
     fn more_memory_per_vcpu_costs_more() {
-        let price_of = |memory: &str| on_demand(&Resources::parse(&[("cpu", "2"), ("memory", memory)]));
+        let price_of =
+            |memory: &str| on_demand(&Resources::parse(&[("cpu", "2"), ("memory", memory)]));
         assert!(price_of("4Gi") < price_of("6Gi"));
         assert!(price_of("6Gi") < price_of("8Gi"));
         assert!(price_of("8Gi") < price_of("16Gi"));

@@ -235,7 +235,8 @@ mod tests {
             let s = file.host_settings(region, node);
             assert_eq!(s.reserved_cpus.to_string(), cpus, "{region}/{node}");
             assert_eq!(s.reserved_memory, memory * GIB, "{region}/{node}");
-            let numa_cpus: Vec<String> = s.numa_nodes.values().map(|n| n.cpus.to_string()).collect();
+            let numa_cpus: Vec<String> =
+                s.numa_nodes.values().map(|n| n.cpus.to_string()).collect();
             assert_eq!(numa_cpus.join("|"), numa, "{region}/{node}");
             assert!(s.numa_nodes.values().all(|n| n.memory == 4 * GIB));
         }
@@ -252,9 +253,18 @@ mod tests {
     #[test]
     fn invalid_files_are_refused_naming_the_field() {
         let cases = [
-            (r#"{"pve": {"pve1": {"reservedmemroy": 1}}}"#, "unknown field `reservedmemroy`"),
-            (r#"{"pve": {"pve1": {"reservedmemory": "1Gi"}}}"#, "invalid type: string"),
-            (r#"{"pve": {"pve1": {"reservedcpus": [-1]}}}"#, "invalid value: integer `-1`"),
+            (
+                r#"{"pve": {"pve1": {"reservedmemroy": 1}}}"#,
+                "unknown field `reservedmemroy`",
+            ),
+            (
+                r#"{"pve": {"pve1": {"reservedmemory": "1Gi"}}}"#,
+                "invalid type: string",
+            ),
+            (
+                r#"{"pve": {"pve1": {"reservedcpus": [-1]}}}"#,
+                "invalid value: integer `-1`",
+            ),
             (
                 r#"{"pve": {"pve1": {"nodes": {"zero": {"cpus": "0-3"}}}}}"#,
                 "pve.pve1.nodes.zero: a NUMA node id is a number",

@@ -170,7 +170,11 @@ fn resource_list(
     Ok(list)
 }
 
-fn parse_capacity(entry: &Entry<'_>, field: &str, value: &Value) -> Result<Resources, InstanceTypesFileError> {
+fn parse_capacity(
+    entry: &Entry<'_>,
+    field: &str,
+    value: &Value,
+) -> Result<Resources, InstanceTypesFileError> {
     if !value.is_object() {
         return Err(entry.error(
             field,
@@ -199,7 +203,11 @@ fn parse_capacity(entry: &Entry<'_>, field: &str, value: &Value) -> Result<Resou
 /// The overhead's three lists, keyed as upstream's Go field names.
 const OVERHEAD_KEYS: [&str; 3] = ["KubeReserved", "SystemReserved", "EvictionThreshold"];
 
-fn parse_overhead(entry: &Entry<'_>, field: &str, value: &Value) -> Result<Overhead, InstanceTypesFileError> {
+fn parse_overhead(
+    entry: &Entry<'_>,
+    field: &str,
+    value: &Value,
+) -> Result<Overhead, InstanceTypesFileError> {
     let map = match value {
         Value::Null => return Ok(Overhead::default()),
         Value::Object(map) => map,
@@ -236,7 +244,11 @@ fn parse_overhead(entry: &Entry<'_>, field: &str, value: &Value) -> Result<Overh
     Ok(overhead)
 }
 
-fn parse_capacity_type(entry: &Entry<'_>, field: &str, value: &Value) -> Result<String, InstanceTypesFileError> {
+fn parse_capacity_type(
+    entry: &Entry<'_>,
+    field: &str,
+    value: &Value,
+) -> Result<String, InstanceTypesFileError> {
     let text = match value {
         Value::Null => "",
         Value::String(s) => s.as_str(),
