@@ -67,16 +67,17 @@ fn the_hash_is_stable() {
     // Pinned: a change to the encoding changes every class's hash, which would drift every
     // node; it needs a new PROXMOX_NODE_CLASS_HASH_VERSION instead.
     assert_eq!(hash, "12227427421965222061");
-    let minimal = class(json!({"instanceTemplateRef": {"kind": "ProxmoxUnmanagedTemplate", "name": "talos"}}));
+    let minimal = class(
+        json!({"instanceTemplateRef": {"kind": "ProxmoxUnmanagedTemplate", "name": "talos"}}),
+    );
     assert_eq!(minimal.hash(), "629260722637112955");
 }
 
 #[test]
 fn hashed_fields_drift() {
     let base_hash = class(base()).hash();
-    let kubelet = |field: &str, value: Value| {
-        changed(&format!("/kubeletConfiguration/{field}"), value)
-    };
+    let kubelet =
+        |field: &str, value: Value| changed(&format!("/kubeletConfiguration/{field}"), value);
     let cases = [
         ("region", changed("/region", json!("cluster-2"))),
         ("region removed", changed("/region", Value::Null)),
@@ -86,7 +87,10 @@ fn hashed_fields_drift() {
         ),
         (
             "template kind",
-            changed("/instanceTemplateRef/kind", json!("ProxmoxUnmanagedTemplate")),
+            changed(
+                "/instanceTemplateRef/kind",
+                json!("ProxmoxUnmanagedTemplate"),
+            ),
         ),
         (
             "template name",
@@ -101,16 +105,31 @@ fn hashed_fields_drift() {
             "boot disk size removed",
             changed("/bootDevice", json!({"storage": "local-lvm"})),
         ),
-        ("boot disk storage", changed("/bootDevice/storage", json!("ceph"))),
-        ("kubelet removed", changed("/kubeletConfiguration", Value::Null)),
-        ("cpuManagerPolicy", kubelet("cpuManagerPolicy", json!("none"))),
+        (
+            "boot disk storage",
+            changed("/bootDevice/storage", json!("ceph")),
+        ),
+        (
+            "kubelet removed",
+            changed("/kubeletConfiguration", Value::Null),
+        ),
+        (
+            "cpuManagerPolicy",
+            kubelet("cpuManagerPolicy", json!("none")),
+        ),
         ("cpuCFSQuota", kubelet("cpuCFSQuota", json!(false))),
-        ("cpuCFSQuotaPeriod", kubelet("cpuCFSQuotaPeriod", json!("200ms"))),
+        (
+            "cpuCFSQuotaPeriod",
+            kubelet("cpuCFSQuotaPeriod", json!("200ms")),
+        ),
         (
             "topologyManagerPolicy",
             kubelet("topologyManagerPolicy", json!("restricted")),
         ),
-        ("topologyManagerScope", kubelet("topologyManagerScope", json!("pod"))),
+        (
+            "topologyManagerScope",
+            kubelet("topologyManagerScope", json!("pod")),
+        ),
         (
             "imageGCHighThresholdPercent",
             kubelet("imageGCHighThresholdPercent", json!(90)),
@@ -119,7 +138,10 @@ fn hashed_fields_drift() {
             "imageGCLowThresholdPercent",
             kubelet("imageGCLowThresholdPercent", json!(0)),
         ),
-        ("shutdownGracePeriod", kubelet("shutdownGracePeriod", json!("2m"))),
+        (
+            "shutdownGracePeriod",
+            kubelet("shutdownGracePeriod", json!("2m")),
+        ),
         (
             "allowedUnsafeSysctls",
             kubelet("allowedUnsafeSysctls", json!(["net.core.somaxconn"])),
@@ -144,16 +166,28 @@ fn ignored_and_equivalent_changes_do_not_drift() {
         // Upstream's hash:"ignore": applied in place, or at boot only.
         ("tags", changed("/tags", json!(["a", "b"]))),
         ("tags removed", changed("/tags", Value::Null)),
-        ("metadata options", changed("/metadataOptions", json!({"type": "none"}))),
+        (
+            "metadata options",
+            changed("/metadataOptions", json!({"type": "none"})),
+        ),
         (
             "security groups",
-            changed("/securityGroups", json!([{"name": "ssh", "interface": "net1"}])),
+            changed(
+                "/securityGroups",
+                json!([{"name": "ssh", "interface": "net1"}]),
+            ),
         ),
-        ("resource pool", changed("/resourcePool", json!("other/pool"))),
+        (
+            "resource pool",
+            changed("/resourcePool", json!("other/pool")),
+        ),
         // Lists are sets.
         (
             "clusterDNS reordered",
-            changed("/kubeletConfiguration/clusterDNS", json!(["fd00::10", "10.96.0.10"])),
+            changed(
+                "/kubeletConfiguration/clusterDNS",
+                json!(["fd00::10", "10.96.0.10"]),
+            ),
         ),
         (
             "allowedUnsafeSysctls reordered",
@@ -175,9 +209,7 @@ fn ignored_and_equivalent_changes_do_not_drift() {
     for (case, changed) in cases {
         assert_eq!(changed.hash(), base_hash, "{case}");
     }
-    let tera = |size: &str| {
-        class(set(base(), "/bootDevice/size", json!(size))).hash()
-    };
+    let tera = |size: &str| class(set(base(), "/bootDevice/size", json!(size))).hash();
     assert_eq!(tera("1000G"), tera("1T"), "the same number of bytes");
     assert_eq!(tera("1024Gi"), tera("1Ti"));
     assert_ne!(tera("1T"), tera("1Ti"));
@@ -188,7 +220,11 @@ fn defaults_spelled_out_do_not_drift() {
     let minimal = json!({"instanceTemplateRef": {"kind": "ProxmoxTemplate", "name": "talos"}});
     let spelled = set(
         set(
-            set(minimal.clone(), "/placementStrategy", json!({"zoneBalance": "Balanced"})),
+            set(
+                minimal.clone(),
+                "/placementStrategy",
+                json!({"zoneBalance": "Balanced"}),
+            ),
             "/bootDevice",
             json!({"size": "30G"}),
         ),
@@ -207,9 +243,14 @@ fn defaults_spelled_out_do_not_drift() {
 #[test]
 fn set_zero_kubelet_settings_are_not_unset() {
     let minimal = json!({"instanceTemplateRef": {"kind": "ProxmoxTemplate", "name": "talos"}});
-    let with = |kubelet: Value| class(set(minimal.clone(), "/kubeletConfiguration", kubelet)).hash();
+    let with =
+        |kubelet: Value| class(set(minimal.clone(), "/kubeletConfiguration", kubelet)).hash();
     let empty = with(json!({}));
-    assert_eq!(empty, class(minimal.clone()).hash(), "no settings is no kubelet configuration");
+    assert_eq!(
+        empty,
+        class(minimal.clone()).hash(),
+        "no settings is no kubelet configuration"
+    );
     for (field, zero) in [
         ("cpuCFSQuota", json!(false)),
         ("failSwapOn", json!(false)),
@@ -240,8 +281,14 @@ fn the_in_place_hash_covers_tags_groups_and_pool() {
     for (case, changed) in [
         ("region", changed("/region", json!("cluster-2"))),
         ("boot disk", changed("/bootDevice/size", json!("60G"))),
-        ("metadata options", changed("/metadataOptions", json!({"type": "none"}))),
-        ("tags reordered", changed("/tags", json!(["k8s", "karpenter"]))),
+        (
+            "metadata options",
+            changed("/metadataOptions", json!({"type": "none"})),
+        ),
+        (
+            "tags reordered",
+            changed("/tags", json!(["k8s", "karpenter"])),
+        ),
         (
             "a security group's default interface spelled out",
             changed("/securityGroups", json!([{"name": "kubernetes"}])),
@@ -294,10 +341,22 @@ fn template_hashes_split_the_fields_as_upstreams() {
     let base = template(template_base());
     let at = |pointer: &str, value: Value| template(set(template_base(), pointer, value));
     let remade = [
-        ("url", at("/sourceImage/url", json!("https://example.com/b.img"))),
-        ("image name", at("/sourceImage/imageName", json!("ubuntu.raw"))),
-        ("checksum", at("/sourceImage/checksum", json!("f".repeat(32)))),
-        ("checksum type", at("/sourceImage/checksumType", json!("sha256"))),
+        (
+            "url",
+            at("/sourceImage/url", json!("https://example.com/b.img")),
+        ),
+        (
+            "image name",
+            at("/sourceImage/imageName", json!("ubuntu.raw")),
+        ),
+        (
+            "checksum",
+            at("/sourceImage/checksum", json!("f".repeat(32))),
+        ),
+        (
+            "checksum type",
+            at("/sourceImage/checksumType", json!("sha256")),
+        ),
         ("storages", at("/storageIDs", json!(["local"]))),
         ("bios", at("/bios", json!("ovmf"))),
         ("tpm version", at("/tpm/version", json!("v1.2"))),
@@ -341,7 +400,10 @@ fn template_hashes_split_the_fields_as_upstreams() {
     assert_eq!(pool.in_place_hash(), base.in_place_hash());
     // Sets and spelled-out defaults.
     let same = [
-        ("storages reordered", at("/storageIDs", json!(["ceph", "local"]))),
+        (
+            "storages reordered",
+            at("/storageIDs", json!(["ceph", "local"])),
+        ),
         ("model spelled out", at("/network/0/model", json!("virtio"))),
         ("mtu spelled out", at("/network/0/mtu", json!(1500))),
         ("agent type spelled out", at("/agent/type", json!("virtio"))),

@@ -227,7 +227,9 @@ fn metadata_cases() -> Vec<Case> {
         ),
         (
             "a Secret reference with a key, which it has not",
-            options(json!({"type": "cdrom", "templatesRef": {"name": "a", "namespace": "b", "key": "c"}})),
+            options(
+                json!({"type": "cdrom", "templatesRef": {"name": "a", "namespace": "b", "key": "c"}}),
+            ),
             Rejected("spec.metadataOptions.templatesRef.key", "unknown field"),
         ),
     ]
@@ -352,12 +354,18 @@ fn kubelet_cases() -> Vec<Case> {
         (
             "maxPods 9",
             kubelet(json!({"maxPods": 9})),
-            Rejected(at("spec.kubeletConfiguration.maxPods"), "greater than or equal to 10"),
+            Rejected(
+                at("spec.kubeletConfiguration.maxPods"),
+                "greater than or equal to 10",
+            ),
         ),
         (
             "maxPods 251",
             kubelet(json!({"maxPods": 251})),
-            Rejected(at("spec.kubeletConfiguration.maxPods"), "less than or equal to 250"),
+            Rejected(
+                at("spec.kubeletConfiguration.maxPods"),
+                "less than or equal to 250",
+            ),
         ),
         (
             "image GC thresholds at their bounds",
@@ -383,7 +391,10 @@ fn kubelet_cases() -> Vec<Case> {
         (
             "cpuManagerPolicy not a policy",
             kubelet(json!({"cpuManagerPolicy": "dynamic"})),
-            Rejected(at("spec.kubeletConfiguration.cpuManagerPolicy"), "unsupported value"),
+            Rejected(
+                at("spec.kubeletConfiguration.cpuManagerPolicy"),
+                "unsupported value",
+            ),
         ),
         (
             "topologyManagerPolicy not a policy",
@@ -415,17 +426,26 @@ fn kubelet_cases() -> Vec<Case> {
         (
             "shutdownGracePeriod not a duration",
             kubelet(json!({"shutdownGracePeriod": "thirty seconds"})),
-            NotReady(at("spec.kubeletConfiguration.shutdownGracePeriod"), "duration"),
+            NotReady(
+                at("spec.kubeletConfiguration.shutdownGracePeriod"),
+                "duration",
+            ),
         ),
         (
             "cpuCFSQuotaPeriod without a unit",
             kubelet(json!({"cpuCFSQuotaPeriod": "100"})),
-            NotReady(at("spec.kubeletConfiguration.cpuCFSQuotaPeriod"), "duration"),
+            NotReady(
+                at("spec.kubeletConfiguration.cpuCFSQuotaPeriod"),
+                "duration",
+            ),
         ),
         (
             "a kubelet setting upstream has not",
             kubelet(json!({"systemReserved": {"cpu": "1"}})),
-            Rejected(at("spec.kubeletConfiguration.systemReserved"), "unknown field"),
+            Rejected(
+                at("spec.kubeletConfiguration.systemReserved"),
+                "unknown field",
+            ),
         ),
     ]
 }
@@ -461,7 +481,10 @@ fn class_status_cases() -> Vec<Case> {
         ),
         (
             "a condition without a reason",
-            class_with("/status/conditions", json!([set(condition(), "/reason", Value::Null)])),
+            class_with(
+                "/status/conditions",
+                json!([set(condition(), "/reason", Value::Null)]),
+            ),
             Rejected("status.conditions[0].reason", "required"),
         ),
         // Upstream's conditions are a plain list: a repeated type is not refused.
@@ -647,21 +670,32 @@ fn source_image_cases() -> Vec<Case> {
 }
 
 fn hardware_cases() -> Vec<Case> {
-    let enum_case = |field: &'static str, pointer: &'static str, good: &[&'static str], bad: &'static str| {
-        let mut cases: Vec<Case> = good
-            .iter()
-            .map(|v| ("an allowed value", template_with(pointer, json!(v)), Valid))
-            .collect();
-        cases.push((
-            "a value not allowed",
-            template_with(pointer, json!(bad)),
-            Rejected(field, "unsupported value"),
-        ));
-        cases
-    };
+    let enum_case =
+        |field: &'static str, pointer: &'static str, good: &[&'static str], bad: &'static str| {
+            let mut cases: Vec<Case> = good
+                .iter()
+                .map(|v| ("an allowed value", template_with(pointer, json!(v)), Valid))
+                .collect();
+            cases.push((
+                "a value not allowed",
+                template_with(pointer, json!(bad)),
+                Rejected(field, "unsupported value"),
+            ));
+            cases
+        };
     let mut cases = Vec::new();
-    cases.extend(enum_case("spec.machine", "/spec/machine", &["pc", "q35"], "i440fx"));
-    cases.extend(enum_case("spec.bios", "/spec/bios", &["seabios", "ovmf"], "uefi"));
+    cases.extend(enum_case(
+        "spec.machine",
+        "/spec/machine",
+        &["pc", "q35"],
+        "i440fx",
+    ));
+    cases.extend(enum_case(
+        "spec.bios",
+        "/spec/bios",
+        &["seabios", "ovmf"],
+        "uefi",
+    ));
     cases.extend(enum_case(
         "spec.tpm.version",
         "/spec/tpm/version",
@@ -677,7 +711,14 @@ fn hardware_cases() -> Vec<Case> {
     cases.extend(enum_case(
         "spec.cpu.type",
         "/spec/cpu/type",
-        &["host", "kvm64", "x86-64-v2", "x86-64-v2-AES", "x86-64-v3", "x86-64-v4"],
+        &[
+            "host",
+            "kvm64",
+            "x86-64-v2",
+            "x86-64-v2-AES",
+            "x86-64-v3",
+            "x86-64-v4",
+        ],
         "x86-64-v1",
     ));
     cases.extend(enum_case(
@@ -838,11 +879,7 @@ fn network_cases() -> Vec<Case> {
             nic(json!({"bridge": "vmbr0", "model": "ne2k_pci"})),
             Rejected("spec.network[0].model", "unsupported value"),
         ),
-        (
-            "vlan 1",
-            nic(json!({"bridge": "vmbr0", "vlan": 1})),
-            Valid,
-        ),
+        ("vlan 1", nic(json!({"bridge": "vmbr0", "vlan": 1})), Valid),
         (
             "vlan 4094",
             nic(json!({"bridge": "vmbr0", "vlan": 4094})),
@@ -957,11 +994,17 @@ fn unmanaged(spec: Value) -> Value {
 fn unmanaged_template_rules() {
     let rule = "at least one of templateName or tags must be specified";
     assert_cases(vec![
-        ("by name", unmanaged(json!({"templateName": "talos"})), Valid),
+        (
+            "by name",
+            unmanaged(json!({"templateName": "talos"})),
+            Valid,
+        ),
         ("by tags", unmanaged(json!({"tags": ["karpenter"]})), Valid),
         (
             "by name and tags in a region",
-            unmanaged(json!({"templateName": "talos", "tags": ["karpenter"], "region": "cluster-1"})),
+            unmanaged(
+                json!({"templateName": "talos", "tags": ["karpenter"], "region": "cluster-1"}),
+            ),
             Valid,
         ),
         ("by neither", unmanaged(json!({})), Rejected("spec", rule)),
@@ -1016,10 +1059,21 @@ fn unmanaged_template_rules() {
 
 #[test]
 fn the_kinds_are_unknown_without_the_provider() {
-    for object in [nodeclass(), template(), unmanaged(json!({"templateName": "t"}))] {
+    for object in [
+        nodeclass(),
+        template(),
+        unmanaged(json!({"templateName": "t"})),
+    ] {
         assert!(validate_object(&CORE, &object).is_none());
-        let v1 = set(object, "/apiVersion", json!("karpenter.proxmox.sinextra.dev/v1"));
-        assert!(validate_object(&crds(), &v1).is_none(), "only v1alpha1 is served");
+        let v1 = set(
+            object,
+            "/apiVersion",
+            json!("karpenter.proxmox.sinextra.dev/v1"),
+        );
+        assert!(
+            validate_object(&crds(), &v1).is_none(),
+            "only v1alpha1 is served"
+        );
     }
 }
 
@@ -1048,9 +1102,18 @@ fn type_defaults_match_crd_defaults() {
             class_with("/spec/placementStrategy", json!({})),
             class_with("/spec/bootDevice", json!({"storage": "local-lvm"})),
             class_with("/spec/bootDevice", json!({})),
-            class_with("/spec/metadataOptions", json!({"templatesRef": {"name": "a", "namespace": "b"}})),
-            class_with("/spec/securityGroups", json!([{"name": "a"}, {"name": "b", "interface": "net1"}])),
-            class_with("/spec/kubeletConfiguration", json!({"cpuCFSQuota": false, "maxPods": 10})),
+            class_with(
+                "/spec/metadataOptions",
+                json!({"templatesRef": {"name": "a", "namespace": "b"}}),
+            ),
+            class_with(
+                "/spec/securityGroups",
+                json!([{"name": "a"}, {"name": "b", "interface": "net1"}]),
+            ),
+            class_with(
+                "/spec/kubeletConfiguration",
+                json!({"cpuCFSQuota": false, "maxPods": 10}),
+            ),
         ],
     );
     check::<ProxmoxTemplate>(
@@ -1116,7 +1179,11 @@ fn the_crds_are_named_as_upstreams() {
                 ("Template", ".spec.instanceTemplateRef.name", "string"),
                 ("Metadata", ".spec.metadataOptions.type", "string"),
                 ("Disk", ".spec.bootDevice.size", "string"),
-                ("Ready", r#".status.conditions[?(@.type=="Ready")].status"#, "string"),
+                (
+                    "Ready",
+                    r#".status.conditions[?(@.type=="Ready")].status"#,
+                    "string",
+                ),
                 ("Age", ".metadata.creationTimestamp", "date"),
             ],
         ),
@@ -1129,7 +1196,11 @@ fn the_crds_are_named_as_upstreams() {
                 ("Machine", ".spec.machine", "string"),
                 ("CPU", ".spec.cpu.type", "string"),
                 ("VGA", ".spec.vga.type", "string"),
-                ("Ready", r#".status.conditions[?(@.type=="Ready")].status"#, "string"),
+                (
+                    "Ready",
+                    r#".status.conditions[?(@.type=="Ready")].status"#,
+                    "string",
+                ),
                 ("Age", ".metadata.creationTimestamp", "date"),
             ],
         ),
@@ -1140,7 +1211,11 @@ fn the_crds_are_named_as_upstreams() {
             vec![
                 ("Zones", ".status.resources.zones", "string"),
                 ("Name", ".spec.templateName", "string"),
-                ("Ready", r#".status.conditions[?(@.type=="Ready")].status"#, "string"),
+                (
+                    "Ready",
+                    r#".status.conditions[?(@.type=="Ready")].status"#,
+                    "string",
+                ),
                 ("Age", ".metadata.creationTimestamp", "date"),
             ],
         ),
@@ -1186,9 +1261,12 @@ fn the_crds_are_named_as_upstreams() {
         let conditions = &root["properties"]["status"]["properties"]["conditions"];
         assert!(conditions.get("x-kubernetes-list-type").is_none(), "{kind}");
     }
-    assert_eq!(CRDS.map(|c| c.kind()), [
-        "ProxmoxNodeClass",
-        "ProxmoxTemplate",
-        "ProxmoxUnmanagedTemplate"
-    ]);
+    assert_eq!(
+        CRDS.map(|c| c.kind()),
+        [
+            "ProxmoxNodeClass",
+            "ProxmoxTemplate",
+            "ProxmoxUnmanagedTemplate"
+        ]
+    );
 }
