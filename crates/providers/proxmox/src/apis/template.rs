@@ -116,7 +116,7 @@ pub struct SourceImage {
     #[serde(default)]
     pub url: String,
     /// The file name to store it under, with its extension (`noble-amd64.qcow2`); the provider
-    /// adds the URL's hash before the extension (see [`ProxmoxTemplate::image_id`]).
+    /// adds the URL's hash before the extension (see [`ProxmoxTemplateSpec::image_id`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_name: Option<String>,
     /// The image's checksum, which Proxmox checks after downloading.
