@@ -91,6 +91,7 @@ pub const PROVIDERS: &[Registration] = &[
     karpenter_azure::REGISTRATION,
     karpenter_alibaba::REGISTRATION,
     karpenter_huawei::REGISTRATION,
+    karpenter_proxmox::REGISTRATION,
 ];
 
 // The providers the controller can run, by `--cloud-provider` name.

@@ -168,7 +168,7 @@ fn v1beta1_is_pointed_at_convert_and_converts_to_valid_v1() {
 }
 
 #[test]
-fn crds_print_all_seven() {
+fn crds_print_all_ten() {
     let out = karpenter_rs(&["crds"]);
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);
@@ -180,12 +180,15 @@ fn crds_print_all_seven() {
         "aksnodeclasses.karpenter.azure.com",
         "ecsnodeclasses.karpenter.k8s.alibabacloud",
         "ccenodeclasses.karpenter.k8s.huawei",
+        "proxmoxnodeclasses.karpenter.proxmox.sinextra.dev",
+        "proxmoxtemplates.karpenter.proxmox.sinextra.dev",
+        "proxmoxunmanagedtemplates.karpenter.proxmox.sinextra.dev",
     ] {
         assert!(text.contains(&format!("name: {name}")), "{name}");
     }
     assert_eq!(
         text.matches("\n---\n").count() + usize::from(text.starts_with("---\n")),
-        7
+        10
     );
 }
 

@@ -34,23 +34,10 @@ mod file;
 
 pub use file::{FILE_CAPACITY_TYPES, InstanceTypesFileError, parse_file, to_file};
 
-/// `karpenter.proxmox.sinextra.dev/instance-family`: the part of the type's name before the
-/// first dot (`c1`).
-pub const LABEL_INSTANCE_FAMILY: &str = "karpenter.proxmox.sinextra.dev/instance-family";
-/// `karpenter.proxmox.sinextra.dev/instance-cpu-type`: the VM's CPU type (`host`, `kvm64`);
-/// no instance type sets it (`DoesNotExist`), the node gets it from its template.
-pub const LABEL_INSTANCE_CPU_TYPE: &str = "karpenter.proxmox.sinextra.dev/instance-cpu-type";
-/// `karpenter.proxmox.sinextra.dev/instance-image-id`: the template the VM was cloned from;
-/// no instance type sets it (`DoesNotExist`), the node gets it at launch.
-pub const LABEL_INSTANCE_IMAGE_ID: &str = "karpenter.proxmox.sinextra.dev/instance-image-id";
-
 /// The labels upstream registers as well known (`pkg/apis/v1alpha1/labels.go`): pods may
 /// require them.
-pub const LABELS: [&str; 3] = [
-    LABEL_INSTANCE_FAMILY,
-    LABEL_INSTANCE_CPU_TYPE,
-    LABEL_INSTANCE_IMAGE_ID,
-];
+pub use crate::apis::WELL_KNOWN_LABELS as LABELS;
+pub use crate::apis::{LABEL_INSTANCE_CPU_TYPE, LABEL_INSTANCE_FAMILY, LABEL_INSTANCE_IMAGE_ID};
 
 /// The vCPU counts of the built-in list.
 pub const DEFAULT_CPUS: [u32; 5] = [1, 2, 4, 8, 16];

@@ -19,3 +19,24 @@ pub mod instancetype;
 pub mod placement;
 pub mod pricing;
 pub mod pve;
+
+use karpenter_api::crd::{Crd, GroupKind};
+use karpenter_cloudprovider::Registration;
+
+pub use apis::{
+    GROUP, ProxmoxNodeClass, ProxmoxNodeClassSpec, ProxmoxNodeClassStatus, ProxmoxTemplate,
+    ProxmoxTemplateSpec, ProxmoxTemplateStatus, ProxmoxUnmanagedTemplate,
+    ProxmoxUnmanagedTemplateSpec,
+};
+
+/// The CRDs of this provider: the NodeClass and the two template kinds.
+pub const CRDS: &[Crd] = &apis::CRDS;
+
+/// The Proxmox VE provider, as the binary's registry lists it.
+pub const REGISTRATION: Registration = Registration {
+    name: "proxmox",
+    node_class: GroupKind::new(GROUP, "ProxmoxNodeClass"),
+    crds: CRDS,
+    conversions: &[],
+    catalog: Some(catalog::catalog),
+};
