@@ -19,6 +19,7 @@ pub mod instancetype;
 pub mod placement;
 pub mod pricing;
 pub mod pve;
+pub mod templates;
 
 use karpenter_api::crd::{Crd, GroupKind};
 use karpenter_cloudprovider::Registration;
