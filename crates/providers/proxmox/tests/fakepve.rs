@@ -385,6 +385,71 @@ async fn a_failing_task_surfaces_its_exit_status() {
 }
 
 #[tokio::test]
+async fn a_template_is_created_and_a_running_vm_shut_down() {
+    let Some(pve) = start(Seed::default()) else {
+        return;
+    };
+    let c = root(&pve);
+    // Upstream's managed templates: a VM made from options, then made a template.
+    let id = c.next_id_from(1000).await.unwrap();
+    assert_eq!(id, 1000);
+    let upid = c
+        .create_vm(
+            "pve2",
+            Params::new()
+                .set("vmid", id)
+                .set("name", "noble-template")
+                .set("cores", 1)
+                .set("memory", 1024)
+                .set("scsihw", "virtio-scsi-single")
+                .set("scsi0", "local-lvm:2,iothread=on")
+                .set("net0", "virtio,bridge=vmbr0")
+                .set("ostype", "l26"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (upid.node.as_str(), upid.task_type.as_str()),
+        ("pve2", "qmcreate")
+    );
+    wait(&c, &upid).await;
+    let made = c.convert_to_template("pve2", id).await.unwrap();
+    c.wait_optional_task(made.as_ref(), TASK_TIMEOUT, POLL)
+        .await
+        .unwrap();
+    let listed = c.vm_resources().await.unwrap();
+    let template = listed
+        .iter()
+        .find(|r| r.vmid == Some(id))
+        .unwrap_or_else(|| panic!("{listed:?}"));
+    assert_eq!(
+        (
+            template.node.as_str(),
+            template.name.as_str(),
+            template.template
+        ),
+        ("pve2", "noble-template", true)
+    );
+    assert_eq!(
+        c.vm_config("pve2", id)
+            .await
+            .unwrap()
+            .get("template")
+            .as_deref(),
+        Some("1")
+    );
+
+    // A graceful shutdown of the running VM.
+    assert!(c.vm_status("pve1", 110).await.unwrap().is_running());
+    wait(
+        &c,
+        &c.shutdown_vm("pve1", 110, Some(30), true).await.unwrap(),
+    )
+    .await;
+    assert_eq!(c.vm_status("pve1", 110).await.unwrap().status, "stopped");
+}
+
+#[tokio::test]
 async fn an_iso_is_uploaded_listed_and_deleted() {
     let Some(pve) = start(Seed::default()) else {
         return;
@@ -479,6 +544,10 @@ async fn cluster_nodes_pools_and_security_groups() {
             .iter()
             .all(|n| n.is_online() && n.maxcpu == 4 && n.maxmem == 8 << 30)
     );
+    // Parameters reach the server, which checks them against PVE's schema.
+    assert!(c.node_networks("pve1", Some("any_bridge")).await.is_ok());
+    let err = c.node_networks("pve1", Some("bogus")).await.unwrap_err();
+    assert_eq!(err.status(), Some(400), "{err}");
     let storages = c.resources(Some("storage")).await.unwrap();
     assert!(
         storages.iter().any(|s| s.node == "pve2"
