@@ -234,25 +234,6 @@ impl rustls::client::danger::ServerCertVerifier for AnyServerCertificate {
     }
 }
 
-/// The rustls configuration for `CustomRoots` and `InsecureSkipVerify`, with the ring provider
-/// the connector's own defaults use.
-fn tls_config(tls: &TlsOptions) -> Result<rustls::ClientConfig, HttpError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| tls_error(format!("TLS versions: {e}")))?;
-    Ok(match tls {
-        TlsOptions::CustomRoots(pem) => builder
-            .with_root_certificates(root_store(pem)?)
-            .with_no_client_auth(),
-        TlsOptions::InsecureSkipVerify => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyServerCertificate(provider)))
-            .with_no_client_auth(),
-        TlsOptions::SystemRoots => unreachable!("the system roots use the connector's defaults"),
-    })
-}
-
 /// The shared client: cheap to clone (one connection pool).
 #[derive(Clone, Debug)]
 pub struct HttpClient {
@@ -282,11 +263,23 @@ impl HttpClient {
     /// [`TlsOptions::SystemRoots`] is [`HttpClient::new`]. A PEM without a certificate is an
     /// error here, not at the first request.
     pub fn with_tls(timeout: Duration, tls: TlsOptions) -> Result<Self, HttpError> {
-        if tls == TlsOptions::SystemRoots {
-            return Self::new(timeout);
-        }
+        // The ring provider, as the connector's own defaults use.
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| tls_error(format!("TLS versions: {e}")))?;
+        let config = match tls {
+            TlsOptions::SystemRoots => return Self::new(timeout),
+            TlsOptions::CustomRoots(pem) => builder
+                .with_root_certificates(root_store(&pem)?)
+                .with_no_client_auth(),
+            TlsOptions::InsecureSkipVerify => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyServerCertificate(provider)))
+                .with_no_client_auth(),
+        };
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config(&tls)?)
+            .with_tls_config(config)
             .https_or_http()
             .enable_http1()
             .build();
