@@ -12,12 +12,20 @@
 //! * the Proxmox VE API ([`pve`]: the clusters' config file, token and ticket auth, tasks).
 
 pub mod apis;
+#[cfg(feature = "cloud")]
+pub mod bootstrap;
 pub mod capacity;
 pub mod catalog;
+pub mod drift;
+#[cfg(feature = "cloud")]
+pub mod instance;
 pub mod cloudinit;
 pub mod instancetype;
 pub mod placement;
 pub mod pricing;
+#[cfg(feature = "cloud")]
+pub mod provider;
+pub mod provider_id;
 pub mod pve;
 pub mod templates;
 
