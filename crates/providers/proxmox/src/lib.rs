@@ -21,12 +21,16 @@ pub mod drift;
 pub mod instance;
 pub mod cloudinit;
 pub mod instancetype;
+pub mod nodeclass_status;
+#[cfg(feature = "cloud")]
+pub mod operator;
 pub mod placement;
 pub mod pricing;
 #[cfg(feature = "cloud")]
 pub mod provider;
 pub mod provider_id;
 pub mod pve;
+pub mod template_status;
 pub mod templates;
 
 use karpenter_api::crd::{Crd, GroupKind};

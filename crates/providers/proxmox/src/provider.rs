@@ -165,6 +165,17 @@ impl ProxmoxCloudProvider {
             .unwrap_or_default()
     }
 
+    /// The (region, node) pairs that have storage `storage`.
+    pub async fn zones_with_storage(&self, storage: &str) -> Vec<(String, String)> {
+        let inventory = self.inventory.lock().await;
+        inventory
+            .storages
+            .iter()
+            .filter(|(_, s)| s.iter().any(|(name, _)| name == storage))
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
     /// Reads every region's nodes, VMs, storages and templates when the last read is older than
     /// the TTL (or `force`). A region that cannot be read keeps what was read before.
     pub async fn refresh(&self, force: bool) -> std::result::Result<(), String> {
