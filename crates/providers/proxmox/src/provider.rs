@@ -510,7 +510,7 @@ impl CloudProvider for ProxmoxCloudProvider {
             return Err(CloudProviderError::node_class_not_ready(message));
         }
         if let Err(e) = class.spec.validate_for_create() {
-            return Err(CloudProviderError::create("InvalidNodeClass", e));
+            return Err(CloudProviderError::create("InvalidNodeClass", e.to_string()));
         }
         let claim_name = claim.metadata.name.clone().unwrap_or_default();
         let types = self.types_for(&class).await?;
@@ -526,7 +526,7 @@ impl CloudProvider for ProxmoxCloudProvider {
             return Ok(out);
         }
         let (requirements, launchable) = launchable(&types, claim);
-        let mut candidates: Vec<&Arc<InstanceType>> = launchable;
+        let mut candidates: Vec<Arc<InstanceType>> = launchable.into_iter().cloned().collect();
         order_by_price(&mut candidates, &requirements);
         let strategy = ZoneBalance::from_spec(Some(
             class.spec.placement_strategy.zone_balance.as_str(),
@@ -541,7 +541,7 @@ impl CloudProvider for ProxmoxCloudProvider {
                 .collect(),
         };
         let mut tried = Vec::new();
-        for it in candidates {
+        for it in &candidates {
             for region in &regions {
                 let client = match self.clusters.get(region) {
                     Ok(c) => c,
@@ -779,10 +779,10 @@ impl ProxmoxCloudProvider {
             .map_err(other)?;
         let claim_name = claim.metadata.name.clone().unwrap_or_default();
         let class_name = class.metadata.name.clone().unwrap_or_default();
-        let ephemeral_gb = it
-            .capacity
-            .get("ephemeral-storage")
-            .map(|bytes| u64::try_from(bytes).unwrap_or(0).div_ceil(1_000_000_000));
+        let ephemeral_gb = u64::try_from(it.capacity.get("ephemeral-storage"))
+            .ok()
+            .filter(|bytes| *bytes > 0)
+            .map(|bytes| bytes.div_ceil(1_000_000_000));
         let disk_gb = match (class.spec.boot_device.size_gigabytes(), ephemeral_gb) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
@@ -802,7 +802,7 @@ impl ProxmoxCloudProvider {
             ),
             storage,
             pool: class.spec.resource_pool.clone().unwrap_or_default(),
-            cores: u32::try_from(it.capacity.cpu.div_ceil(1000)).unwrap_or(1),
+            cores: u32::try_from((it.capacity.cpu + 999) / 1000).unwrap_or(1),
             memory_mib: u64::try_from(it.capacity.memory).unwrap_or(0) / (1024 * 1024),
             disk_gb,
             tags,

@@ -29,14 +29,13 @@ pub fn unmanaged_status(
         .creation_timestamp
         .as_ref()
         .map_or(now, |t| t.0);
-    let invalid = template
-        .spec
-        .as_ref()
-        .map(|s| s.validate_for_create().map_err(|e| e.to_string()))
-        .unwrap_or_else(|| Err("spec: is required".into()));
-    let matched: Vec<&TemplateVm> = match (&invalid, template.spec.as_ref()) {
-        (Ok(()), Some(spec)) => inventory.iter().filter(|t| t.matches_unmanaged(spec)).collect(),
-        _ => Vec::new(),
+    let invalid: Result<(), String> = template.spec.validate_for_create().map_err(|e| e.to_string());
+    let matched: Vec<&TemplateVm> = match &invalid {
+        Ok(()) => inventory
+            .iter()
+            .filter(|t| t.matches_unmanaged(&template.spec))
+            .collect(),
+        Err(_) => Vec::new(),
     };
     out.zones = matched.iter().map(|t| t.zone_entry()).collect();
     let mut c = ConditionSet::new(
