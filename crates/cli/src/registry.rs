@@ -101,6 +101,7 @@ controllers! {
     azure: karpenter_azure::operator::AzureProvider,
     alibaba: karpenter_alibaba::operator::AlibabaProvider,
     huawei: karpenter_huawei::operator::HuaweiProvider,
+    proxmox: karpenter_proxmox::operator::ProxmoxProvider,
 }
 
 /// Every CRD this binary ships: karpenter's, then each provider's NodeClasses.
