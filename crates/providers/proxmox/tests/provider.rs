@@ -3,6 +3,7 @@
 //! sized for its type and started; a retried create finds it instead of making a second; list,
 //! get and drift see it; delete stops and destroys it, and says NotFound once it is gone.
 
+#[allow(dead_code)]
 mod fakepve_support;
 
 use std::time::Duration;
