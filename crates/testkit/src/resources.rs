@@ -26,6 +26,7 @@ const KNOWN: &[(&str, &str, &str, bool)] = &[
     ("", "namespaces", "Namespace", true),
     ("", "events", "Event", false),
     ("", "configmaps", "ConfigMap", false),
+    ("", "secrets", "Secret", false),
     ("", "services", "Service", true),
     ("", "persistentvolumeclaims", "PersistentVolumeClaim", true),
     ("", "persistentvolumes", "PersistentVolume", true),

@@ -232,3 +232,70 @@ async fn instance_types_are_offered_where_the_nodes_have_room() {
     assert_eq!(available("c1.1VCPU-2GB"), ["pve1"], "only the template's node is selected");
     assert!(available("c1.16VCPU-32GB").is_empty());
 }
+
+#[tokio::test]
+async fn a_cdrom_node_class_boots_its_vm_with_the_rendered_cloud_init() {
+    let Some(pve) = start(Seed::default()) else {
+        return;
+    };
+    let server = setup(true);
+    let mut class = node_class(true);
+    class.spec.metadata_options = serde_json::from_value(json!({
+        "type": "cdrom", "templatesRef": {"name": "k3s", "namespace": "kube-system"},
+    }))
+    .unwrap();
+    server.delete::<ProxmoxNodeClass>("", "default");
+    server.create(&class).unwrap();
+    let templates: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "k3s", "namespace": "kube-system"},
+        "stringData": {"user-data": "#cloud-config\nhostname: {{ .Metadata.Hostname }}\nruncmd:\n  - k3s agent --kubelet-arg provider-id={{ .Metadata.ProviderID }}\n"},
+    }))
+    .unwrap();
+    server.create(&templates).unwrap();
+    let ca: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "kube-root-ca.crt", "namespace": "kube-system"},
+        "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"},
+    }))
+    .unwrap();
+    server.create(&ca).unwrap();
+    let provider = provider(&pve, &server);
+
+    let created = provider.create(&claim()).await.unwrap();
+    let (_, vmid) = karpenter_proxmox::provider_id::parse(&provider_id(&created)).unwrap();
+    let client = provider.clusters().get("fake").unwrap();
+    let config = client.vm_config("pve1", vmid).await.unwrap();
+    let ide2 = config.get("ide2").unwrap_or_default();
+    assert!(
+        ide2.contains(&format!("iso/karpenter-{vmid}-cloud-init.iso")) && ide2.contains("media=cdrom"),
+        "{ide2}"
+    );
+    // The node's bootstrap token, named on the NodeClaim so deleting the node removes it.
+    let token = created.metadata.annotations.clone().unwrap()
+        ["karpenter.proxmox.sinextra.dev/proxmoxcloudinit-token"]
+        .clone();
+    let secrets = server.list::<k8s_openapi::api::core::v1::Secret>();
+    assert!(
+        secrets
+            .iter()
+            .any(|s| s.metadata.name.as_deref() == Some(&format!("bootstrap-token-{token}"))),
+        "{secrets:?}"
+    );
+    provider.delete(&created_claim(&created)).await.unwrap();
+    assert!(
+        !server
+            .list::<k8s_openapi::api::core::v1::Secret>()
+            .iter()
+            .any(|s| s.metadata.name.as_deref() == Some(&format!("bootstrap-token-{token}"))),
+        "the token goes with the node"
+    );
+}
+
+fn created_claim(created: &NodeClaim) -> NodeClaim {
+    let mut c = claim();
+    c.metadata.labels = created.metadata.labels.clone();
+    c.metadata.annotations = created.metadata.annotations.clone();
+    c.status = created.status.clone();
+    c
+}
