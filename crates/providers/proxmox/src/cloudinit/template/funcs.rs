@@ -144,7 +144,7 @@ fn go_format(v: &Value) -> String {
         Value::Nil => "<nil>".to_string(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => match n.as_f64() {
-            Some(f) => yaml::go_float(f, 21),
+            Some(f) => yaml::go_float(f),
             None => n.to_string(),
         },
         Value::Array(items) => {

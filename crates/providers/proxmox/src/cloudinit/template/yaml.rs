@@ -671,13 +671,13 @@ fn days_in_month(year: u32, month: u32) -> u32 {
 pub(super) fn number(n: &gtmpl_value::Number) -> String {
     match n.as_f64() {
         None => n.to_string(),
-        Some(f) => go_float(f, 21),
+        Some(f) => go_float(f),
     }
 }
 
-/// Go's shortest `%g`-style float: exponent form when the exponent is below -4 or at least
-/// `exponent_limit`, with a sign and two digits at least (`1e+21`, `1e-05`).
-pub(super) fn go_float(f: f64, exponent_limit: i32) -> String {
+/// Go's shortest `%g` float (`strconv.FormatFloat(f, 'g', -1, 64)`): exponent form when the
+/// exponent is below -4 or at least 21, with a sign and two digits at least (`1e+21`, `1e-05`).
+pub(super) fn go_float(f: f64) -> String {
     if f.is_nan() {
         return ".nan".to_string();
     }
@@ -687,7 +687,7 @@ pub(super) fn go_float(f: f64, exponent_limit: i32) -> String {
     let sci = format!("{f:e}");
     let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exponent: i32 = exponent.parse().unwrap_or(0);
-    if exponent < -4 || exponent >= exponent_limit {
+    if !(-4..21).contains(&exponent) {
         let sign = if exponent < 0 { '-' } else { '+' };
         format!("{mantissa}e{sign}{:02}", exponent.abs())
     } else {
@@ -807,6 +807,7 @@ mod tests {
             ("1.2.3.4/24", "1.2.3.4/24"),
             ("-", "'-'"),
             ("- x", "'- x'"),
+            ("<<", "<<"),
             ("a: b", "'a: b'"),
             ("proxmox://region/100", "proxmox://region/100"),
             (
@@ -849,7 +850,7 @@ mod tests {
 
     #[test]
     fn collections_nest_as_go_yaml_indents_them() {
-        let taint = GoStructLike::taint();
+        let taint = taint();
         let value = Value::Map(
             [
                 ("list".to_string(), Value::Array(vec![s("a"), s("b")])),
@@ -927,21 +928,18 @@ mod tests {
 
     #[test]
     fn floats_print_as_go_does() {
-        assert_eq!(go_float(1.5, 21), "1.5");
-        assert_eq!(go_float(1e21, 21), "1e+21");
-        assert_eq!(go_float(1e20, 21), "100000000000000000000");
-        assert_eq!(go_float(0.0001, 21), "0.0001");
-        assert_eq!(go_float(0.00001, 21), "1e-05");
+        assert_eq!(go_float(1.5), "1.5");
+        assert_eq!(go_float(1e21), "1e+21");
+        assert_eq!(go_float(1e20), "100000000000000000000");
+        assert_eq!(go_float(0.0001), "0.0001");
+        assert_eq!(go_float(0.00001), "1e-05");
     }
 
-    struct GoStructLike;
-    impl GoStructLike {
-        fn taint() -> Value {
-            super::super::GoStruct::new()
-                .omitempty("Key", "key", "k")
-                .omitempty("Value", "value", "")
-                .omitempty("Effect", "effect", "NoSchedule")
-                .build()
-        }
+    fn taint() -> Value {
+        super::super::GoStruct::new()
+            .omitempty("Key", "key", "k")
+            .omitempty("Value", "value", "")
+            .omitempty("Effect", "effect", "NoSchedule")
+            .build()
     }
 }
