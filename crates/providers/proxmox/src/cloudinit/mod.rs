@@ -18,4 +18,6 @@ pub mod values;
 
 mod render;
 
-pub use render::{META_DATA_KEY, NETWORK_CONFIG_KEY, NoCloud, USER_DATA_KEY, VENDOR_DATA_KEY, render};
+pub use render::{
+    META_DATA_KEY, NETWORK_CONFIG_KEY, NoCloud, USER_DATA_KEY, VENDOR_DATA_KEY, render,
+};

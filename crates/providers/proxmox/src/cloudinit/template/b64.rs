@@ -7,7 +7,11 @@ const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 pub fn encode(input: &[u8]) -> String {
     let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
     for chunk in input.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -80,9 +84,21 @@ mod tests {
             assert_eq!(decode(encoded).unwrap(), plain.as_bytes(), "{encoded:?}");
         }
         assert_eq!(decode("aGVs\nbG8=").unwrap(), b"hello");
-        assert_eq!(decode("aGVsbG8").unwrap_err(), "illegal base64 data at input byte 4");
-        assert_eq!(decode("aGV*bG8=").unwrap_err(), "illegal base64 data at input byte 3");
-        assert_eq!(decode("Zg==Zg==").unwrap_err(), "illegal base64 data at input byte 4");
-        assert_eq!(decode("Z===").unwrap_err(), "illegal base64 data at input byte 1");
+        assert_eq!(
+            decode("aGVsbG8").unwrap_err(),
+            "illegal base64 data at input byte 4"
+        );
+        assert_eq!(
+            decode("aGV*bG8=").unwrap_err(),
+            "illegal base64 data at input byte 3"
+        );
+        assert_eq!(
+            decode("Zg==Zg==").unwrap_err(),
+            "illegal base64 data at input byte 4"
+        );
+        assert_eq!(
+            decode("Z===").unwrap_err(),
+            "illegal base64 data at input byte 1"
+        );
     }
 }

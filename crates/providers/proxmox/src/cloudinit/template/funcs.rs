@@ -144,7 +144,7 @@ fn go_format(v: &Value) -> String {
         Value::Nil => "<nil>".to_string(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => match n.as_f64() {
-            Some(f) => yaml::go_float(f, 21),
+            Some(f) => yaml::go_float(f),
             None => n.to_string(),
         },
         Value::Array(items) => {
@@ -296,7 +296,11 @@ fn map_case(s: &str, upper: bool) -> String {
             } else {
                 c.to_lowercase().collect()
             };
-            if mapped.len() == 1 { mapped.remove(0) } else { c }
+            if mapped.len() == 1 {
+                mapped.remove(0)
+            } else {
+                c
+            }
         })
         .collect()
 }
@@ -442,7 +446,9 @@ fn contains(args: &[Value]) -> Result<Value, FuncError> {
 fn has_prefix(args: &[Value]) -> Result<Value, FuncError> {
     arity("hasPrefix", args, 2)?;
     let prefix = string("hasPrefix", args, 0)?;
-    Ok(Value::from(string("hasPrefix", args, 1)?.starts_with(prefix)))
+    Ok(Value::from(
+        string("hasPrefix", args, 1)?.starts_with(prefix),
+    ))
 }
 
 /// `hasSuffix SUFFIX TEXT`.
@@ -472,7 +478,9 @@ fn has_tag(args: &[Value]) -> Result<Value, FuncError> {
 
 fn b64enc(args: &[Value]) -> Result<Value, FuncError> {
     arity("b64enc", args, 1)?;
-    Ok(Value::from(b64::encode(string("b64enc", args, 0)?.as_bytes())))
+    Ok(Value::from(b64::encode(
+        string("b64enc", args, 0)?.as_bytes(),
+    )))
 }
 
 fn b64dec(args: &[Value]) -> Result<Value, FuncError> {

@@ -61,7 +61,8 @@ pub(super) fn fields(value: &Value) -> Option<Vec<FieldLayout<'_>>> {
     let mut out = Vec::with_capacity(layout.len());
     for entry in layout {
         let Value::Array(parts) = entry else { continue };
-        let [Value::String(go), Value::String(yaml), Value::Number(flags)] = parts.as_slice() else {
+        let [Value::String(go), Value::String(yaml), Value::Number(flags)] = parts.as_slice()
+        else {
             continue;
         };
         let Some(value) = map.get(go) else { continue };
@@ -87,7 +88,9 @@ pub(super) fn is_zero(value: &Value) -> bool {
         Value::NoValue | Value::Nil => true,
         Value::Bool(b) => !b,
         Value::String(s) => s.is_empty(),
-        Value::Number(n) => n.as_f64().map_or_else(|| n.as_u64() == Some(0), |f| f == 0.0),
+        Value::Number(n) => n
+            .as_f64()
+            .map_or_else(|| n.as_u64() == Some(0), |f| f == 0.0),
         Value::Array(a) => a.is_empty(),
         Value::Map(m) => m.is_empty(),
         Value::Object(o) => match fields(value) {

@@ -194,7 +194,10 @@ mod tests {
             .collect(),
         );
         assert_eq!(to_json(&map), r#"{"a":[],"b":1,"c":{}}"#);
-        assert_eq!(to_json(&Value::from("tab\tquote\"\u{1}")), r#""tab\tquote\"\u0001""#);
+        assert_eq!(
+            to_json(&Value::from("tab\tquote\"\u{1}")),
+            r#""tab\tquote\"\u0001""#
+        );
         assert_eq!(to_json(&Value::from(-2i64)), "-2");
         assert_eq!(to_json(&Value::from(0.5f64)), "0.5");
         assert_eq!(to_json(&Value::from(1e-7f64)), "1e-7");

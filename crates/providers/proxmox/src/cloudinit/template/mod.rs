@@ -15,9 +15,8 @@
 //! * printing a list or a map (`{{ .Metadata.Tags }}`) shows Rust's debug form, not Go's
 //!   `[a b]`, and a nil pointer prints `nil`, not `<nil>`; `join` and `toYaml` are the way to
 //!   print collections;
-//! * `and`/`or` evaluate every argument (Go stops at the first deciding one), variables
-//!   declared inside `if`/`with` stay visible after `end`, and Go's `break`, `continue`,
-//!   `slice`, `html` and `js` do not exist.
+//! * `and`/`or` evaluate every argument (Go stops at the first deciding one), and Go's
+//!   `break`, `continue`, `slice`, `html` and `js` do not exist.
 
 mod b64;
 mod funcs;
@@ -68,12 +67,10 @@ impl TemplateError {
 pub fn execute(name: &str, text: &str, data: &Value) -> Result<String, TemplateError> {
     let mut template = gtmpl::Template::with_name(name);
     template.add_funcs(FUNCTIONS);
-    template
-        .parse(text)
-        .map_err(|e| TemplateError::Parse {
-            template: name.to_string(),
-            reason: e.to_string(),
-        })?;
+    template.parse(text).map_err(|e| TemplateError::Parse {
+        template: name.to_string(),
+        reason: e.to_string(),
+    })?;
     template
         .render(&gtmpl::Context::from(data.clone()))
         .map_err(|e| TemplateError::Render {

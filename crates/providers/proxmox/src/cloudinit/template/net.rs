@@ -26,7 +26,11 @@ impl Cidr {
 
     fn network(&self) -> u128 {
         let host_bits = bits(self.addr) - self.ones;
-        let mask = if host_bits >= 128 { 0 } else { !0u128 << host_bits };
+        let mask = if host_bits >= 128 {
+            0
+        } else {
+            !0u128 << host_bits
+        };
         as_number(self.addr) & mask
     }
 }
@@ -68,7 +72,11 @@ pub fn cidr_host(cidr: &str, host: Option<i64>) -> Result<String, String> {
         return Ok(go_string(parsed.addr));
     };
     let host_bits = bits(parsed.addr) - parsed.ones;
-    let max: u128 = if host_bits >= 128 { u128::MAX } else { (1u128 << host_bits) - 1 };
+    let max: u128 = if host_bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << host_bits) - 1
+    };
     // go-cidr maps -1 to the last address, -2 to the one before, and checks the distance.
     let distance = if num < 0 {
         u128::from(num.unsigned_abs() - 1)
@@ -82,7 +90,10 @@ pub fn cidr_host(cidr: &str, host: Option<i64>) -> Result<String, String> {
         ));
     }
     let offset = if num < 0 { max - distance } else { distance };
-    Ok(go_string(from_number(parsed.addr, parsed.network() | offset)))
+    Ok(go_string(from_number(
+        parsed.addr,
+        parsed.network() | offset,
+    )))
 }
 
 /// The bytes of a MAC address in one of Go's `net.ParseMAC` forms (`00:1a:…`, `00-1a-…`,
@@ -124,7 +135,9 @@ pub fn slaac(mac: &str, cidr: &str) -> Result<String, String> {
         return Err("slaac generator requires a mask of /64 to /112".to_string());
     }
     if parsed.addr.is_ipv4() {
-        return Err(format!("slaac generator requires an IPv6 prefix, got {cidr}"));
+        return Err(format!(
+            "slaac generator requires an IPv6 prefix, got {cidr}"
+        ));
     }
     let mut ip = parsed.network().to_be_bytes();
     let mut eui64 = ip;
@@ -163,10 +176,22 @@ mod tests {
             assert_eq!(cidr_host(cidr, host).unwrap(), want, "{cidr} {host:?}");
         }
         for (cidr, host, err) in [
-            ("192.168.1.0/24", Some(256), "prefix of 24 does not accommodate a host numbered 256"),
-            ("192.168.1.0/24", Some(-257), "prefix of 24 does not accommodate a host numbered 256"),
+            (
+                "192.168.1.0/24",
+                Some(256),
+                "prefix of 24 does not accommodate a host numbered 256",
+            ),
+            (
+                "192.168.1.0/24",
+                Some(-257),
+                "prefix of 24 does not accommodate a host numbered 256",
+            ),
             ("192.168.1.0", None, "invalid CIDR address: 192.168.1.0"),
-            ("192.168.1.0/33", None, "invalid CIDR address: 192.168.1.0/33"),
+            (
+                "192.168.1.0/33",
+                None,
+                "invalid CIDR address: 192.168.1.0/33",
+            ),
             ("nonsense/8", None, "invalid CIDR address: nonsense/8"),
         ] {
             assert_eq!(cidr_host(cidr, host).unwrap_err(), err, "{cidr} {host:?}");
@@ -176,13 +201,41 @@ mod tests {
     #[test]
     fn slaac_fills_the_host_bits_from_the_mac() {
         for (mac, cidr, want) in [
-            ("00:1A:2B:3C:4D:5E", "2001:db8:1::/64", "2001:db8:1:0:21a:2bff:fe3c:4d5e/64"),
-            ("00:1A:2B:3C:4D:5E", "2001:db8:1:2:3::/80", "2001:db8:1:2:3:2bff:fe3c:4d5e/80"),
-            ("00:1A:2B:3C:4D:5E", "2001:db8:1:2:3::/88", "2001:db8:1:2:3:ff:fe3c:4d5e/88"),
-            ("00:1A:2B:3C:4D:5E", "2001:db8:1:2:3::/112", "2001:db8:1:2:3::4d5e/112"),
-            ("00:11:22:33:44:55", "2001:db8:1::128/64", "2001:db8:1:0:211:22ff:fe33:4455/64"),
-            ("00-11-22-33-44-55", "2001:db8::/64", "2001:db8::211:22ff:fe33:4455/64"),
-            ("0011.2233.4455", "2001:db8::/64", "2001:db8::211:22ff:fe33:4455/64"),
+            (
+                "00:1A:2B:3C:4D:5E",
+                "2001:db8:1::/64",
+                "2001:db8:1:0:21a:2bff:fe3c:4d5e/64",
+            ),
+            (
+                "00:1A:2B:3C:4D:5E",
+                "2001:db8:1:2:3::/80",
+                "2001:db8:1:2:3:2bff:fe3c:4d5e/80",
+            ),
+            (
+                "00:1A:2B:3C:4D:5E",
+                "2001:db8:1:2:3::/88",
+                "2001:db8:1:2:3:ff:fe3c:4d5e/88",
+            ),
+            (
+                "00:1A:2B:3C:4D:5E",
+                "2001:db8:1:2:3::/112",
+                "2001:db8:1:2:3::4d5e/112",
+            ),
+            (
+                "00:11:22:33:44:55",
+                "2001:db8:1::128/64",
+                "2001:db8:1:0:211:22ff:fe33:4455/64",
+            ),
+            (
+                "00-11-22-33-44-55",
+                "2001:db8::/64",
+                "2001:db8::211:22ff:fe33:4455/64",
+            ),
+            (
+                "0011.2233.4455",
+                "2001:db8::/64",
+                "2001:db8::211:22ff:fe33:4455/64",
+            ),
         ] {
             assert_eq!(slaac(mac, cidr).unwrap(), want, "{mac} {cidr}");
         }

@@ -119,8 +119,7 @@ impl Emitter {
 
     fn write_indent(&mut self) {
         let indent = self.indent.max(0);
-        if !self.indention || self.column > indent || (self.column == indent && !self.whitespace)
-        {
+        if !self.indention || self.column > indent || (self.column == indent && !self.whitespace) {
             self.put_break();
         }
         while self.column < indent {
@@ -129,7 +128,13 @@ impl Emitter {
         self.whitespace = true;
     }
 
-    fn write_indicator(&mut self, indicator: &str, need_whitespace: bool, is_whitespace: bool, is_indention: bool) {
+    fn write_indicator(
+        &mut self,
+        indicator: &str,
+        need_whitespace: bool,
+        is_whitespace: bool,
+        is_indention: bool,
+    ) {
         if need_whitespace && !self.whitespace {
             self.put(' ');
         }
@@ -466,8 +471,8 @@ fn reads_back_as_string(s: &str) -> bool {
         "" | "~" | "null" | "Null" | "NULL" | "true" | "True" | "TRUE" | "false" | "False"
         | "FALSE" | ".nan" | ".NaN" | ".NAN" | ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf"
         | "+.INF" | "-.inf" | "-.Inf" | "-.INF" => return false,
-        "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "n" | "N" | "no" | "No"
-        | "NO" | "off" | "Off" | "OFF" => return false,
+        "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "n" | "N" | "no" | "No" | "NO"
+        | "off" | "Off" | "OFF" => return false,
         _ => {}
     }
     let first = s.as_bytes()[0];
@@ -488,11 +493,20 @@ fn reads_back_as_string(s: &str) -> bool {
 /// prefixed or decimal digits; range is not checked: anything longer reads back as a float).
 fn is_go_int(s: &str) -> bool {
     let unsigned = s.strip_prefix(['+', '-']).unwrap_or(s);
-    let (digits, radix) = if let Some(d) = unsigned.strip_prefix("0x").or_else(|| unsigned.strip_prefix("0X")) {
+    let (digits, radix) = if let Some(d) = unsigned
+        .strip_prefix("0x")
+        .or_else(|| unsigned.strip_prefix("0X"))
+    {
         (d, 16)
-    } else if let Some(d) = unsigned.strip_prefix("0o").or_else(|| unsigned.strip_prefix("0O")) {
+    } else if let Some(d) = unsigned
+        .strip_prefix("0o")
+        .or_else(|| unsigned.strip_prefix("0O"))
+    {
         (d, 8)
-    } else if let Some(d) = unsigned.strip_prefix("0b").or_else(|| unsigned.strip_prefix("0B")) {
+    } else if let Some(d) = unsigned
+        .strip_prefix("0b")
+        .or_else(|| unsigned.strip_prefix("0B"))
+    {
         (d, 2)
     } else if unsigned.len() > 1 && unsigned.starts_with('0') {
         (&unsigned[1..], 8)
@@ -613,7 +627,7 @@ fn is_timestamp(s: &str) -> bool {
     if let Some(zone) = zone
         && !zone.is_empty()
     {
-        let z = zone[1..].as_bytes();
+        let z = &zone.as_bytes()[1..];
         if z.len() != 5 || z[2] != b':' || !z[..2].iter().chain(&z[3..]).all(u8::is_ascii_digit) {
             return false;
         }
@@ -644,7 +658,9 @@ fn small_number(s: &str, max_digits: usize) -> Option<u32> {
 
 fn days_in_month(year: u32, month: u32) -> u32 {
     match month {
-        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 if year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400)) => {
+            29
+        }
         2 => 28,
         4 | 6 | 9 | 11 => 30,
         _ => 31,
@@ -655,13 +671,13 @@ fn days_in_month(year: u32, month: u32) -> u32 {
 pub(super) fn number(n: &gtmpl_value::Number) -> String {
     match n.as_f64() {
         None => n.to_string(),
-        Some(f) => go_float(f, 21),
+        Some(f) => go_float(f),
     }
 }
 
-/// Go's shortest `%g`-style float: exponent form when the exponent is below -4 or at least
-/// `exponent_limit`, with a sign and two digits at least (`1e+21`, `1e-05`).
-pub(super) fn go_float(f: f64, exponent_limit: i32) -> String {
+/// Go's shortest `%g` float (`strconv.FormatFloat(f, 'g', -1, 64)`): exponent form when the
+/// exponent is below -4 or at least 21, with a sign and two digits at least (`1e+21`, `1e-05`).
+pub(super) fn go_float(f: f64) -> String {
     if f.is_nan() {
         return ".nan".to_string();
     }
@@ -671,7 +687,7 @@ pub(super) fn go_float(f: f64, exponent_limit: i32) -> String {
     let sci = format!("{f:e}");
     let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exponent: i32 = exponent.parse().unwrap_or(0);
-    if exponent < -4 || exponent >= exponent_limit {
+    if !(-4..21).contains(&exponent) {
         let sign = if exponent < 0 { '-' } else { '+' };
         format!("{mantissa}e{sign}{:02}", exponent.abs())
     } else {
@@ -734,12 +750,16 @@ fn less(a: &str, b: &str) -> bool {
         }
         let mut ai = i;
         while ai < ar.len() && ar[ai].is_ascii_digit() {
-            an = an.wrapping_mul(10).wrapping_add(i64::from(ar[ai] as u8 - b'0'));
+            an = an
+                .wrapping_mul(10)
+                .wrapping_add(i64::from(ar[ai] as u8 - b'0'));
             ai += 1;
         }
         let mut bi = i;
         while bi < br.len() && br[bi].is_ascii_digit() {
-            bn = bn.wrapping_mul(10).wrapping_add(i64::from(br[bi] as u8 - b'0'));
+            bn = bn
+                .wrapping_mul(10)
+                .wrapping_add(i64::from(br[bi] as u8 - b'0'));
             bi += 1;
         }
         if an != bn {
@@ -787,9 +807,13 @@ mod tests {
             ("1.2.3.4/24", "1.2.3.4/24"),
             ("-", "'-'"),
             ("- x", "'- x'"),
+            ("<<", "<<"),
             ("a: b", "'a: b'"),
             ("proxmox://region/100", "proxmox://region/100"),
-            ("ssh-rsa AAAA...,ssh-rsa BBBB...", "ssh-rsa AAAA...,ssh-rsa BBBB..."),
+            (
+                "ssh-rsa AAAA...,ssh-rsa BBBB...",
+                "ssh-rsa AAAA...,ssh-rsa BBBB...",
+            ),
             ("#comment", "'#comment'"),
             ("a #b", "'a #b'"),
             ("a#b", "a#b"),
@@ -826,7 +850,7 @@ mod tests {
 
     #[test]
     fn collections_nest_as_go_yaml_indents_them() {
-        let taint = GoStructLike::taint();
+        let taint = taint();
         let value = Value::Map(
             [
                 ("list".to_string(), Value::Array(vec![s("a"), s("b")])),
@@ -874,31 +898,48 @@ mod tests {
 
     #[test]
     fn map_keys_sort_naturally() {
-        let mut keys = vec!["a10", "a2", "b", "A", "a", "x-1", "x_1", "memory.available", "imagefs.available"];
+        let mut keys = vec![
+            "a10",
+            "a2",
+            "b",
+            "A",
+            "a",
+            "x-1",
+            "x_1",
+            "memory.available",
+            "imagefs.available",
+        ];
         keys.sort_by(|a, b| natural_cmp(a, b));
         assert_eq!(
             keys,
-            vec!["A", "a", "a2", "a10", "b", "imagefs.available", "memory.available", "x-1", "x_1"]
+            vec![
+                "A",
+                "a",
+                "a2",
+                "a10",
+                "b",
+                "imagefs.available",
+                "memory.available",
+                "x-1",
+                "x_1"
+            ]
         );
     }
 
     #[test]
     fn floats_print_as_go_does() {
-        assert_eq!(go_float(1.5, 21), "1.5");
-        assert_eq!(go_float(1e21, 21), "1e+21");
-        assert_eq!(go_float(1e20, 21), "100000000000000000000");
-        assert_eq!(go_float(0.0001, 21), "0.0001");
-        assert_eq!(go_float(0.00001, 21), "1e-05");
+        assert_eq!(go_float(1.5), "1.5");
+        assert_eq!(go_float(1e21), "1e+21");
+        assert_eq!(go_float(1e20), "100000000000000000000");
+        assert_eq!(go_float(0.0001), "0.0001");
+        assert_eq!(go_float(0.00001), "1e-05");
     }
 
-    struct GoStructLike;
-    impl GoStructLike {
-        fn taint() -> Value {
-            super::super::GoStruct::new()
-                .omitempty("Key", "key", "k")
-                .omitempty("Value", "value", "")
-                .omitempty("Effect", "effect", "NoSchedule")
-                .build()
-        }
+    fn taint() -> Value {
+        super::super::GoStruct::new()
+            .omitempty("Key", "key", "k")
+            .omitempty("Value", "value", "")
+            .omitempty("Effect", "effect", "NoSchedule")
+            .build()
     }
 }

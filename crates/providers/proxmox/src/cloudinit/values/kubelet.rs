@@ -25,6 +25,7 @@ use karpenter_core::cloudprovider::Overhead;
 use karpenter_core::resources::{self, Resources};
 use serde_json::Value as Json;
 
+use super::{string_map, strings};
 use crate::cloudinit::template::GoStruct;
 
 /// A taint the kubelet registers the node with (upstream's `KubernetesTaint`): `.Key`,
@@ -119,7 +120,10 @@ fn reserved(list: &Resources) -> BTreeMap<String, String> {
     }
     let storage = whole(list.ephemeral_storage) / GIB;
     if storage > 0 {
-        out.insert(resources::EPHEMERAL_STORAGE.to_string(), format!("{storage}Gi"));
+        out.insert(
+            resources::EPHEMERAL_STORAGE.to_string(),
+            format!("{storage}Gi"),
+        );
     }
     out
 }
@@ -325,7 +329,9 @@ fn parse_duration(s: &str) -> Option<i128> {
     }
     let mut total: i128 = 0;
     while !rest.is_empty() {
-        let int_end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let int_end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let (int, after) = rest.split_at(int_end);
         let (frac, after) = match after.strip_prefix('.') {
             Some(a) => {
@@ -404,18 +410,6 @@ fn fraction(value: u128, scale: u128) -> String {
     format!("{int}.{}", digits.trim_end_matches('0'))
 }
 
-fn strings(list: &[String]) -> Value {
-    Value::Array(list.iter().map(Value::from).collect())
-}
-
-fn string_map(map: &BTreeMap<String, String>) -> Value {
-    Value::Map(
-        map.iter()
-            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
-            .collect(),
-    )
-}
-
 impl From<&KubernetesTaint> for Value {
     fn from(t: &KubernetesTaint) -> Self {
         GoStruct::new()
@@ -430,8 +424,16 @@ impl From<&KubeletConfiguration> for Value {
     fn from(c: &KubeletConfiguration) -> Self {
         let duration = |d: &Option<String>| d.as_deref().map(Value::from);
         GoStruct::new()
-            .omitempty("CPUManagerPolicy", "cpuManagerPolicy", c.cpu_manager_policy.as_str())
-            .pointer("CPUCFSQuota", "cpuCFSQuota", c.cpu_cfs_quota.map(Value::from))
+            .omitempty(
+                "CPUManagerPolicy",
+                "cpuManagerPolicy",
+                c.cpu_manager_policy.as_str(),
+            )
+            .pointer(
+                "CPUCFSQuota",
+                "cpuCFSQuota",
+                c.cpu_cfs_quota.map(Value::from),
+            )
             .omitempty_collection(
                 "CPUManagerPolicyOptions",
                 "cpuManagerPolicyOptions",
@@ -442,20 +444,36 @@ impl From<&KubeletConfiguration> for Value {
                 "cpuManagerReconcilePeriod",
                 duration(&c.cpu_manager_reconcile_period),
             )
-            .omitempty("MemoryManagerPolicy", "memoryManagerPolicy", c.memory_manager_policy.as_str())
+            .omitempty(
+                "MemoryManagerPolicy",
+                "memoryManagerPolicy",
+                c.memory_manager_policy.as_str(),
+            )
             .omitempty(
                 "TopologyManagerPolicy",
                 "topologyManagerPolicy",
                 c.topology_manager_policy.as_str(),
             )
-            .omitempty("TopologyManagerScope", "topologyManagerScope", c.topology_manager_scope.as_str())
+            .omitempty(
+                "TopologyManagerScope",
+                "topologyManagerScope",
+                c.topology_manager_scope.as_str(),
+            )
             .omitempty_collection(
                 "TopologyManagerPolicyOptions",
                 "topologyManagerPolicyOptions",
                 string_map(&c.topology_manager_policy_options),
             )
-            .pointer("ImageMinimumGCAge", "imageMinimumGCAge", duration(&c.image_minimum_gc_age))
-            .pointer("ImageMaximumGCAge", "imageMaximumGCAge", duration(&c.image_maximum_gc_age))
+            .pointer(
+                "ImageMinimumGCAge",
+                "imageMinimumGCAge",
+                duration(&c.image_minimum_gc_age),
+            )
+            .pointer(
+                "ImageMaximumGCAge",
+                "imageMaximumGCAge",
+                duration(&c.image_maximum_gc_age),
+            )
             .pointer(
                 "ImageGCHighThresholdPercent",
                 "imageGCHighThresholdPercent",
@@ -485,7 +503,11 @@ impl From<&KubeletConfiguration> for Value {
             .pointer("MaxPods", "maxPods", c.max_pods.map(Value::from))
             .omitempty("ProviderID", "providerID", c.provider_id.as_str())
             .pointer("FailSwapOn", "failSwapOn", c.fail_swap_on.map(Value::from))
-            .omitempty_collection("SystemReserved", "systemReserved", string_map(&c.system_reserved))
+            .omitempty_collection(
+                "SystemReserved",
+                "systemReserved",
+                string_map(&c.system_reserved),
+            )
             .omitempty_collection("KubeReserved", "kubeReserved", string_map(&c.kube_reserved))
             .omitempty_collection("EvictionHard", "evictionHard", string_map(&c.eviction_hard))
             .omitempty_collection(

@@ -111,6 +111,7 @@ pub struct UserDataValues {
     pub values: BTreeMap<String, String>,
 }
 
+/// A `[]string` as a template value.
 fn strings(list: &[String]) -> Value {
     Value::Array(list.iter().map(Value::from).collect())
 }
@@ -148,13 +149,16 @@ impl From<&Kubernetes> for Value {
             .field("Version", k.version.as_str())
             .field("RootCA", k.root_ca.as_str())
             .field("BootstrapToken", k.bootstrap_token.as_str())
-            .field("KubeletConfiguration", Value::from(&k.kubelet_configuration))
+            .field(
+                "KubeletConfiguration",
+                Value::from(&k.kubelet_configuration),
+            )
             .build()
     }
 }
 
 /// A `map[string]string` as a template value.
-pub fn string_map(map: &BTreeMap<String, String>) -> Value {
+fn string_map(map: &BTreeMap<String, String>) -> Value {
     Value::Map(
         map.iter()
             .map(|(k, v)| (k.clone(), Value::from(v.as_str())))

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 
 use gtmpl::Value;
 
+use super::strings;
 use crate::cloudinit::template::GoStruct;
 
 /// The address settings of one Proxmox node's bridge (upstream's
@@ -166,7 +167,10 @@ impl NetDevice {
                 }
             }
         }
-        device.mac = model_mac.map(|(_, mac)| mac).or(macaddr).unwrap_or_default();
+        device.mac = model_mac
+            .map(|(_, mac)| mac)
+            .or(macaddr)
+            .unwrap_or_default();
         Some(device)
     }
 }
@@ -260,10 +264,6 @@ impl NetworkConfig {
     }
 }
 
-fn strings(list: &[String]) -> Value {
-    Value::Array(list.iter().map(Value::from).collect())
-}
-
 impl From<&InterfaceConfig> for Value {
     fn from(i: &InterfaceConfig) -> Self {
         GoStruct::new()
@@ -292,7 +292,11 @@ impl From<&NetworkConfig> for Value {
                 "Interfaces",
                 Value::Array(n.interfaces.iter().map(Value::from).collect()),
             )
-            .omitempty_collection("SearchDomains", "search_domains", strings(&n.search_domains))
+            .omitempty_collection(
+                "SearchDomains",
+                "search_domains",
+                strings(&n.search_domains),
+            )
             .omitempty_collection("NameServers", "name_servers", strings(&n.name_servers))
             .build()
     }
@@ -304,14 +308,23 @@ mod tests {
 
     #[test]
     fn property_strings_parse_as_go_proxmox_parses_them() {
-        let d = NetDevice::parse("virtio=BC:24:11:CD:B9:41,bridge=vmbr0,firewall=1,mtu=1,tag=70,trunks=70,100,200")
-            .unwrap();
-        assert_eq!((d.mac.as_str(), d.bridge.as_str(), d.mtu), ("BC:24:11:CD:B9:41", "vmbr0", Some(1)));
+        let d = NetDevice::parse(
+            "virtio=BC:24:11:CD:B9:41,bridge=vmbr0,firewall=1,mtu=1,tag=70,trunks=70,100,200",
+        )
+        .unwrap();
+        assert_eq!(
+            (d.mac.as_str(), d.bridge.as_str(), d.mtu),
+            ("BC:24:11:CD:B9:41", "vmbr0", Some(1))
+        );
         let d = NetDevice::parse("e1000=AA:BB:CC:DD:EE:FF,bridge=vmbr1,MTU=9000abc").unwrap();
         assert_eq!((d.mac.as_str(), d.mtu), ("AA:BB:CC:DD:EE:FF", Some(9000)));
         let d = NetDevice::parse("model=virtio,macaddr=AA:BB:CC:DD:EE:01,bridge=vmbr0").unwrap();
         assert_eq!(d.mac, "AA:BB:CC:DD:EE:01");
-        for broken in ["virtio=AA,mtu=big", "virtio=AA,tag=x", "virtio=AA,trunks=1;x"] {
+        for broken in [
+            "virtio=AA,mtu=big",
+            "virtio=AA,tag=x",
+            "virtio=AA,trunks=1;x",
+        ] {
             assert!(NetDevice::parse(broken).is_none(), "{broken}");
         }
         assert_eq!(scan_int(" -12x"), Some(-12));
