@@ -15,7 +15,7 @@ use kube::api::{DeleteParams, PostParams};
 use crate::apis::ProxmoxNodeClass;
 use crate::cloudinit::bootstrap::{NAMESPACE, TOKEN_ANNOTATION, new_token};
 use crate::cloudinit::values::{
-    Kubernetes, KubeletConfiguration, MetaData, NetworkConfig, Resources, UserDataValues,
+    KubeletConfiguration, Kubernetes, MetaData, NetworkConfig, Resources, UserDataValues,
 };
 use crate::cloudinit::{iso, render as render_templates};
 use crate::provider::{root_ca, secret_data};
@@ -78,16 +78,16 @@ pub async fn render(
 ) -> Result<Rendered, String> {
     let class = request.class;
     let options = &class.spec.metadata_options;
-    let (name, namespace) = options.templates_secret().ok_or(
-        "spec.metadataOptions.templatesRef: required when metadataOptions.type is cdrom",
-    )?;
-    let templates = secret_data(kube, namespace, name)
-        .await?
-        .ok_or_else(|| format!("spec.metadataOptions.templatesRef: Secret {namespace}/{name} not found"))?;
+    let (name, namespace) = options
+        .templates_secret()
+        .ok_or("spec.metadataOptions.templatesRef: required when metadataOptions.type is cdrom")?;
+    let templates = secret_data(kube, namespace, name).await?.ok_or_else(|| {
+        format!("spec.metadataOptions.templatesRef: Secret {namespace}/{name} not found")
+    })?;
     let values = match options.values_secret() {
-        Some((name, namespace)) => secret_data(kube, namespace, name)
-            .await?
-            .ok_or_else(|| format!("spec.metadataOptions.valuesRef: Secret {namespace}/{name} not found"))?,
+        Some((name, namespace)) => secret_data(kube, namespace, name).await?.ok_or_else(|| {
+            format!("spec.metadataOptions.valuesRef: Secret {namespace}/{name} not found")
+        })?,
         None => BTreeMap::new(),
     };
     let version = kube
@@ -112,7 +112,10 @@ pub async fn render(
         .as_ref()
         .map(|k| k.to_json());
     let network = NetworkConfig::from_vm_config(
-        config.0.keys().filter_map(|k| Some((k.clone(), config.get(k)?))),
+        config
+            .0
+            .keys()
+            .filter_map(|k| Some((k.clone(), config.get(k)?))),
         &BTreeMap::new(),
     );
     let values = UserDataValues {

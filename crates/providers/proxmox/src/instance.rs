@@ -157,10 +157,7 @@ async fn configure_and_start(
         .wait_optional_task(upid.as_ref(), timing.wait, timing.poll)
         .await?;
     if let (Some(gb), Some(disk)) = (plan.disk_gb, config.boot_disk()) {
-        let current = config
-            .get(disk)
-            .and_then(|v| disk_size_gb(&v))
-            .unwrap_or(0);
+        let current = config.get(disk).and_then(|v| disk_size_gb(&v)).unwrap_or(0);
         if gb > current {
             let upid = client
                 .resize_disk(&plan.node, plan.vmid, disk, &format!("{gb}G"))

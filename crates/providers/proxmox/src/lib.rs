@@ -16,10 +16,10 @@ pub mod apis;
 pub mod bootstrap;
 pub mod capacity;
 pub mod catalog;
+pub mod cloudinit;
 pub mod drift;
 #[cfg(feature = "cloud")]
 pub mod instance;
-pub mod cloudinit;
 pub mod instancetype;
 pub mod nodeclass_status;
 #[cfg(feature = "cloud")]

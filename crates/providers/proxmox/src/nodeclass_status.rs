@@ -35,7 +35,11 @@ pub struct Observed {
 }
 
 /// The status after a pass that observed `observed`, at `now`.
-pub fn status(class: &ProxmoxNodeClass, observed: &Observed, now: Timestamp) -> ProxmoxNodeClassStatus {
+pub fn status(
+    class: &ProxmoxNodeClass,
+    observed: &Observed,
+    now: Timestamp,
+) -> ProxmoxNodeClassStatus {
     let mut out = class.status.clone().unwrap_or_default();
     let created = class
         .metadata
@@ -52,15 +56,16 @@ pub fn status(class: &ProxmoxNodeClass, observed: &Observed, now: Timestamp) -> 
                         return false;
                     };
                     region.is_none_or(|r| r == z.region)
-                        && observed.storage_zones.as_ref().is_none_or(|s| {
-                            s.iter().any(|(r, n)| *r == z.region && *n == z.zone)
-                        })
+                        && observed
+                            .storage_zones
+                            .as_ref()
+                            .is_none_or(|s| s.iter().any(|(r, n)| *r == z.region && *n == z.zone))
                 })
                 .cloned()
                 .collect();
-            let problem = selected.is_empty().then(|| {
-                "Proxmox Template did not match the node class requirements".to_string()
-            });
+            let problem = selected
+                .is_empty()
+                .then(|| "Proxmox Template did not match the node class requirements".to_string());
             (selected, problem)
         }
         Err(e) => (Vec::new(), Some(e.clone())),
@@ -87,7 +92,11 @@ pub fn status(class: &ProxmoxNodeClass, observed: &Observed, now: Timestamp) -> 
         None => c.set_true(CONDITION_INSTANCE_TEMPLATE_READY),
     }
     let wants_cdrom = class.spec.metadata_options.type_ == MetadataType::Cdrom;
-    match (wants_cdrom, class.spec.metadata_options.templates_secret(), observed.templates_secret) {
+    match (
+        wants_cdrom,
+        class.spec.metadata_options.templates_secret(),
+        observed.templates_secret,
+    ) {
         (false, _, _) | (true, Some(_), Some(true)) => {
             c.set_true(CONDITION_INSTANCE_METADATA_OPTIONS_READY)
         }
@@ -165,7 +174,13 @@ mod run {
             .await
             .map_err(|e| cloud(format!("reading the template: {e}")))?;
         ctx.provider.refresh(false).await.map_err(cloud)?;
-        let storage_zones = match class.spec.boot_device.storage.as_deref().filter(|s| !s.is_empty()) {
+        let storage_zones = match class
+            .spec
+            .boot_device
+            .storage
+            .as_deref()
+            .filter(|s| !s.is_empty())
+        {
             None => None,
             Some(storage) => Some(ctx.provider.zones_with_storage(storage).await),
         };
@@ -241,10 +256,22 @@ mod tests {
     fn zones_are_the_templates_in_the_region_with_the_boot_storage() {
         let template = json!({"kind": "ProxmoxUnmanagedTemplate", "name": "k3s"});
         let zones = vec!["pve/pve1/9000", "pve/pve2/9001", "lab/n1/100", "bad"];
-        type Case = (serde_json::Value, Option<Vec<(&'static str, &'static str)>>, Vec<&'static str>);
+        type Case = (
+            serde_json::Value,
+            Option<Vec<(&'static str, &'static str)>>,
+            Vec<&'static str>,
+        );
         let cases: Vec<Case> = vec![
-            (json!({"instanceTemplateRef": template}), None, vec!["pve/pve1/9000", "pve/pve2/9001", "lab/n1/100"]),
-            (json!({"instanceTemplateRef": template, "region": "pve"}), None, vec!["pve/pve1/9000", "pve/pve2/9001"]),
+            (
+                json!({"instanceTemplateRef": template}),
+                None,
+                vec!["pve/pve1/9000", "pve/pve2/9001", "lab/n1/100"],
+            ),
+            (
+                json!({"instanceTemplateRef": template, "region": "pve"}),
+                None,
+                vec!["pve/pve1/9000", "pve/pve2/9001"],
+            ),
             (
                 json!({"instanceTemplateRef": template, "region": "pve"}),
                 Some(vec![("pve", "pve2"), ("lab", "n1")]),
@@ -254,7 +281,9 @@ mod tests {
         for (spec, storage, want) in cases {
             let mut o = observed(Ok(zones.clone()));
             o.storage_zones = storage.map(|s| {
-                s.into_iter().map(|(r, z)| (r.to_string(), z.to_string())).collect()
+                s.into_iter()
+                    .map(|(r, z)| (r.to_string(), z.to_string()))
+                    .collect()
             });
             let s = status(&class(spec.clone()), &o, at(0));
             assert_eq!(s.selected_zones, want, "{spec}");
@@ -266,12 +295,23 @@ mod tests {
     #[test]
     fn not_ready_without_template_zones_or_the_templates_secret() {
         let template = json!({"kind": "ProxmoxUnmanagedTemplate", "name": "k3s"});
-        let s = status(&class(json!({"instanceTemplateRef": template})), &observed(Err("Proxmox Template resource reference did not find")), at(0));
-        assert_eq!(condition(&s, CONDITION_INSTANCE_TEMPLATE_READY), ("False", "TemplatesNotFound"));
+        let s = status(
+            &class(json!({"instanceTemplateRef": template})),
+            &observed(Err("Proxmox Template resource reference did not find")),
+            at(0),
+        );
+        assert_eq!(
+            condition(&s, CONDITION_INSTANCE_TEMPLATE_READY),
+            ("False", "TemplatesNotFound")
+        );
         assert_eq!(condition(&s, CONDITION_READY).0, "False");
         assert!(s.selected_zones.is_empty());
 
-        let s = status(&class(json!({"instanceTemplateRef": template, "region": "other"})), &observed(Ok(vec!["pve/pve1/9000"])), at(0));
+        let s = status(
+            &class(json!({"instanceTemplateRef": template, "region": "other"})),
+            &observed(Ok(vec!["pve/pve1/9000"])),
+            at(0),
+        );
         assert_eq!(condition(&s, CONDITION_INSTANCE_TEMPLATE_READY).0, "False");
 
         let cdrom = json!({"instanceTemplateRef": template, "metadataOptions": {"type": "cdrom", "templatesRef": {"name": "k3s", "namespace": "kube-system"}}});
@@ -279,7 +319,11 @@ mod tests {
             let mut o = observed(Ok(vec!["pve/pve1/9000"]));
             o.templates_secret = found;
             let s = status(&class(cdrom.clone()), &o, at(0));
-            assert_eq!(condition(&s, CONDITION_INSTANCE_METADATA_OPTIONS_READY).0, want, "{found:?}");
+            assert_eq!(
+                condition(&s, CONDITION_INSTANCE_METADATA_OPTIONS_READY).0,
+                want,
+                "{found:?}"
+            );
             assert_eq!(condition(&s, CONDITION_READY).0, want);
         }
     }

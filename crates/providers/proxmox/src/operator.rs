@@ -29,16 +29,28 @@ pub struct ProxmoxSettings {
     #[arg(long = "cloud-config", env = "CLOUD_CONFIG", default_value = "")]
     pub cloud_config: String,
     /// A file of instance types of the operator's own; upstream's synthetic list when empty.
-    #[arg(long = "instance-types-file", env = "INSTANCE_TYPES_FILE", default_value = "")]
+    #[arg(
+        long = "instance-types-file",
+        env = "INSTANCE_TYPES_FILE",
+        default_value = ""
+    )]
     pub instance_types_file: String,
     /// What each Proxmox node keeps for itself (CPUs, memory); 1 GiB of memory when empty.
-    #[arg(long = "node-setting-file", env = "NODE_SETTING_FILE", default_value = "")]
+    #[arg(
+        long = "node-setting-file",
+        env = "NODE_SETTING_FILE",
+        default_value = ""
+    )]
     pub node_setting_file: String,
     /// The lowest VM id a new node gets.
     #[arg(long = "proxmox-vmid", env = "PROXMOX_VMID", default_value_t = 20_000)]
     pub proxmox_vmid: u32,
     /// The namespace of `kube-root-ca.crt`, whose CA new nodes trust.
-    #[arg(long = "proxmox-system-namespace", env = "SYSTEM_NAMESPACE", default_value = "kube-system")]
+    #[arg(
+        long = "proxmox-system-namespace",
+        env = "SYSTEM_NAMESPACE",
+        default_value = "kube-system"
+    )]
     pub system_namespace: String,
 }
 
@@ -57,14 +69,22 @@ impl ProxmoxSettings {
             ..ProxmoxOptions::default()
         };
         if !self.instance_types_file.is_empty() {
-            let text = std::fs::read_to_string(&self.instance_types_file)
-                .map_err(|e| invalid("INSTANCE_TYPES_FILE", format!("{}: {e}", self.instance_types_file)))?;
+            let text = std::fs::read_to_string(&self.instance_types_file).map_err(|e| {
+                invalid(
+                    "INSTANCE_TYPES_FILE",
+                    format!("{}: {e}", self.instance_types_file),
+                )
+            })?;
             options.instance_types = instancetype::parse_file(&text)
                 .map_err(|e| invalid("INSTANCE_TYPES_FILE", e.to_string()))?;
         }
         if !self.node_setting_file.is_empty() {
-            let text = std::fs::read_to_string(&self.node_setting_file)
-                .map_err(|e| invalid("NODE_SETTING_FILE", format!("{}: {e}", self.node_setting_file)))?;
+            let text = std::fs::read_to_string(&self.node_setting_file).map_err(|e| {
+                invalid(
+                    "NODE_SETTING_FILE",
+                    format!("{}: {e}", self.node_setting_file),
+                )
+            })?;
             options.node_settings = Some(
                 NodeSettingsFile::parse(&text)
                     .map_err(|e| invalid("NODE_SETTING_FILE", e.to_string()))?,
@@ -86,7 +106,10 @@ impl Provider for ProxmoxProvider {
     fn controllers(ctx: &Arc<Context<Self>>, shutdown: &CancellationToken) -> Vec<ProviderLoop> {
         vec![
             Box::pin(nodeclass_status::run(ctx.clone(), shutdown.clone())),
-            Box::pin(template_status::run_unmanaged(ctx.clone(), shutdown.clone())),
+            Box::pin(template_status::run_unmanaged(
+                ctx.clone(),
+                shutdown.clone(),
+            )),
         ]
     }
 }
@@ -103,7 +126,8 @@ mod tests {
 
     #[test]
     fn settings_name_what_is_wrong() {
-        let dir = std::env::temp_dir().join(format!("karpenter-proxmox-settings-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("karpenter-proxmox-settings-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let config = write(
             &dir,
@@ -119,23 +143,40 @@ mod tests {
         let (clusters, options) = settings.load().unwrap();
         assert_eq!(clusters.regions(), ["pve"]);
         assert_eq!(options.min_vmid, 30_000);
-        assert_eq!(options.instance_types.len(), instancetype::default_specs().len());
+        assert_eq!(
+            options.instance_types.len(),
+            instancetype::default_specs().len()
+        );
 
         let bad_types = write(&dir, "types.json", "[{\"name\": \"x\"}]");
-        let bad_config = write(&dir, "bad.yaml", "clusters:\n  - url: https://pve:8006/api2/json\n");
+        let bad_config = write(
+            &dir,
+            "bad.yaml",
+            "clusters:\n  - url: https://pve:8006/api2/json\n",
+        );
         type Case = (ProxmoxSettings, &'static str);
         let cases: [Case; 4] = [
             (ProxmoxSettings::default(), "CLOUD_CONFIG must be set"),
             (
-                ProxmoxSettings { cloud_config: bad_config, ..Default::default() },
+                ProxmoxSettings {
+                    cloud_config: bad_config,
+                    ..Default::default()
+                },
                 "CLOUD_CONFIG",
             ),
             (
-                ProxmoxSettings { cloud_config: dir.join("missing.yaml").display().to_string(), ..Default::default() },
+                ProxmoxSettings {
+                    cloud_config: dir.join("missing.yaml").display().to_string(),
+                    ..Default::default()
+                },
                 "CLOUD_CONFIG",
             ),
             (
-                ProxmoxSettings { cloud_config: config, instance_types_file: bad_types, ..Default::default() },
+                ProxmoxSettings {
+                    cloud_config: config,
+                    instance_types_file: bad_types,
+                    ..Default::default()
+                },
                 "INSTANCE_TYPES_FILE",
             ),
         ];

@@ -37,15 +37,14 @@ use tokio::sync::Mutex;
 
 use crate::apis::{
     LABEL_INSTANCE_IMAGE_ID, MetadataType, PROXMOX_NODE_CLASS_HASH_ANNOTATION,
-    PROXMOX_NODE_CLASS_HASH_VERSION, PROXMOX_NODE_CLASS_HASH_VERSION_ANNOTATION,
-    ProxmoxNodeClass,
+    PROXMOX_NODE_CLASS_HASH_VERSION, PROXMOX_NODE_CLASS_HASH_VERSION_ANNOTATION, ProxmoxNodeClass,
 };
-use crate::provider_id::{format as provider_id, parse as parse_provider_id};
 use crate::capacity::{self, Capacities, NodeSettingsFile, VmShape};
 use crate::cloudinit::bootstrap::TOKEN_ANNOTATION;
 use crate::instance::{self, CloudInitIso, CreateError, MARKER_TAG, TaskTiming, VmPlan};
 use crate::instancetype::{self, InstanceTypeOptions, InstanceTypeSpec};
 use crate::placement::{self, PlacementRequest, ZoneBalance};
+use crate::provider_id::{format as provider_id, parse as parse_provider_id};
 use crate::pve::types::{ClusterResource, split_tags};
 use crate::pve::{PveClient, PvePool};
 use crate::templates::{self, TemplateConfig, TemplateVm, is_disk_key};
@@ -84,13 +83,16 @@ impl Default for ProxmoxOptions {
     }
 }
 
+/// Each (region, node)'s storages: name and the content kinds it holds.
+type NodeStorages = BTreeMap<(String, String), Vec<(String, Vec<String>)>>;
+
 /// What the provider reads from Proxmox: each region's nodes' room and template VMs.
 #[derive(Default)]
 struct Inventory {
     capacities: Capacities,
     templates: Vec<TemplateVm>,
     /// Every storage per (region, node): (name, content kinds).
-    storages: BTreeMap<(String, String), Vec<(String, Vec<String>)>>,
+    storages: NodeStorages,
     at: Option<Instant>,
     /// Bumped at every read, so resolved types know they are stale.
     generation: u64,
@@ -194,9 +196,7 @@ impl ProxmoxCloudProvider {
             match read_region(region, client, self.options.node_settings.as_ref()).await {
                 Ok(read) => {
                     inventory.capacities.replace_region(region, read.nodes);
-                    inventory
-                        .storages
-                        .retain(|(r, _), _| r.as_str() != region);
+                    inventory.storages.retain(|(r, _), _| r.as_str() != region);
                     inventory.storages.extend(read.storages);
                     templates.extend(read.templates);
                     read_regions.insert(region.to_string());
@@ -289,7 +289,9 @@ impl ProxmoxCloudProvider {
             let vms = client.vm_resources().await.map_err(other)?;
             out.extend(
                 vms.into_iter()
-                    .filter(|vm| !vm.template && split_tags(&vm.tags).iter().any(|t| t == MARKER_TAG))
+                    .filter(|vm| {
+                        !vm.template && split_tags(&vm.tags).iter().any(|t| t == MARKER_TAG)
+                    })
                     .map(|vm| (region.to_string(), vm)),
             );
         }
@@ -319,6 +321,7 @@ impl ProxmoxCloudProvider {
 
     /// The NodeClaim a create returns: labels of the type, offering and NodeClaim, the image
     /// (template) id, the NodeClass hash.
+    #[allow(clippy::too_many_arguments)]
     fn launched(
         &self,
         claim: &NodeClaim,
@@ -350,7 +353,12 @@ impl ProxmoxCloudProvider {
         if let Some(t) = template {
             labels.insert(LABEL_INSTANCE_IMAGE_ID.into(), t.hash.clone());
         }
-        if let Some(pool) = claim.metadata.labels.as_ref().and_then(|l| l.get(NODE_POOL_LABEL)) {
+        if let Some(pool) = claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(NODE_POOL_LABEL))
+        {
             labels.insert(NODE_POOL_LABEL.into(), pool.clone());
         }
         let annotations = BTreeMap::from([
@@ -381,7 +389,7 @@ impl ProxmoxCloudProvider {
 /// What one region's read found.
 struct RegionRead {
     nodes: Vec<capacity::NodeCapacity>,
-    storages: BTreeMap<(String, String), Vec<(String, Vec<String>)>>,
+    storages: NodeStorages,
     templates: Vec<TemplateVm>,
 }
 
@@ -421,7 +429,7 @@ async fn read_region(
     for e in errors {
         tracing::warn!(region, error = %e, "a Proxmox node offers no room");
     }
-    let mut storages: BTreeMap<(String, String), Vec<(String, Vec<String>)>> = BTreeMap::new();
+    let mut storages: NodeStorages = BTreeMap::new();
     for r in resources
         .iter()
         .filter(|r| r.kind == "storage" && r.status == "available")
@@ -510,7 +518,10 @@ impl CloudProvider for ProxmoxCloudProvider {
             return Err(CloudProviderError::node_class_not_ready(message));
         }
         if let Err(e) = class.spec.validate_for_create() {
-            return Err(CloudProviderError::create("InvalidNodeClass", e.to_string()));
+            return Err(CloudProviderError::create(
+                "InvalidNodeClass",
+                e.to_string(),
+            ));
         }
         let claim_name = claim.metadata.name.clone().unwrap_or_default();
         let types = self.types_for(&class).await?;
@@ -528,9 +539,8 @@ impl CloudProvider for ProxmoxCloudProvider {
         let (requirements, launchable) = launchable(&types, claim);
         let mut candidates: Vec<Arc<InstanceType>> = launchable.into_iter().cloned().collect();
         order_by_price(&mut candidates, &requirements);
-        let strategy = ZoneBalance::from_spec(Some(
-            class.spec.placement_strategy.zone_balance.as_str(),
-        ));
+        let strategy =
+            ZoneBalance::from_spec(Some(class.spec.placement_strategy.zone_balance.as_str()));
         let regions: Vec<String> = match class.spec.region.as_deref().filter(|r| !r.is_empty()) {
             Some(r) => vec![r.to_string()],
             None => self
@@ -585,7 +595,16 @@ impl CloudProvider for ProxmoxCloudProvider {
                     }
                     let capacity_type = placement::capacity_type(&requirements, it, &zone);
                     match self
-                        .launch(claim, &class, it, capacity_type, region, &zone, client, &template)
+                        .launch(
+                            claim,
+                            &class,
+                            it,
+                            capacity_type,
+                            region,
+                            &zone,
+                            client,
+                            &template,
+                        )
                         .await
                     {
                         Ok((vmid, token_id)) => {
@@ -615,12 +634,8 @@ impl CloudProvider for ProxmoxCloudProvider {
                                 return Err(e);
                             }
                             tracing::warn!(nodeclaim = %claim_name, region, zone, instance_type = %it.name, error = %e, "creating a VM");
-                            self.unavailable.mark(
-                                &it.name,
-                                &zone,
-                                capacity_type,
-                                Instant::now(),
-                            );
+                            self.unavailable
+                                .mark(&it.name, &zone, capacity_type, Instant::now());
                             tried.push(format!("{region}/{zone} {}: {e}", it.name));
                         }
                     }
@@ -854,9 +869,7 @@ impl ProxmoxCloudProvider {
         .await;
         match made {
             Ok(()) => Ok((vmid, token_id)),
-            Err(CreateError::CloudInit(e)) => {
-                Err(CloudProviderError::create("CloudInitFailed", e))
-            }
+            Err(CreateError::CloudInit(e)) => Err(CloudProviderError::create("CloudInitFailed", e)),
             Err(CreateError::Pve(e)) => Err(other(e)),
         }
     }

@@ -29,7 +29,10 @@ pub fn unmanaged_status(
         .creation_timestamp
         .as_ref()
         .map_or(now, |t| t.0);
-    let invalid: Result<(), String> = template.spec.validate_for_create().map_err(|e| e.to_string());
+    let invalid: Result<(), String> = template
+        .spec
+        .validate_for_create()
+        .map_err(|e| e.to_string());
     let matched: Vec<&TemplateVm> = match &invalid {
         Ok(()) => inventory
             .iter()
@@ -117,15 +120,45 @@ mod tests {
     #[test]
     fn zones_of_the_template_vms_it_means() {
         let inventory = [
-            TemplateVm::new("pve", "pve1", 9000, "k3s", &TemplateConfig { tags: "k8s", ..Default::default() }),
+            TemplateVm::new(
+                "pve",
+                "pve1",
+                9000,
+                "k3s",
+                &TemplateConfig {
+                    tags: "k8s",
+                    ..Default::default()
+                },
+            ),
             TemplateVm::new("pve", "pve2", 9001, "k3s", &TemplateConfig::default()),
-            TemplateVm::new("lab", "n1", 100, "talos", &TemplateConfig { tags: "k8s", ..Default::default() }),
+            TemplateVm::new(
+                "lab",
+                "n1",
+                100,
+                "talos",
+                &TemplateConfig {
+                    tags: "k8s",
+                    ..Default::default()
+                },
+            ),
         ];
         let at = Timestamp::from_second(1_700_000_000).unwrap();
         let cases = [
-            (json!({"templateName": "k3s"}), vec!["pve/pve1/9000", "pve/pve2/9001"], "True"),
-            (json!({"tags": ["k8s"]}), vec!["pve/pve1/9000", "lab/n1/100"], "True"),
-            (json!({"templateName": "k3s", "region": "lab"}), vec![], "False"),
+            (
+                json!({"templateName": "k3s"}),
+                vec!["pve/pve1/9000", "pve/pve2/9001"],
+                "True",
+            ),
+            (
+                json!({"tags": ["k8s"]}),
+                vec!["pve/pve1/9000", "lab/n1/100"],
+                "True",
+            ),
+            (
+                json!({"templateName": "k3s", "region": "lab"}),
+                vec![],
+                "False",
+            ),
             (json!({}), vec![], "False"),
         ];
         for (spec, zones, ready) in cases {
@@ -138,7 +171,11 @@ mod tests {
             .unwrap();
             let s = unmanaged_status(&t, &inventory, at);
             assert_eq!(s.zones, zones, "{spec}");
-            let c = s.conditions.iter().find(|c| c.type_ == CONDITION_READY).unwrap();
+            let c = s
+                .conditions
+                .iter()
+                .find(|c| c.type_ == CONDITION_READY)
+                .unwrap();
             assert_eq!(c.status, ready, "{spec}");
         }
     }

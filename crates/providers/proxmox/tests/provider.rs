@@ -115,7 +115,10 @@ async fn a_nodeclaim_becomes_a_cloned_vm_and_goes_away_with_it() {
     assert_eq!(region, "fake");
     assert!(vmid >= 20_000, "{vmid} is from PROXMOX_VMID up");
     let labels = created.metadata.labels.clone().unwrap();
-    assert_eq!(labels["topology.kubernetes.io/zone"], "pve1", "the template's node");
+    assert_eq!(
+        labels["topology.kubernetes.io/zone"], "pve1",
+        "the template's node"
+    );
     assert_eq!(labels["topology.kubernetes.io/region"], "fake");
     assert_eq!(labels["karpenter.sh/capacity-type"], "on-demand");
     let type_name = labels["node.kubernetes.io/instance-type"].clone();
@@ -144,7 +147,10 @@ async fn a_nodeclaim_becomes_a_cloned_vm_and_goes_away_with_it() {
         Some((spec.capacity.memory / (1024 * 1024)).to_string())
     );
     let tags = config.tags();
-    assert!(tags.contains(&MARKER_TAG.to_string()) && tags.contains(&"k8s".to_string()), "{tags:?}");
+    assert!(
+        tags.contains(&MARKER_TAG.to_string()) && tags.contains(&"k8s".to_string()),
+        "{tags:?}"
+    );
     assert!(client.vm_status("pve1", vmid).await.unwrap().is_running());
 
     // A retried create (a lost answer, a restart) finds the VM rather than making another.
@@ -216,7 +222,10 @@ async fn instance_types_are_offered_where_the_nodes_have_room() {
     }))
     .unwrap();
     let types = provider.instance_types(&pool).await.unwrap();
-    assert_eq!(types.len(), karpenter_proxmox::instancetype::default_specs().len());
+    assert_eq!(
+        types.len(),
+        karpenter_proxmox::instancetype::default_specs().len()
+    );
     // fakepve's nodes have 4 CPUs and 8 GiB; a running VM takes 2 CPUs and 2 GiB of pve1.
     let available = |name: &str| {
         types
@@ -229,7 +238,11 @@ async fn instance_types_are_offered_where_the_nodes_have_room() {
             .map(|o| o.zone.clone())
             .collect::<Vec<_>>()
     };
-    assert_eq!(available("c1.1VCPU-2GB"), ["pve1"], "only the template's node is selected");
+    assert_eq!(
+        available("c1.1VCPU-2GB"),
+        ["pve1"],
+        "only the template's node is selected"
+    );
     assert!(available("c1.16VCPU-32GB").is_empty());
 }
 
@@ -244,7 +257,7 @@ async fn a_cdrom_node_class_boots_its_vm_with_the_rendered_cloud_init() {
         "type": "cdrom", "templatesRef": {"name": "k3s", "namespace": "kube-system"},
     }))
     .unwrap();
-    server.delete::<ProxmoxNodeClass>("", "default");
+    server.delete::<ProxmoxNodeClass>("", "default").unwrap();
     server.create(&class).unwrap();
     let templates: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret",
@@ -268,7 +281,8 @@ async fn a_cdrom_node_class_boots_its_vm_with_the_rendered_cloud_init() {
     let config = client.vm_config("pve1", vmid).await.unwrap();
     let ide2 = config.get("ide2").unwrap_or_default();
     assert!(
-        ide2.contains(&format!("iso/karpenter-{vmid}-cloud-init.iso")) && ide2.contains("media=cdrom"),
+        ide2.contains(&format!("iso/karpenter-{vmid}-cloud-init.iso"))
+            && ide2.contains("media=cdrom"),
         "{ide2}"
     );
     // The node's bootstrap token, named on the NodeClaim so deleting the node removes it.

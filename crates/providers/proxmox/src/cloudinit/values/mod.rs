@@ -27,7 +27,7 @@ pub use network::{InterfaceConfig, NetworkConfig, NodeInterface};
 /// The provider ID of VM `vmid` in region (Proxmox cluster) `region`: `proxmox://<region>/<vmid>`,
 /// upstream's `GetProviderID`.
 pub fn provider_id(region: &str, vmid: u32) -> String {
-    format!("proxmox://{region}/{vmid}")
+    crate::provider_id::format(region, vmid)
 }
 
 /// The instance (upstream's `MetaData`): `.Hostname`, `.InstanceID`, `.InstanceUUID`,
