@@ -10,6 +10,9 @@
 //! - create (`generateName`, 409 AlreadyExists), get, update with resourceVersion preconditions
 //!   (409 Conflict), merge, strategic-merge (read as merge) and JSON patches, server-side apply
 //!   (create if absent, else merged; field ownership is not tracked), status subresources;
+//! - custom resources learnt from their CRDs ([`FakeApiServer::install_crds`]): their `scale`
+//!   subresource (get, update with resourceVersion preconditions, patch) and the discovery of
+//!   their group's versions (`GET /apis/GROUP`);
 //! - deletion with finalizers (`deletionTimestamp`, removal once the last finalizer goes) and a
 //!   background cascade along ownerReferences;
 //! - `pods/eviction` that honours PodDisruptionBudgets (429, or 500 for a pod under two);
@@ -24,6 +27,7 @@ mod faults;
 pub mod real;
 mod request;
 mod resources;
+mod scale;
 pub mod selector;
 mod server;
 mod store;
@@ -39,7 +43,7 @@ use serde_json::Value;
 
 pub use faults::Fault;
 pub use request::{ApiRequest, Verb};
-pub use resources::{InvalidCrd, ResourceType, install_crd};
+pub use resources::{InvalidCrd, ResourceType, ScalePaths, install_crd};
 pub use store::ApiError;
 use store::Store;
 

@@ -63,6 +63,18 @@ pub(crate) async fn handle(
         )
             .into_response();
     }
+    if method == Method::GET
+        && let Some(group) = discovery_group(uri.path())
+    {
+        return match crate::resources::served_versions(group) {
+            Some(versions) => json_response(StatusCode::OK, &api_group(group, &versions)),
+            None => error_response(&ApiError::new(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                format!("the server could not find the requested resource (get {group})"),
+            )),
+        };
+    }
     let Some(req) = ApiRequest::parse(&method, uri.path(), uri.query()) else {
         return error_response(&ApiError::new(
             StatusCode::NOT_FOUND,
@@ -84,6 +96,12 @@ pub(crate) async fn handle(
             "InternalError",
             format!("injected fault: {code}"),
         ));
+    }
+    if req.subresource.as_deref() == Some("scale") {
+        return match scale(&server, &req, &headers, &body) {
+            Ok(scale) => json_response(StatusCode::OK, &scale),
+            Err(e) => error_response(&e),
+        };
     }
     let result = match req.verb {
         Verb::Watch => return watch(&server, &req),
@@ -122,6 +140,64 @@ pub(crate) async fn handle(
     }
 }
 
+/// `GROUP` of a discovery path `/apis/GROUP`.
+fn discovery_group(path: &str) -> Option<&str> {
+    match path
+        .trim_matches('/')
+        .split('/')
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["apis", group] => Some(group),
+        _ => None,
+    }
+}
+
+/// The `APIGroup` discovery answers for a custom resource group: its versions, the first the
+/// preferred one (an API server prefers the highest-priority version; CRDs list theirs so).
+fn api_group(group: &str, versions: &[String]) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
+    json!({
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        "name": group,
+        "versions": versions,
+        "preferredVersion": versions.first().cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// The `scale` subresource: get, update (with its resourceVersion precondition) and patch.
+fn scale(
+    server: &FakeApiServer,
+    req: &ApiRequest,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Value, ApiError> {
+    match req.verb {
+        Verb::Get => server.with_store(|s| crate::scale::get(s, &req.resource, ns(req), name(req))),
+        Verb::Update => {
+            let scale = body_json(body)?;
+            server
+                .with_store(|s| crate::scale::update(s, &req.resource, ns(req), name(req), &scale))
+        }
+        Verb::Patch => {
+            let kind = patch_type(headers)?;
+            let patch = body_json(body)?;
+            server.with_store(|s| {
+                crate::scale::patch(s, &req.resource, ns(req), name(req), kind, &patch)
+            })
+        }
+        _ => Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            "the scale subresource takes get, update and patch",
+        )),
+    }
+}
+
 fn ns(req: &ApiRequest) -> &str {
     req.namespace.as_deref().unwrap_or("")
 }
@@ -140,6 +216,23 @@ fn patch(
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Result<(StatusCode, Value), ApiError> {
+    let kind = patch_type(headers)?;
+    let body = body_json(body)?;
+    server.with_store(|s| {
+        s.patch(
+            &req.resource,
+            ns(req),
+            name(req),
+            kind,
+            body,
+            status_only(req),
+        )
+        .map(|o| (StatusCode::OK, o))
+    })
+}
+
+/// How a PATCH body is to be read, from its content type.
+fn patch_type(headers: &HeaderMap) -> Result<PatchType, ApiError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -158,18 +251,7 @@ fn patch(
             ));
         }
     };
-    let body = body_json(body)?;
-    server.with_store(|s| {
-        s.patch(
-            &req.resource,
-            ns(req),
-            name(req),
-            kind,
-            body,
-            status_only(req),
-        )
-        .map(|o| (StatusCode::OK, o))
-    })
+    Ok(kind)
 }
 
 fn list(server: &FakeApiServer, req: &ApiRequest) -> Result<(StatusCode, Value), ApiError> {

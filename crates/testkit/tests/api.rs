@@ -386,3 +386,118 @@ async fn the_cluster_stand_in_binds_pods_that_fit() {
         .count();
     assert_eq!(running, 2);
 }
+
+#[tokio::test]
+async fn custom_resources_scale_and_discovery() {
+    use k8s_openapi::api::autoscaling::v1::Scale;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+
+    let server = FakeApiServer::new();
+    server
+        .install_crds([json!({"spec": {
+            "group": "scale.karpenter.test",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgetsets", "kind": "GadgetSet"},
+            "versions": [
+                {"name": "v1beta1", "served": true, "storage": false, "subresources": {"status": {}, "scale": {
+                    "specReplicasPath": ".spec.replicas",
+                    "statusReplicasPath": ".status.replicas",
+                    "labelSelectorPath": ".status.selector",
+                }}},
+                {"name": "v1beta2", "served": true, "storage": true, "subresources": {"status": {}, "scale": {
+                    "specReplicasPath": ".spec.replicas",
+                    "statusReplicasPath": ".status.replicas",
+                    "labelSelectorPath": ".status.selector",
+                }}},
+            ],
+        }})])
+        .unwrap();
+    let client = server.client();
+
+    // Discovery lists the group's served versions.
+    let request = http::Request::get("/apis/scale.karpenter.test")
+        .body(Vec::new())
+        .unwrap();
+    let group: serde_json::Value = client.request(request).await.unwrap();
+    assert_eq!(group["versions"][0]["version"], "v1beta1");
+    assert_eq!(group["versions"][1]["version"], "v1beta2");
+    let request = http::Request::get("/apis/absent.karpenter.test")
+        .body(Vec::new())
+        .unwrap();
+    assert_eq!(
+        code(
+            client
+                .request::<serde_json::Value>(request)
+                .await
+                .unwrap_err()
+        ),
+        404
+    );
+
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("scale.karpenter.test", "v1beta2", "GadgetSet"),
+        "gadgetsets",
+    );
+    let sets: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
+    let mut set = DynamicObject::new("workers", &ar).within("default");
+    set.data = json!({"spec": {"replicas": 1, "template": {"spec": {"version": "v1.33.0"}}}});
+    sets.create(&PostParams::default(), &set).await.unwrap();
+    let scale = sets.get_scale("workers").await.unwrap();
+    assert_eq!(scale.spec.as_ref().unwrap().replicas, Some(1));
+    assert_eq!(scale.status.as_ref().unwrap().replicas, 0);
+
+    // A read-modify-write with the Scale's resourceVersion; a stale one is refused.
+    let mut up: Scale = scale.clone();
+    up.spec.as_mut().unwrap().replicas = Some(3);
+    let written = sets
+        .replace_scale("workers", &PostParams::default(), &up)
+        .await
+        .unwrap();
+    assert_eq!(written.spec.unwrap().replicas, Some(3));
+    let mut stale = scale;
+    stale.spec.as_mut().unwrap().replicas = Some(5);
+    assert_eq!(
+        code(
+            sets.replace_scale("workers", &PostParams::default(), &stale)
+                .await
+                .unwrap_err()
+        ),
+        409
+    );
+    let object = sets.get("workers").await.unwrap();
+    assert_eq!(object.data["spec"]["replicas"], 3);
+    assert_eq!(
+        object.data["spec"]["template"]["spec"]["version"], "v1.33.0",
+        "the rest of the spec is kept"
+    );
+    assert_eq!(object.metadata.generation, Some(2));
+
+    // A patch writes unconditionally; a negative count is invalid.
+    let patched = sets
+        .patch_scale(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.spec.unwrap().replicas, Some(0));
+    assert_eq!(
+        code(
+            sets.patch_scale(
+                "workers",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": -1}})),
+            )
+            .await
+            .unwrap_err()
+        ),
+        422
+    );
+    // Types without a scale subresource have none.
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    pods.create(&PostParams::default(), &pod("p", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(code(pods.get_scale("p").await.unwrap_err()), 404);
+}
