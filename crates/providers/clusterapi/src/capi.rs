@@ -329,7 +329,10 @@ pub fn template_hash(spec: &MachineTemplateSpec) -> String {
             .as_ref()
             .map(TemplateRef::identity)
             .unwrap_or_default(),
-        spec.bootstrap.data_secret_name.as_deref().unwrap_or_default(),
+        spec.bootstrap
+            .data_secret_name
+            .as_deref()
+            .unwrap_or_default(),
         spec.version.as_deref().unwrap_or_default(),
     );
     let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
@@ -458,14 +461,21 @@ mod tests {
         assert_eq!(m.machine_set(), Some("md-0-abc"));
         assert!(!m.is_claimed() && !m.is_leaving());
         let mut upstream = m.clone();
-        upstream.metadata.labels.as_mut().unwrap().insert(MEMBER_LABEL.into(), String::new());
+        upstream
+            .metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert(MEMBER_LABEL.into(), String::new());
         assert!(upstream.is_claimed(), "upstream's mark");
         let mut ours = m.clone();
-        ours.metadata.annotations = Some([(NODE_CLAIM_ANNOTATION.to_string(), "default-x".to_string())].into());
+        ours.metadata.annotations =
+            Some([(NODE_CLAIM_ANNOTATION.to_string(), "default-x".to_string())].into());
         assert!(ours.is_claimed());
         assert_eq!(ours.node_claim(), Some("default-x"));
         let mut marked = m.clone();
-        marked.metadata.annotations = Some([(DELETE_MACHINE_ANNOTATION.to_string(), "now".to_string())].into());
+        marked.metadata.annotations =
+            Some([(DELETE_MACHINE_ANNOTATION.to_string(), "now".to_string())].into());
         assert!(marked.is_leaving());
     }
 }

@@ -34,9 +34,7 @@ pub fn is_claimable(machine: &Machine, template_marks_members: bool) -> bool {
         .labels
         .as_ref()
         .is_some_and(|l| l.contains_key(MEMBER_LABEL));
-    !machine.is_leaving()
-        && machine.node_claim().is_none()
-        && (template_marks_members || !member)
+    !machine.is_leaving() && machine.node_claim().is_none() && (template_marks_members || !member)
 }
 
 /// Whether `machine` belongs to a NodeClaim (see [`is_claimable`] for the template case).
@@ -72,7 +70,9 @@ pub fn replicas_to_add(
         .iter()
         .filter(|m| is_claimable(m, template_marks_members))
         .count();
-    let to_be_made = usize::try_from(replicas).unwrap_or(0).saturating_sub(staying);
+    let to_be_made = usize::try_from(replicas)
+        .unwrap_or(0)
+        .saturating_sub(staying);
     let wanted = waiting + 1;
     i32::try_from(wanted.saturating_sub(free + to_be_made)).unwrap_or(i32::MAX)
 }
@@ -153,7 +153,10 @@ pub fn launched(
 ) -> NodeClaim {
     let annotations = BTreeMap::from([
         (MACHINE_ANNOTATION.to_string(), machine.key()),
-        (TEMPLATE_HASH_ANNOTATION.to_string(), template_hash.to_string()),
+        (
+            TEMPLATE_HASH_ANNOTATION.to_string(),
+            template_hash.to_string(),
+        ),
         (
             TEMPLATE_HASH_VERSION_ANNOTATION.to_string(),
             TEMPLATE_HASH_VERSION.to_string(),
@@ -238,14 +241,22 @@ mod tests {
         match state {
             "free" => {}
             "ours" => {
-                meta.labels.as_mut().unwrap().insert(MEMBER_LABEL.into(), String::new());
-                meta.annotations = Some([(NODE_CLAIM_ANNOTATION.to_string(), "c".to_string())].into());
+                meta.labels
+                    .as_mut()
+                    .unwrap()
+                    .insert(MEMBER_LABEL.into(), String::new());
+                meta.annotations =
+                    Some([(NODE_CLAIM_ANNOTATION.to_string(), "c".to_string())].into());
             }
             "upstream" => {
-                meta.labels.as_mut().unwrap().insert(MEMBER_LABEL.into(), String::new());
+                meta.labels
+                    .as_mut()
+                    .unwrap()
+                    .insert(MEMBER_LABEL.into(), String::new());
             }
             "marked" => {
-                meta.annotations = Some([(DELETE_MACHINE_ANNOTATION.to_string(), "t".to_string())].into());
+                meta.annotations =
+                    Some([(DELETE_MACHINE_ANNOTATION.to_string(), "t".to_string())].into());
             }
             "deleting" => {
                 meta.deletion_timestamp = meta.creation_timestamp.clone();
@@ -266,7 +277,10 @@ mod tests {
             machine("deleting", "deleting", 0),
         ];
         let names = |marks: bool| -> Vec<&str> {
-            claimable(&machines, marks).iter().map(|m| m.name()).collect()
+            claimable(&machines, marks)
+                .iter()
+                .map(|m| m.name())
+                .collect()
         };
         assert_eq!(names(false), ["old", "new"], "oldest first");
         // The template labels every Machine a member: the label says nothing.
@@ -315,10 +329,16 @@ mod tests {
         let p = claim_patch(&m, "default-abcde");
         assert_eq!(p["metadata"]["resourceVersion"], "7");
         assert_eq!(p["metadata"]["labels"][MEMBER_LABEL], "");
-        assert_eq!(p["metadata"]["annotations"][NODE_CLAIM_ANNOTATION], "default-abcde");
+        assert_eq!(
+            p["metadata"]["annotations"][NODE_CLAIM_ANNOTATION],
+            "default-abcde"
+        );
         let p = delete_mark_patch(&m, "2026-01-01T00:00:00Z");
         assert_eq!(p["metadata"]["resourceVersion"], "7");
-        assert_eq!(p["metadata"]["annotations"][DELETE_MACHINE_ANNOTATION], "2026-01-01T00:00:00Z");
+        assert_eq!(
+            p["metadata"]["annotations"][DELETE_MACHINE_ANNOTATION],
+            "2026-01-01T00:00:00Z"
+        );
         assert!(unmark_patch()["metadata"]["annotations"][DELETE_MACHINE_ANNOTATION].is_null());
     }
 

@@ -195,7 +195,9 @@ fn node_and_offer(md: &MachineDeployment, options: &Options) -> Result<(Node, Of
                 return Err(skipped(
                     md,
                     LABELS_ANNOTATION,
-                    format!("no {INSTANCE_TYPE_LABEL} label, and the MachineDeployment's name cannot stand in for one ({e})"),
+                    format!(
+                        "no {INSTANCE_TYPE_LABEL} label, and the MachineDeployment's name cannot stand in for one ({e})"
+                    ),
                 ));
             }
             n
@@ -205,7 +207,9 @@ fn node_and_offer(md: &MachineDeployment, options: &Options) -> Result<(Node, Of
     labels
         .entry(ARCH_LABEL.into())
         .or_insert_with(|| options.default_arch.clone());
-    labels.entry(OS_LABEL.into()).or_insert_with(|| "linux".into());
+    labels
+        .entry(OS_LABEL.into())
+        .or_insert_with(|| "linux".into());
     if shape.capacity.cpu % 1000 == 0 {
         labels
             .entry(INSTANCE_CPU_LABEL.into())

@@ -27,7 +27,10 @@ fn md(name: &str, annotations: Value, template_labels: Value) -> MachineDeployme
 }
 
 fn keys(it: &InstanceType) -> BTreeSet<String> {
-    it.requirements.iter().map(|r| r.key().to_string()).collect()
+    it.requirements
+        .iter()
+        .map(|r| r.key().to_string())
+        .collect()
 }
 
 /// The keys every type has whatever its labels say.
@@ -54,7 +57,15 @@ fn without_labels_only_the_providers_own_requirements() {
     let (it, offer) = one(md("md-1", json!({}), json!({})));
     assert_eq!(keys(&it), OWN.iter().map(|s| s.to_string()).collect());
     assert_eq!(it.name, "md-1", "the MachineDeployment's name stands in");
-    let value = |k: &str| it.requirements.get(k).unwrap().values().next().unwrap().to_string();
+    let value = |k: &str| {
+        it.requirements
+            .get(k)
+            .unwrap()
+            .values()
+            .next()
+            .unwrap()
+            .to_string()
+    };
     assert_eq!(value("kubernetes.io/arch"), "amd64");
     assert_eq!(value("kubernetes.io/os"), "linux");
     assert_eq!(value(INSTANCE_CPU_LABEL), "4");
@@ -110,7 +121,15 @@ fn labels_from_the_annotation_win_over_propagated_ones() {
         json!({LABELS_ANNOTATION: format!("{ZONE_LABEL}=east,{INSTANCE_SIZE_LABEL}=big,node.cluster.x-k8s.io/tier=gold"), "some-other-label": "stuff!"}),
         json!({"node.cluster.x-k8s.io/tier": "silver", "node-restriction.kubernetes.io/some-thing": "2"}),
     ));
-    let value = |k: &str| it.requirements.get(k).unwrap().values().next().unwrap().to_string();
+    let value = |k: &str| {
+        it.requirements
+            .get(k)
+            .unwrap()
+            .values()
+            .next()
+            .unwrap()
+            .to_string()
+    };
     assert_eq!(value(INSTANCE_SIZE_LABEL), "big");
     assert_eq!(value("node.cluster.x-k8s.io/tier"), "gold");
     assert_eq!(value("node-restriction.kubernetes.io/some-thing"), "2");
@@ -296,7 +315,10 @@ fn a_claim_launches_in_the_cheapest_compatible_available_machine_deployment() {
     ];
     let r = resolve(&mds, None, &Options::default());
     let order = |c: &NodeClaim| -> Vec<String> {
-        r.candidates(c).iter().map(|(o, _)| o.name.clone()).collect()
+        r.candidates(c)
+            .iter()
+            .map(|(o, _)| o.name.clone())
+            .collect()
     };
     // 3 CPUs: small is too small, full is at its max size.
     let c = claim(json!([]), json!({"cpu": "3"}), json!([]));
@@ -317,8 +339,16 @@ fn a_claim_launches_in_the_cheapest_compatible_available_machine_deployment() {
     assert_eq!(order(&c), ["medium", "big"]);
     // Equal prices: by type name, as upstream picks.
     let same = [
-        md("b", json!({LABELS_ANNOTATION: format!("{INSTANCE_TYPE_LABEL}=Beta")}), json!({})),
-        md("a", json!({LABELS_ANNOTATION: format!("{INSTANCE_TYPE_LABEL}=alpha")}), json!({})),
+        md(
+            "b",
+            json!({LABELS_ANNOTATION: format!("{INSTANCE_TYPE_LABEL}=Beta")}),
+            json!({}),
+        ),
+        md(
+            "a",
+            json!({LABELS_ANNOTATION: format!("{INSTANCE_TYPE_LABEL}=alpha")}),
+            json!({}),
+        ),
     ];
     let r = resolve(&same, None, &Options::default());
     let names: Vec<&str> = r

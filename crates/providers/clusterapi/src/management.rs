@@ -173,7 +173,10 @@ impl Management {
             .get_scale(name)
             .await?;
         let replicas = scale.spec.and_then(|s| s.replicas).unwrap_or(0);
-        Ok((replicas, scale.metadata.resource_version.unwrap_or_default()))
+        Ok((
+            replicas,
+            scale.metadata.resource_version.unwrap_or_default(),
+        ))
     }
 
     /// Sets a MachineDeployment's desired replicas, refused (409) when it changed since
@@ -217,7 +220,11 @@ impl Management {
     }
 
     /// The Machines of a MachineDeployment.
-    pub async fn machines_of(&self, namespace: &str, machine_deployment: &str) -> Result<Vec<Machine>> {
+    pub async fn machines_of(
+        &self,
+        namespace: &str,
+        machine_deployment: &str,
+    ) -> Result<Vec<Machine>> {
         self.machines(
             Some(namespace),
             &format!("{DEPLOYMENT_NAME_LABEL}={machine_deployment}"),
@@ -235,7 +242,12 @@ impl Management {
     }
 
     /// Merge-patches a Machine (a `metadata.resourceVersion` in the patch makes it conditional).
-    pub async fn patch_machine(&self, namespace: &str, name: &str, patch: &Value) -> Result<Machine> {
+    pub async fn patch_machine(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Machine> {
         let patched = self
             .api(&self.machines, Some(namespace))
             .patch(name, &PatchParams::default(), &Patch::Merge(patch))
@@ -316,8 +328,10 @@ pub async fn config(access: &Access) -> std::result::Result<Option<kube::Config>
             token,
             ca,
             insecure,
-        } => Kubeconfig::from_yaml(&url_kubeconfig(url, token, ca.as_deref(), *insecure).to_string())
-            .map_err(|e| format!("CLUSTER_API_URL {url}: {e}"))?,
+        } => {
+            Kubeconfig::from_yaml(&url_kubeconfig(url, token, ca.as_deref(), *insecure).to_string())
+                .map_err(|e| format!("CLUSTER_API_URL {url}: {e}"))?
+        }
     };
     kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
@@ -353,7 +367,10 @@ mod tests {
             insecure: false,
         };
         let c = config(&access).await.unwrap().unwrap();
-        assert_eq!(c.cluster_url.to_string(), "https://management.example:6443/");
+        assert_eq!(
+            c.cluster_url.to_string(),
+            "https://management.example:6443/"
+        );
         assert_eq!(c.root_cert.as_ref().map(Vec::len), Some(1));
         assert!(!c.accept_invalid_certs);
         assert!(c.auth_info.token.is_some());
@@ -371,7 +388,10 @@ mod tests {
         assert_eq!(config(&Access::Workload).await.unwrap().map(|_| ()), None);
         let missing = Access::Kubeconfig("/nonexistent/mgmt.kubeconfig".into());
         let e = config(&missing).await.unwrap_err();
-        assert!(e.contains("CLUSTER_API_KUBECONFIG /nonexistent/mgmt.kubeconfig"), "{e}");
+        assert!(
+            e.contains("CLUSTER_API_KUBECONFIG /nonexistent/mgmt.kubeconfig"),
+            "{e}"
+        );
     }
 
     #[tokio::test]

@@ -142,13 +142,15 @@ mod tests {
         );
         assert_eq!(d["spec"]["scope"], "Cluster");
         assert_eq!(d["spec"]["names"]["kind"], "ClusterAPINodeClass");
-        assert_eq!(d["spec"]["names"]["shortNames"], json!(["capinc", "capincs"]));
+        assert_eq!(
+            d["spec"]["names"]["shortNames"],
+            json!(["capinc", "capincs"])
+        );
         assert_eq!(d["spec"]["names"]["categories"], json!(["karpenter"]));
         let v = &d["spec"]["versions"][0];
         assert_eq!(v["name"], "v1alpha1");
         assert_eq!(v["subresources"], json!({"status": {}}));
-        let selector = &v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-            ["scalableResourceSelector"];
+        let selector = &v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["scalableResourceSelector"];
         assert_eq!(selector["x-kubernetes-map-type"], "atomic");
         assert_eq!(
             selector["properties"]["matchExpressions"]["items"]["required"],
@@ -176,7 +178,10 @@ mod tests {
         ];
         for (manifest, selector) in cases {
             let class: ClusterAPINodeClass = serde_json::from_value(manifest.clone()).unwrap();
-            assert_eq!(class.spec.scalable_resource_selector, selector, "{manifest}");
+            assert_eq!(
+                class.spec.scalable_resource_selector, selector,
+                "{manifest}"
+            );
             let back = serde_json::to_value(&class).unwrap();
             assert_eq!(back["spec"], manifest["spec"]);
         }

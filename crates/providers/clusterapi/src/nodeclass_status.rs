@@ -220,7 +220,12 @@ mod tests {
     #[test]
     fn what_is_left_out_is_named() {
         let listed = [md("md-0", "4Gi"), md("md-bad", "4GiB")];
-        let s = status(&class(json!(null)), Ok(&listed), &Options::default(), at(10));
+        let s = status(
+            &class(json!(null)),
+            Ok(&listed),
+            &Options::default(),
+            at(10),
+        );
         let (st, _, message) = condition(&s, CONDITION_MACHINE_DEPLOYMENTS_READY);
         assert_eq!(st, "True");
         assert!(
@@ -269,7 +274,12 @@ mod tests {
             s
         );
         assert_eq!(
-            status(&class(json!(null)), Err("down"), &Options::default(), at(20)),
+            status(
+                &class(json!(null)),
+                Err("down"),
+                &Options::default(),
+                at(20)
+            ),
             ClusterAPINodeClassStatus::default()
         );
     }

@@ -77,10 +77,12 @@ impl ClusterApiSettings {
         }
         let ca = match self.certificate_authority_data.trim() {
             "" => None,
-            data => Some(management::ca_data(data).map_err(|reason| SettingsError::Invalid {
-                name: "CLUSTER_API_CERTIFICATE_AUTHORITY_DATA",
-                reason,
-            })?),
+            data => Some(
+                management::ca_data(data).map_err(|reason| SettingsError::Invalid {
+                    name: "CLUSTER_API_CERTIFICATE_AUTHORITY_DATA",
+                    reason,
+                })?,
+            ),
         };
         Ok(Access::Url {
             url: self.url.clone(),
@@ -118,13 +120,19 @@ impl Provider for ClusterApiProvider {
                 .map_err(|e| format!("the management cluster's client: {e}"))?,
         };
         let management = Management::discover(management_client).await?;
-        tracing::info!(version = management.version().as_str(), "Cluster API management cluster");
+        tracing::info!(
+            version = management.version().as_str(),
+            "Cluster API management cluster"
+        );
         let classes: KubeState = Api::all(client);
         Ok(ClusterApiCloudProvider::new(management, classes, options))
     }
 
     fn controllers(ctx: &Arc<Context<Self>>, shutdown: &CancellationToken) -> Vec<ProviderLoop> {
-        vec![Box::pin(nodeclass_status::run(ctx.clone(), shutdown.clone()))]
+        vec![Box::pin(nodeclass_status::run(
+            ctx.clone(),
+            shutdown.clone(),
+        ))]
     }
 }
 

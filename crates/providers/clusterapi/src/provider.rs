@@ -280,7 +280,11 @@ impl<S: NodeClassSource> ClusterApiCloudProvider<S> {
 
     /// Scales `offer`'s MachineDeployment up if the launches waiting on it lack a Machine, then
     /// claims one of its Machines for `claim`.
-    async fn claim_in(&self, offer: &Offer, claim: &str) -> std::result::Result<Machine, LaunchError> {
+    async fn claim_in(
+        &self,
+        offer: &Offer,
+        claim: &str,
+    ) -> std::result::Result<Machine, LaunchError> {
         let key = offer.key();
         let (ns, name) = (offer.namespace.as_str(), offer.name.as_str());
         let scaling = self.scaling(&key);
@@ -306,7 +310,11 @@ impl<S: NodeClassSource> ClusterApiCloudProvider<S> {
                         "MachineDeployment {key} is at its max size {max} ({replicas} replicas)"
                     )));
                 }
-                match self.management.set_scale(ns, name, replicas + add, &rv).await {
+                match self
+                    .management
+                    .set_scale(ns, name, replicas + add, &rv)
+                    .await
+                {
                     Ok(()) => {
                         tracing::info!(machine_deployment = %key, replicas = replicas + add, nodeclaim = %claim, "scaled up");
                         self.forget_listing();
@@ -469,7 +477,11 @@ impl<S: NodeClassSource> ClusterApiCloudProvider<S> {
         loop {
             match self
                 .management
-                .patch_machine(ns, current.name(), &claim::delete_mark_patch(&current, &now))
+                .patch_machine(
+                    ns,
+                    current.name(),
+                    &claim::delete_mark_patch(&current, &now),
+                )
                 .await
             {
                 Ok(_) => break,
@@ -478,7 +490,12 @@ impl<S: NodeClassSource> ClusterApiCloudProvider<S> {
                     current = match self.management.machine(ns, current.name()).await {
                         Ok(Some(m)) if m.is_leaving() => return Ok(()),
                         Ok(Some(m)) => m,
-                        Ok(None) => return Err(CloudProviderError::not_found(format!("Machine {} is gone", machine.key()))),
+                        Ok(None) => {
+                            return Err(CloudProviderError::not_found(format!(
+                                "Machine {} is gone",
+                                machine.key()
+                            )));
+                        }
                         Err(e) => return Err(other(e)),
                     };
                 }
@@ -516,8 +533,10 @@ impl<S: NodeClassSource> ClusterApiCloudProvider<S> {
                 tracing::error!(machine = %machine.key(), error = %undo, "taking back the delete-machine mark");
             }
             return Err(CloudProviderError::Other(
-                format!("unable to scale MachineDeployment {key} down for NodeClaim {claim:?}: {e}")
-                    .into(),
+                format!(
+                    "unable to scale MachineDeployment {key} down for NodeClaim {claim:?}: {e}"
+                )
+                .into(),
             ));
         }
         self.forget_listing();
@@ -534,12 +553,9 @@ impl<S: NodeClassSource> ClusterApiCloudProvider<S> {
         let md_key = machine
             .machine_deployment()
             .map(|md| format!("{}/{md}", machine.namespace()));
-        let found = resolved.as_ref().and_then(|r| {
-            Some((
-                &**r.instance_types.first()?,
-                r.offer(md_key.as_deref()?)?,
-            ))
-        });
+        let found = resolved
+            .as_ref()
+            .and_then(|r| Some((&**r.instance_types.first()?, r.offer(md_key.as_deref()?)?)));
         Ok(claim::as_node_claim(machine, found))
     }
 }
@@ -659,13 +675,7 @@ impl<S: NodeClassSource> CloudProvider for ClusterApiCloudProvider<S> {
                 .find(|md| {
                     md.namespace() == m.namespace() && Some(md.name()) == m.machine_deployment()
                 })
-                .is_some_and(|md| {
-                    md.spec
-                        .template
-                        .metadata
-                        .labels
-                        .contains_key(MEMBER_LABEL)
-                })
+                .is_some_and(|md| md.spec.template.metadata.labels.contains_key(MEMBER_LABEL))
         };
         let mut out = Vec::new();
         for m in machines.iter().filter(|m| claim::is_claimed(m, marks(m))) {

@@ -171,7 +171,10 @@ pub fn shape(md: &MachineDeployment) -> Result<Shape, Skipped> {
         (CPU_ANNOTATION, resources::CPU),
         (MEMORY_ANNOTATION, resources::MEMORY),
     ] {
-        match (md.annotation(annotation), quantity(md, annotation, &mut problems)) {
+        match (
+            md.annotation(annotation),
+            quantity(md, annotation, &mut problems),
+        ) {
             (None, _) => problems.push(Problem {
                 annotation,
                 reason: "required to know the nodes' size".into(),
@@ -233,8 +236,9 @@ pub fn shape(md: &MachineDeployment) -> Result<Shape, Skipped> {
             Vec::new()
         }
     };
-    let max_size = md.annotation(MAX_SIZE_ANNOTATION).and_then(|v| {
-        match v.trim().parse::<i32>() {
+    let max_size = md
+        .annotation(MAX_SIZE_ANNOTATION)
+        .and_then(|v| match v.trim().parse::<i32>() {
             Ok(n) if n >= 0 => Some(n),
             _ => {
                 problems.push(Problem {
@@ -243,8 +247,7 @@ pub fn shape(md: &MachineDeployment) -> Result<Shape, Skipped> {
                 });
                 None
             }
-        }
-    });
+        });
     let price = match md.annotation(PRICE_ANNOTATION) {
         None => 0.0,
         Some(v) => match v.trim().parse::<f64>() {
@@ -389,7 +392,10 @@ mod tests {
             let got: Vec<&str> = e.problems.iter().map(|p| p.annotation).collect();
             assert_eq!(got, named, "{annotations}");
             let message = e.to_string();
-            assert!(message.starts_with("MachineDeployment test/md-1 skipped: "), "{message}");
+            assert!(
+                message.starts_with("MachineDeployment test/md-1 skipped: "),
+                "{message}"
+            );
             for a in named {
                 assert!(message.contains(a), "{message}");
             }

@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
+use karpenter_clusterapi::ClusterAPINodeClass;
 use karpenter_clusterapi::capi::{self, Version};
 use karpenter_clusterapi::management::Management;
 use karpenter_clusterapi::provider::{ClusterApiCloudProvider, KubeState, ProviderOptions};
 use karpenter_clusterapi::shape;
-use karpenter_clusterapi::ClusterAPINodeClass;
 use karpenter_testkit::FakeApiServer;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -129,7 +129,11 @@ impl Clusters {
 
     /// A MachineDeployment, as the provider reads it.
     pub async fn machine_deployment(&self, name: &str) -> capi::MachineDeployment {
-        let o = self.namespaced("MachineDeployment").get(name).await.unwrap();
+        let o = self
+            .namespaced("MachineDeployment")
+            .get(name)
+            .await
+            .unwrap();
         serde_json::from_value(serde_json::to_value(o).unwrap()).unwrap()
     }
 
@@ -156,7 +160,11 @@ impl Clusters {
 
     /// Every Machine, as the provider reads them, by name.
     pub async fn machines(&self) -> Vec<capi::Machine> {
-        let listed = self.api("Machine").list(&ListParams::default()).await.unwrap();
+        let listed = self
+            .api("Machine")
+            .list(&ListParams::default())
+            .await
+            .unwrap();
         let mut out: Vec<capi::Machine> = listed
             .items
             .into_iter()
@@ -167,8 +175,15 @@ impl Clusters {
     }
 
     /// Creates a Machine of MachineDeployment `md` (as its MachineSet would).
-    pub async fn create_machine(&self, name: &str, md: &str, provider_id: Option<&str>, labels: Value) {
-        let mut all = json!({capi::DEPLOYMENT_NAME_LABEL: md, "cluster.x-k8s.io/cluster-name": "workload"});
+    pub async fn create_machine(
+        &self,
+        name: &str,
+        md: &str,
+        provider_id: Option<&str>,
+        labels: Value,
+    ) {
+        let mut all =
+            json!({capi::DEPLOYMENT_NAME_LABEL: md, "cluster.x-k8s.io/cluster-name": "workload"});
         for (k, v) in labels.as_object().unwrap() {
             all[k] = v.clone();
         }
@@ -218,15 +233,13 @@ pub fn infrastructure_ref(version: Version, kind: &str, name: &str) -> Value {
     }
 }
 
-/// A member MachineDeployment of `cpu` CPUs and `memory`, its nodes labelled instance type
-/// `instance_type` in `zone`, at `price`, with these extra annotations.
+/// A member MachineDeployment whose nodes are labelled instance type and zone `(instance_type,
+/// zone)`, of `(cpu, memory)`, at `price`, with these extra annotations.
 pub fn machine_deployment(
     version: Version,
     name: &str,
-    instance_type: &str,
-    zone: &str,
-    cpu: &str,
-    memory: &str,
+    (instance_type, zone): (&str, &str),
+    (cpu, memory): (&str, &str),
     price: &str,
     extra: Value,
 ) -> Value {
@@ -303,7 +316,8 @@ pub fn spawn_machine_sets(
     let task = tokio::spawn(async move {
         let counter = AtomicUsize::new(0);
         while !stop.is_cancelled() {
-            if let Err(e) = machine_set_pass(&client, version, provider_ids, &counter, &made).await {
+            if let Err(e) = machine_set_pass(&client, version, provider_ids, &counter, &made).await
+            {
                 eprintln!("machineset stand-in: {e}");
             }
             tokio::time::sleep(Duration::from_millis(30)).await;
@@ -319,7 +333,8 @@ async fn machine_set_pass(
     counter: &AtomicUsize,
     made: &Mutex<Made>,
 ) -> Result<(), kube::Error> {
-    let mds: Api<DynamicObject> = Api::all_with(client.clone(), &resource(version, "MachineDeployment"));
+    let mds: Api<DynamicObject> =
+        Api::all_with(client.clone(), &resource(version, "MachineDeployment"));
     for md in mds.list(&ListParams::default()).await?.items {
         let ns = md.metadata.namespace.clone().unwrap_or_default();
         let name = md.metadata.name.clone().unwrap_or_default();
@@ -346,7 +361,9 @@ async fn machine_set_pass(
             .items;
         let mut live: Vec<capi::Machine> = listed
             .iter()
-            .map(|o| serde_json::from_value::<capi::Machine>(serde_json::to_value(o).unwrap()).unwrap())
+            .map(|o| {
+                serde_json::from_value::<capi::Machine>(serde_json::to_value(o).unwrap()).unwrap()
+            })
             .filter(|m| m.metadata.deletion_timestamp.is_none())
             .collect();
         if provider_ids == ProviderIds::NextPass {
@@ -355,7 +372,9 @@ async fn machine_set_pass(
                     .patch(
                         m.name(),
                         &PatchParams::default(),
-                        &Patch::Merge(json!({"spec": {"providerID": format!("test:///{}", m.name())}})),
+                        &Patch::Merge(
+                            json!({"spec": {"providerID": format!("test:///{}", m.name())}}),
+                        ),
                     )
                     .await?;
             }
@@ -393,7 +412,11 @@ async fn machine_set_pass(
             live.sort_by(|a, b| {
                 marked(b)
                     .cmp(&marked(a))
-                    .then_with(|| b.metadata.creation_timestamp.cmp(&a.metadata.creation_timestamp))
+                    .then_with(|| {
+                        b.metadata
+                            .creation_timestamp
+                            .cmp(&a.metadata.creation_timestamp)
+                    })
                     .then_with(|| b.name().cmp(a.name()))
             });
             for m in live.drain(..live.len() - replicas).collect::<Vec<_>>() {
@@ -419,10 +442,7 @@ async fn machine_set_pass(
 /// The kubelets of the Machines, reduced: a Machine with a providerID registers a Node named
 /// after it (once), with the labels and capacity its MachineDeployment's annotations give
 /// (as kubeadm's `node-labels` would), the `karpenter.sh/unregistered` taint, Ready.
-pub fn spawn_kubelets(
-    clusters: &Clusters,
-    stop: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
+pub fn spawn_kubelets(clusters: &Clusters, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
     let client = clusters.management.client();
     let version = clusters.version;
     let workload = clusters.workload.clone();
@@ -440,7 +460,9 @@ pub fn spawn_kubelets(
                 for o in machines.items {
                     let m: capi::Machine =
                         serde_json::from_value(serde_json::to_value(o).unwrap()).unwrap();
-                    let Some(provider_id) = m.provider_id() else { continue };
+                    let Some(provider_id) = m.provider_id() else {
+                        continue;
+                    };
                     if m.metadata.deletion_timestamp.is_some() || registered.contains(provider_id) {
                         continue;
                     }
