@@ -92,6 +92,7 @@ pub const PROVIDERS: &[Registration] = &[
     karpenter_alibaba::REGISTRATION,
     karpenter_huawei::REGISTRATION,
     karpenter_proxmox::REGISTRATION,
+    karpenter_clusterapi::REGISTRATION,
 ];
 
 // The providers the controller can run, by `--cloud-provider` name.
@@ -102,6 +103,7 @@ controllers! {
     alibaba: karpenter_alibaba::operator::AlibabaProvider,
     huawei: karpenter_huawei::operator::HuaweiProvider,
     proxmox: karpenter_proxmox::operator::ProxmoxProvider,
+    clusterapi: karpenter_clusterapi::operator::ClusterApiProvider,
 }
 
 /// Every CRD this binary ships: karpenter's, then each provider's NodeClasses.

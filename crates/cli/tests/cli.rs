@@ -168,7 +168,7 @@ fn v1beta1_is_pointed_at_convert_and_converts_to_valid_v1() {
 }
 
 #[test]
-fn crds_print_all_ten() {
+fn crds_print_all_eleven() {
     let out = karpenter_rs(&["crds"]);
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);
@@ -183,12 +183,13 @@ fn crds_print_all_ten() {
         "proxmoxnodeclasses.karpenter.proxmox.sinextra.dev",
         "proxmoxtemplates.karpenter.proxmox.sinextra.dev",
         "proxmoxunmanagedtemplates.karpenter.proxmox.sinextra.dev",
+        "clusterapinodeclasses.karpenter.cluster.x-k8s.io",
     ] {
         assert!(text.contains(&format!("name: {name}")), "{name}");
     }
     assert_eq!(
         text.matches("\n---\n").count() + usize::from(text.starts_with("---\n")),
-        10
+        11
     );
 }
 
