@@ -62,6 +62,9 @@ pub struct RequestRecord {
     pub name: Option<String>,
     /// The subresource, if any.
     pub subresource: Option<String>,
+    /// The name of the view it came through ([`FakeApiServer::named`]), if any: which of a
+    /// test's clients (the code under test, a controller stand-in) sent it.
+    pub client: Option<String>,
 }
 
 struct Inner {
@@ -77,6 +80,8 @@ struct Inner {
 #[derive(Clone)]
 pub struct FakeApiServer {
     inner: Arc<Inner>,
+    /// The name its requests are logged under (see [`FakeApiServer::named`]).
+    name: Option<Arc<str>>,
 }
 
 /// The Kubernetes version the fake server reports unless told otherwise.
@@ -119,6 +124,16 @@ impl FakeApiServer {
                 cluster: Mutex::new(cluster::Memory::default()),
                 version: Mutex::new(DEFAULT_VERSION.into()),
             }),
+            name: None,
+        }
+    }
+
+    /// The same server, its requests logged as sent by `name` ([`RequestRecord::client`]): so a
+    /// test tells the requests of the code under test from those of its stand-ins.
+    pub fn named(&self, name: &str) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            name: Some(name.into()),
         }
     }
 
@@ -192,6 +207,7 @@ impl FakeApiServer {
             namespace: req.namespace.clone(),
             name: req.name.clone(),
             subresource: req.subresource.clone(),
+            client: self.name.as_deref().map(str::to_string),
         });
     }
 

@@ -501,3 +501,26 @@ async fn custom_resources_scale_and_discovery() {
         .unwrap();
     assert_eq!(code(pods.get_scale("p").await.unwrap_err()), 404);
 }
+
+#[tokio::test]
+async fn named_views_log_who_sent_a_request() {
+    let server = FakeApiServer::new();
+    let pods: Api<Pod> = Api::namespaced(server.named("controller").client(), "default");
+    pods.create(&PostParams::default(), &pod("a", json!({})))
+        .await
+        .unwrap();
+    let _ = Api::<Pod>::namespaced(server.client(), "default")
+        .get("a")
+        .await
+        .unwrap();
+    let log: Vec<(Verb, Option<String>)> = server
+        .requests()
+        .into_iter()
+        .map(|r| (r.verb, r.client))
+        .collect();
+    assert_eq!(
+        log,
+        [(Verb::Create, Some("controller".into())), (Verb::Get, None)],
+        "one store, one log, each request under its sender's name"
+    );
+}

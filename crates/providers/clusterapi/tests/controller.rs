@@ -9,6 +9,7 @@
 
 mod support;
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use karpenter_clusterapi::ClusterAPINodeClass;
 use karpenter_clusterapi::capi;
 use karpenter_clusterapi::provider::{ClusterApiCloudProvider, KubeState};
 use karpenter_controller::{Context, Controller, Options};
-use karpenter_testkit::eventually;
+use karpenter_testkit::{FakeApiServer, Verb, eventually};
 use serde_json::{Value, json};
 use support::{Clusters, Made, ProviderIds, machine_deployment};
 use tokio_util::sync::CancellationToken;
@@ -176,6 +177,89 @@ fn events(c: &Clusters, reason: &str) -> Vec<Event> {
         .collect()
 }
 
+/// (apiGroup, resource[/subresource], verb) the chart's clusterapi ClusterRole grants.
+fn granted() -> BTreeSet<(String, String, String)> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../charts/karpenter-rs/templates/clusterrole-clusterapi.yaml"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    // Template expressions sit in metadata and around the management rules; the rules are YAML.
+    let plain: String = text
+        .lines()
+        .filter(|l| !l.contains("{{"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&plain).unwrap();
+    let mut out = BTreeSet::new();
+    for doc in docs.iter().filter(|d| d["kind"] == "ClusterRole") {
+        for rule in doc["rules"].as_array().unwrap() {
+            for group in rule["apiGroups"].as_array().unwrap() {
+                for resource in rule["resources"].as_array().unwrap() {
+                    for verb in rule["verbs"].as_array().unwrap() {
+                        out.insert((
+                            group.as_str().unwrap().into(),
+                            resource.as_str().unwrap().into(),
+                            verb.as_str().unwrap().into(),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every request the provider made of Cluster API objects (management) and of its NodeClasses
+/// (workload) is one the chart grants, so a least-privilege install works.
+fn assert_chart_grants(c: &Clusters) {
+    let granted = granted();
+    let mut missing = BTreeSet::new();
+    let mut used = BTreeSet::new();
+    // The provider's requests to the management cluster (not the stand-ins'), and every request
+    // for ClusterAPINodeClasses in the workload cluster (only the controller makes them).
+    for (server, group, sender) in [
+        (&c.management, "cluster.x-k8s.io", Some("provider")),
+        (&c.workload, "karpenter.cluster.x-k8s.io", None),
+    ] {
+        let server: &FakeApiServer = server;
+        for r in server.requests() {
+            if r.group != group || sender.is_some_and(|s| r.client.as_deref() != Some(s)) {
+                continue;
+            }
+            let resource = match &r.subresource {
+                Some(sub) => format!("{}/{sub}", r.plural),
+                None => r.plural.clone(),
+            };
+            let verb = match r.verb {
+                Verb::Get => "get",
+                Verb::List => "list",
+                Verb::Watch => "watch",
+                Verb::Create => "create",
+                Verb::Update => "update",
+                Verb::Patch => "patch",
+                Verb::Delete => "delete",
+                Verb::Evict => "create",
+            };
+            let key = (r.group.clone(), resource, verb.to_string());
+            if !granted.contains(&key) {
+                missing.insert(key.clone());
+            }
+            used.insert(key);
+        }
+    }
+    assert!(missing.is_empty(), "the chart does not grant {missing:?}");
+    let scaled = (
+        "cluster.x-k8s.io".to_string(),
+        "machinedeployments/scale".to_string(),
+        "update".to_string(),
+    );
+    assert!(
+        used.contains(&scaled),
+        "the provider's requests were seen: {used:?}"
+    );
+}
+
 async fn class_ready(c: &Clusters) {
     eventually(WAIT, || {
         let s = c
@@ -308,6 +392,7 @@ async fn pods_get_machines_that_consolidate_into_a_cheaper_machine_deployment_an
         "{metrics}"
     );
     running.stop().await;
+    assert_chart_grants(&c);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -365,4 +450,5 @@ async fn a_changed_template_drifts_the_node_and_replaces_it() {
     );
     replicas(&c, 1, 0).await;
     running.stop().await;
+    assert_chart_grants(&c);
 }

@@ -200,10 +200,11 @@ impl Clusters {
             .unwrap();
     }
 
-    /// A provider speaking to these clusters, with short waits.
+    /// A provider speaking to these clusters, with short waits; its requests to the management
+    /// cluster are logged as `provider`'s.
     pub fn provider(&self) -> Arc<ClusterApiCloudProvider<KubeState>> {
         Arc::new(ClusterApiCloudProvider::new(
-            Management::new(self.management.client(), self.version),
+            Management::new(self.management.named("provider").client(), self.version),
             Api::all(self.workload.client()),
             fast(),
         ))
