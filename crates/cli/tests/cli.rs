@@ -39,6 +39,7 @@ fn example_nodepools_validate() {
         "examples/nodepools/aws-general-purpose.yaml",
         "examples/nodepools/huawei-cpu-burst.yaml",
         "examples/nodepools/kwok.yaml",
+        "examples/nodepools/clusterapi.yaml",
         "examples/nodeclasses/aws-default.yaml",
     ]);
     assert_eq!(
@@ -50,7 +51,7 @@ fn example_nodepools_validate() {
     );
     assert!(stdout(&out).is_empty());
     assert!(
-        stderr(&out).contains("6 objects checked, 0 invalid"),
+        stderr(&out).contains("8 objects checked, 0 invalid"),
         "{}",
         stderr(&out)
     );

@@ -19,22 +19,31 @@ use crate::provider::{ClusterApiCloudProvider, KubeState, ProviderOptions};
 pub type ClusterApiProvider = ClusterApiCloudProvider<KubeState>;
 
 /// The Cluster API provider's settings: upstream's (`pkg/operator/options`), and the Cluster
-/// Autoscaler's default architecture for nodes whose labels do not say.
+/// Autoscaler's default architecture for nodes whose labels do not say. Each argument's id is
+/// its flag, so none collides with another provider's field of the same name once all are
+/// flattened into one command.
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct ClusterApiSettings {
     /// The management cluster's kubeconfig file; unset uses the cluster karpenter runs in
     /// (or `--cluster-api-url`).
     #[arg(
+        id = "cluster-api-kubeconfig",
         long = "cluster-api-kubeconfig",
         env = "CLUSTER_API_KUBECONFIG",
         default_value = ""
     )]
     pub kubeconfig: String,
     /// The management cluster's API server URL.
-    #[arg(long = "cluster-api-url", env = "CLUSTER_API_URL", default_value = "")]
+    #[arg(
+        id = "cluster-api-url",
+        long = "cluster-api-url",
+        env = "CLUSTER_API_URL",
+        default_value = ""
+    )]
     pub url: String,
     /// A bearer token for the management cluster.
     #[arg(
+        id = "cluster-api-token",
         long = "cluster-api-token",
         env = "CLUSTER_API_TOKEN",
         default_value = "",
@@ -43,6 +52,7 @@ pub struct ClusterApiSettings {
     pub token: String,
     /// The management cluster's CA bundle: PEM, or base64 of PEM as in a kubeconfig.
     #[arg(
+        id = "cluster-api-certificate-authority-data",
         long = "cluster-api-certificate-authority-data",
         env = "CLUSTER_API_CERTIFICATE_AUTHORITY_DATA",
         default_value = ""
@@ -50,6 +60,7 @@ pub struct ClusterApiSettings {
     pub certificate_authority_data: String,
     /// Skip verifying the management cluster's certificate (insecure).
     #[arg(
+        id = "cluster-api-skip-tls-verify",
         long = "cluster-api-skip-tls-verify",
         env = "CLUSTER_API_SKIP_TLS_VERIFY",
         default_value_t = false
@@ -58,6 +69,7 @@ pub struct ClusterApiSettings {
     /// `kubernetes.io/arch` of nodes whose MachineDeployment's labels do not say (the
     /// Cluster Autoscaler's setting).
     #[arg(
+        id = "cluster-api-default-arch",
         long = "cluster-api-default-arch",
         env = "CAPI_SCALE_ZERO_DEFAULT_ARCH",
         default_value = "amd64"
@@ -196,12 +208,19 @@ mod tests {
 
     #[test]
     fn flags_and_environment_names_are_upstreams() {
-        use clap::Parser;
+        use clap::{CommandFactory, Parser};
         #[derive(clap::Parser)]
         struct Cli {
             #[command(flatten)]
             settings: ClusterApiSettings,
+            // Flattened beside the controller's options and another provider's field of the
+            // same name, as the binary does: no id collides.
+            #[command(flatten)]
+            options: karpenter_controller::Options,
+            #[arg(long = "other-url", default_value = "")]
+            url: String,
         }
+        Cli::command().debug_assert();
         let cli = Cli::try_parse_from([
             "karpenter",
             "--cluster-api-url",
@@ -212,7 +231,9 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(cli.settings.url, "https://mgmt:6443");
+        assert!(cli.url.is_empty());
         assert!(cli.settings.skip_tls_verify);
         assert_eq!(cli.settings.default_arch, "amd64");
+        assert!(!cli.options.disable_leader_election);
     }
 }
