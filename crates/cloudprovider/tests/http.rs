@@ -78,3 +78,37 @@ async fn attempts_are_bounded_and_client_errors_are_not_retried() {
         .unwrap();
     assert_eq!((response.status, calls.load(Ordering::SeqCst)), (503, 1));
 }
+
+#[tokio::test]
+async fn a_reason_phrase_other_than_the_standard_one_is_kept() {
+    let app = axum::Router::new()
+        .route(
+            "/custom",
+            axum::routing::get(|| async {
+                let mut response = (StatusCode::INTERNAL_SERVER_ERROR, "{}").into_response();
+                response
+                    .extensions_mut()
+                    .insert(hyper::ext::ReasonPhrase::from_static(
+                        b"Configuration file 'nodes/pve1/qemu-server/100.conf' does not exist",
+                    ));
+                response
+            }),
+        )
+        .route(
+            "/standard",
+            axum::routing::get(|| async { StatusCode::INTERNAL_SERVER_ERROR }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let client = HttpClient::new(Duration::from_secs(5)).unwrap();
+
+    let custom = client.send(&get(&format!("{url}/custom"))).await.unwrap();
+    assert_eq!(custom.status, 500);
+    assert_eq!(
+        custom.reason.as_deref(),
+        Some("Configuration file 'nodes/pve1/qemu-server/100.conf' does not exist")
+    );
+    let standard = client.send(&get(&format!("{url}/standard"))).await.unwrap();
+    assert_eq!((standard.status, standard.reason), (500, None));
+}
