@@ -37,8 +37,8 @@ pub use outcome::{
     BuildFailure, Outcome, Ready, RemovalResult, Step, Target, ZoneOutcome, ZoneState,
 };
 pub use plan::{
-    CONTENT_IMAGES, CONTENT_IMPORT, ImageVolume, Plan, Removal, StorageInfo, Unserved,
-    ZoneAction, ZonePlan, is_managed_by, plan, removal,
+    CONTENT_IMAGES, CONTENT_IMPORT, ImageVolume, Plan, Removal, StorageInfo, Unserved, ZoneAction,
+    ZonePlan, is_managed_by, plan, removal,
 };
 pub use status::{
     MESSAGE_TEMPLATES_NOT_FOUND, Pass, REASON_IMAGE_DOWNLOAD_FAILED, REASON_IMAGE_NOT_DOWNLOADED,

@@ -97,12 +97,19 @@ pub async fn apply(pool: &PvePool, plan: &Plan, options: &ApplyOptions) -> Outco
         templates: plan.retire.clone(),
         images: plan.stale_images.clone(),
     };
-    outcome.removals.extend(remove(pool, &removal, options).await);
+    outcome
+        .removals
+        .extend(remove(pool, &removal, options).await);
     outcome
 }
 
 /// Builds the template of one zone.
-async fn build(client: &PveClient, plan: &Plan, zone: &ZonePlan, options: &ApplyOptions) -> ZoneState {
+async fn build(
+    client: &PveClient,
+    plan: &Plan,
+    zone: &ZonePlan,
+    options: &ApplyOptions,
+) -> ZoneState {
     let failed = |step, vmid, error| {
         ZoneState::Failed(BuildFailure {
             step,
@@ -111,12 +118,24 @@ async fn build(client: &PveClient, plan: &Plan, zone: &ZonePlan, options: &Apply
             cleanup: None,
         })
     };
-    let image = ImageVolume::new(&zone.region, &zone.zone, &zone.image_storage, &plan.image_id);
-    let downloaded =
-        match ensure_image(client, &image, &plan.image_id, &plan.spec.source_image, options).await {
-            Ok(d) => d,
-            Err(e) => return failed(Step::Download, None, e),
-        };
+    let image = ImageVolume::new(
+        &zone.region,
+        &zone.zone,
+        &zone.image_storage,
+        &plan.image_id,
+    );
+    let downloaded = match ensure_image(
+        client,
+        &image,
+        &plan.image_id,
+        &plan.spec.source_image,
+        options,
+    )
+    .await
+    {
+        Ok(d) => d,
+        Err(e) => return failed(Step::Download, None, e),
+    };
     let vmid = match client.next_id_from(options.first_vmid).await {
         Ok(id) => id,
         Err(e) => return failed(Step::AllocateId, None, e),
@@ -243,7 +262,11 @@ async fn delete_vm(
     result
 }
 
-async fn remove_template(client: &PveClient, t: &TemplateVm, options: &ApplyOptions) -> RemovalResult {
+async fn remove_template(
+    client: &PveClient,
+    t: &TemplateVm,
+    options: &ApplyOptions,
+) -> RemovalResult {
     RemovalResult {
         target: Target::Template(t.clone()),
         result: delete_vm(client, &t.zone, t.vmid, options).await,
@@ -251,7 +274,11 @@ async fn remove_template(client: &PveClient, t: &TemplateVm, options: &ApplyOpti
 }
 
 /// Deletes the image when it is there (a storage gone is as good).
-async fn delete_image(client: &PveClient, image: &ImageVolume, options: &ApplyOptions) -> Result<(), PveError> {
+async fn delete_image(
+    client: &PveClient,
+    image: &ImageVolume,
+    options: &ApplyOptions,
+) -> Result<(), PveError> {
     match has_image(client, image).await {
         Ok(true) => {}
         Ok(false) => return Ok(()),
@@ -274,7 +301,11 @@ async fn delete_image(client: &PveClient, image: &ImageVolume, options: &ApplyOp
 /// Deletes what `removal` lists with the regions' clients of `pool`: the template VMs first,
 /// then the images, as upstream's finalizer. Every target is tried; the finalizer may go when
 /// all results are `Ok`.
-pub async fn remove(pool: &PvePool, removal: &Removal, options: &ApplyOptions) -> Vec<RemovalResult> {
+pub async fn remove(
+    pool: &PvePool,
+    removal: &Removal,
+    options: &ApplyOptions,
+) -> Vec<RemovalResult> {
     let mut results = Vec::new();
     for t in &removal.templates {
         let result = match pool.get(&t.region) {

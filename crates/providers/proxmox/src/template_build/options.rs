@@ -11,8 +11,7 @@ use crate::pve::form::Params;
 use super::plan::CONTENT_IMPORT;
 
 /// The description's text when the spec has none; the `Hash: N` follows it.
-pub const DEFAULT_DESCRIPTION: &str =
-    "Template VM managed by Karpenter; it is rebuilt when its ProxmoxTemplate changes, do not edit or delete it.";
+pub const DEFAULT_DESCRIPTION: &str = "Template VM managed by Karpenter; it is rebuilt when its ProxmoxTemplate changes, do not edit or delete it.";
 
 /// The fixed part of every template VM, upstream's: what a clone starts from before the
 /// instance type sizes it.
@@ -138,7 +137,10 @@ impl VmOptions<'_> {
             p.push("efidisk0", format!("{disks}:0,efitype=4m"));
         }
         if let Some(tpm) = &spec.tpm {
-            p.push("tpmstate0", format!("file={disks}:4,version={}", tpm.version));
+            p.push(
+                "tpmstate0",
+                format!("file={disks}:4,version={}", tpm.version),
+            );
         }
         if let Some(agent) = &spec.qemu_guest_agent {
             let mut value = vec![format!("enabled={}", flag(agent.enabled))];

@@ -3,9 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::apis::{
-    CommonTemplate, FieldError, ProxmoxTemplate, ProxmoxTemplateSpec, SelectedZone,
-};
+use crate::apis::{CommonTemplate, FieldError, ProxmoxTemplate, ProxmoxTemplateSpec, SelectedZone};
 use crate::pve::types::{ClusterResource, Storage};
 use crate::templates::TemplateVm;
 
@@ -250,7 +248,10 @@ fn object_name(template: &ProxmoxTemplate) -> Result<&str, FieldError> {
 
 /// The regions the spec wants among `configured`, and an [`Unserved`] for a region it names
 /// that is not configured.
-fn wanted_regions(spec: &ProxmoxTemplateSpec, configured: &[String]) -> (Vec<String>, Vec<Unserved>) {
+fn wanted_regions(
+    spec: &ProxmoxTemplateSpec,
+    configured: &[String],
+) -> (Vec<String>, Vec<Unserved>) {
     match spec.region.as_deref().filter(|r| !r.is_empty()) {
         Some(r) if configured.iter().any(|c| c == r) => (vec![r.to_string()], Vec::new()),
         Some(r) => (
@@ -347,10 +348,11 @@ pub fn plan(
         let (image, disks) = match (image, disks) {
             (Some(i), Some(d)) => (i, d),
             (i, d) => {
-                let missing: Vec<&str> = [(i.is_none(), CONTENT_IMPORT), (d.is_none(), CONTENT_IMAGES)]
-                    .into_iter()
-                    .filter_map(|(m, c)| m.then_some(c))
-                    .collect();
+                let missing: Vec<&str> =
+                    [(i.is_none(), CONTENT_IMPORT), (d.is_none(), CONTENT_IMAGES)]
+                        .into_iter()
+                        .filter_map(|(m, c)| m.then_some(c))
+                        .collect();
                 unserved.push(Unserved {
                     region: region.clone(),
                     reason: format!(
@@ -382,10 +384,9 @@ pub fn plan(
         }
         for zone in &zones {
             let here = || ours.iter().filter(|t| t.zone == *zone).copied();
-            let current = here()
-                .filter(|t| t.hash == out.hash)
-                .min_by_key(|t| t.vmid);
-            let outdated: Vec<TemplateVm> = here().filter(|t| t.hash != out.hash).cloned().collect();
+            let current = here().filter(|t| t.hash == out.hash).min_by_key(|t| t.vmid);
+            let outdated: Vec<TemplateVm> =
+                here().filter(|t| t.hash != out.hash).cloned().collect();
             let action = match current {
                 Some(t) => {
                     out.retire.extend(outdated);

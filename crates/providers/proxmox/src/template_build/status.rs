@@ -52,7 +52,10 @@ pub enum Pass<'a> {
     },
 }
 
-fn created(metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, now: Timestamp) -> Timestamp {
+fn created(
+    metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    now: Timestamp,
+) -> Timestamp {
     metadata.creation_timestamp.as_ref().map_or(now, |t| t.0)
 }
 
@@ -99,8 +102,18 @@ pub fn status(template: &ProxmoxTemplate, pass: Pass<'_>, now: Timestamp) -> Pro
                 now,
             );
             let message = e.to_string();
-            c.set(CONDITION_TEMPLATE_IMAGE_READY, "False", REASON_INVALID_SPEC, &message);
-            c.set(CONDITION_TEMPLATE_READY, "False", REASON_INVALID_SPEC, &message);
+            c.set(
+                CONDITION_TEMPLATE_IMAGE_READY,
+                "False",
+                REASON_INVALID_SPEC,
+                &message,
+            );
+            c.set(
+                CONDITION_TEMPLATE_READY,
+                "False",
+                REASON_INVALID_SPEC,
+                &message,
+            );
             c.finish();
             return out;
         }
@@ -159,7 +172,11 @@ pub fn status(template: &ProxmoxTemplate, pass: Pass<'_>, now: Timestamp) -> Pro
             CONDITION_TEMPLATE_IMAGE_READY,
             "Unknown",
             REASON_IMAGE_NOT_DOWNLOADED,
-            &format!("{} is to be downloaded to {}", plan.image_id, pending.join(", ")),
+            &format!(
+                "{} is to be downloaded to {}",
+                plan.image_id,
+                pending.join(", ")
+            ),
         );
     } else {
         c.set_true(CONDITION_TEMPLATE_IMAGE_READY);
