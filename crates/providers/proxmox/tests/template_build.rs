@@ -16,7 +16,7 @@ use karpenter_proxmox::apis::{
     ProxmoxTemplateStatus, ProxmoxUnmanagedTemplate,
 };
 use karpenter_proxmox::pve::PveError;
-use karpenter_proxmox::pve::types::ClusterResource;
+use karpenter_proxmox::pve::types::{ClusterResource, Storage};
 use karpenter_proxmox::template_build::{
     BuildFailure, ImageVolume, Outcome, Pass, Plan, Ready, RemovalResult, Step, StorageInfo,
     Target, VmOptions, ZoneAction, ZoneOutcome, ZoneState, plan, removal, status, unmanaged_status,
@@ -427,6 +427,29 @@ fn storages_from_the_cluster_resources() {
             ),
         ]
     );
+    // A node's own listing: usable when enabled and active there.
+    let listed: Vec<Storage> = serde_json::from_value(json!([
+        {"storage": "local", "type": "dir", "content": "import,iso", "active": 1, "enabled": 1,
+         "shared": 0},
+        {"storage": "nfs", "type": "nfs", "content": "import", "active": 0, "enabled": 1,
+         "shared": 1}
+    ]))
+    .unwrap();
+    let infos: Vec<StorageInfo> = listed
+        .iter()
+        .map(|s| StorageInfo::from_node_storage("pve", "pve2", s))
+        .collect();
+    assert_eq!(
+        infos[0],
+        storage("pve", "local", &["pve2"], "import,iso", false)
+    );
+    assert_eq!(
+        infos[1],
+        StorageInfo {
+            active: false,
+            ..storage("pve", "nfs", &["pve2"], "import", true)
+        }
+    );
 }
 
 fn crds() -> Vec<Crd> {
@@ -512,6 +535,33 @@ fn a_minimal_spec_makes_the_base_vm_with_the_default_description() {
         "noble",
         &TemplateConfig {
             description,
+            ..TemplateConfig::default()
+        },
+    );
+    assert_eq!(read.hash, "77");
+    // A `Hash:` of the user's own does not hide the one the provider writes.
+    let t = noble(json!({"description": "Talos; Hash: 5 of the old build"}));
+    let described = VmOptions {
+        name: "noble",
+        spec: &t.spec,
+        hash: "77",
+        image_id: "noble-amd64-1.qcow2",
+        vmid: 1000,
+        image_storage: "local",
+        template_storage: "local-lvm",
+    }
+    .params()
+    .get("description")
+    .unwrap()
+    .to_string();
+    assert_eq!(described, "Talos; hash: 5 of the old build Hash: 77");
+    let read = TemplateVm::new(
+        "pve",
+        "pve1",
+        1000,
+        "noble",
+        &TemplateConfig {
+            description: &described,
             ..TemplateConfig::default()
         },
     );

@@ -34,13 +34,19 @@ fn flag(b: bool) -> &'static str {
 
 /// The VM description: the spec's (or [`DEFAULT_DESCRIPTION`]) followed by `Hash: <hash>`,
 /// which is how the template VM is later known to be current.
+///
+/// The inventory reads the first `Hash:` of a description, so one in the spec's text is
+/// written `hash:`: else the template would never read as current and be rebuilt every pass.
 pub fn description(spec: &ProxmoxTemplateSpec, hash: &str) -> String {
     let text = spec
         .description
         .as_deref()
         .map(str::trim)
         .filter(|d| !d.is_empty())
-        .unwrap_or(DEFAULT_DESCRIPTION);
+        .map_or_else(
+            || DEFAULT_DESCRIPTION.to_string(),
+            |d| d.replace("Hash:", "hash:"),
+        );
     format!("{text} Hash: {hash}")
 }
 

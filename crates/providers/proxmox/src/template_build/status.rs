@@ -82,7 +82,7 @@ fn unserved_message(plan: &Plan) -> String {
 /// * `imageID`: the spec's image once a template is ready, unless deleting the previous image
 ///   failed (it is kept so the next pass deletes it again);
 /// * `ProxmoxVirtualMachineTemplateImageReady`: `False` when a download failed or no region
-///   has the storages, `Unknown` before anything was downloaded, else `True`;
+///   has the storages, `Unknown` for a plan not applied yet, else `True`;
 /// * `ProxmoxVirtualMachineTemplateReady` (what `Ready` summarises): `True` when a template is
 ///   ready somewhere (its message names the zones that failed and the regions not served),
 ///   else `False` naming the failed builds or the missing storages, or `Unknown` while builds
@@ -173,7 +173,7 @@ pub fn status(template: &ProxmoxTemplate, pass: Pass<'_>, now: Timestamp) -> Pro
             "Unknown",
             REASON_IMAGE_NOT_DOWNLOADED,
             &format!(
-                "{} is to be downloaded to {}",
+                "{} not looked for yet on {}",
                 plan.image_id,
                 pending.join(", ")
             ),
