@@ -14,12 +14,12 @@
 //! 1. [`plan`] (pure): per region and zone, keep the current template or build one (replacing
 //!    older ones of the same object once the new one is made); which regions cannot be served
 //!    and why; what is left to delete (outdated templates elsewhere, the previous image);
-//! 2. [`apply`] (feature `cloud`): the Proxmox calls in upstream's order, each task waited for,
+//! 2. `apply` (feature `cloud`): the Proxmox calls in upstream's order, each task waited for,
 //!    a half-made VM deleted again; every zone is tried whatever happened to the others;
 //! 3. [`status`] (pure): the object's status from the plan and what applying it did.
 //!
 //! The finalizer's side is [`removal`] (pure: every template VM and downloaded image of the
-//! object) and [`remove`] (feature `cloud`). [`unmanaged_status`] is the status of a
+//! object) and `remove` (feature `cloud`). [`unmanaged_status`] is the status of a
 //! `ProxmoxUnmanagedTemplate` from the template inventory.
 
 mod options;
