@@ -9,7 +9,11 @@
 //! * the simulator's `proxmox` catalog ([`catalog`]);
 //! * cloud-init NoCloud data rendered from the user's Go templates and packed as an ISO
 //!   ([`cloudinit`]);
-//! * the Proxmox VE API ([`pve`]: the clusters' config file, token and ticket auth, tasks).
+//! * the Proxmox VE API ([`pve`]: the clusters' config file, token and ticket auth, tasks);
+//! * managed templates built from their cloud image ([`template_build`]), and with the
+//!   `cloud` feature the loops that build them and follow unmanaged ones (`template_status`);
+//! * with the `cloud` feature, the `CloudProvider` (`provider`, `instance`, `bootstrap`) and
+//!   its settings (`operator`).
 
 pub mod apis;
 #[cfg(feature = "cloud")]
@@ -30,6 +34,8 @@ pub mod pricing;
 pub mod provider;
 pub mod provider_id;
 pub mod pve;
+pub mod template_build;
+#[cfg(feature = "cloud")]
 pub mod template_status;
 pub mod templates;
 

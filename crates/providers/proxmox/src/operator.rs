@@ -110,6 +110,7 @@ impl Provider for ProxmoxProvider {
                 ctx.clone(),
                 shutdown.clone(),
             )),
+            Box::pin(template_status::run_managed(ctx.clone(), shutdown.clone())),
         ]
     }
 }

@@ -47,6 +47,7 @@ use crate::placement::{self, PlacementRequest, ZoneBalance};
 use crate::provider_id::{format as provider_id, parse as parse_provider_id};
 use crate::pve::types::{ClusterResource, split_tags};
 use crate::pve::{PveClient, PvePool};
+use crate::template_build::StorageInfo;
 use crate::templates::{self, TemplateConfig, TemplateVm, is_disk_key};
 
 /// The provider's settings.
@@ -83,16 +84,13 @@ impl Default for ProxmoxOptions {
     }
 }
 
-/// Each (region, node)'s storages: name and the content kinds it holds.
-type NodeStorages = BTreeMap<(String, String), Vec<(String, Vec<String>)>>;
-
 /// What the provider reads from Proxmox: each region's nodes' room and template VMs.
 #[derive(Default)]
 struct Inventory {
     capacities: Capacities,
     templates: Vec<TemplateVm>,
-    /// Every storage per (region, node): (name, content kinds).
-    storages: NodeStorages,
+    /// Every region's storages that hold images, ISOs or imports.
+    storages: Vec<StorageInfo>,
     at: Option<Instant>,
     /// Bumped at every read, so resolved types know they are stale.
     generation: u64,
@@ -152,19 +150,21 @@ impl ProxmoxCloudProvider {
         Ok(self.inventory.lock().await.templates.clone())
     }
 
+    /// Every region's storages holding images, ISOs or imports, as last read.
+    pub async fn storages(&self) -> Vec<StorageInfo> {
+        self.inventory.lock().await.storages.clone()
+    }
+
     /// The storages of `region`'s node `zone` holding `content` (`images`, `iso`, `import`).
     pub async fn storages_with(&self, region: &str, zone: &str, content: &str) -> Vec<String> {
         let inventory = self.inventory.lock().await;
         inventory
             .storages
-            .get(&(region.to_string(), zone.to_string()))
-            .map(|s| {
-                s.iter()
-                    .filter(|(_, kinds)| kinds.iter().any(|k| k == content))
-                    .map(|(name, _)| name.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+            .iter()
+            .filter(|s| s.region == region && s.nodes.iter().any(|n| n == zone))
+            .filter(|s| s.holds(content))
+            .map(|s| s.storage.clone())
+            .collect()
     }
 
     /// The (region, node) pairs that have storage `storage`.
@@ -173,8 +173,8 @@ impl ProxmoxCloudProvider {
         inventory
             .storages
             .iter()
-            .filter(|(_, s)| s.iter().any(|(name, _)| name == storage))
-            .map(|(key, _)| key.clone())
+            .filter(|s| s.storage == storage)
+            .flat_map(|s| s.nodes.iter().map(|n| (s.region.clone(), n.clone())))
             .collect()
     }
 
@@ -196,7 +196,7 @@ impl ProxmoxCloudProvider {
             match read_region(region, client, self.options.node_settings.as_ref()).await {
                 Ok(read) => {
                     inventory.capacities.replace_region(region, read.nodes);
-                    inventory.storages.retain(|(r, _), _| r.as_str() != region);
+                    inventory.storages.retain(|s| s.region != region);
                     inventory.storages.extend(read.storages);
                     templates.extend(read.templates);
                     read_regions.insert(region.to_string());
@@ -389,7 +389,7 @@ impl ProxmoxCloudProvider {
 /// What one region's read found.
 struct RegionRead {
     nodes: Vec<capacity::NodeCapacity>,
-    storages: NodeStorages,
+    storages: Vec<StorageInfo>,
     templates: Vec<TemplateVm>,
 }
 
@@ -429,19 +429,7 @@ async fn read_region(
     for e in errors {
         tracing::warn!(region, error = %e, "a Proxmox node offers no room");
     }
-    let mut storages: NodeStorages = BTreeMap::new();
-    for r in resources
-        .iter()
-        .filter(|r| r.kind == "storage" && r.status == "available")
-    {
-        storages
-            .entry((region.to_string(), r.node.clone()))
-            .or_default()
-            .push((
-                r.storage.clone(),
-                r.content.split(',').map(str::to_string).collect(),
-            ));
-    }
+    let storages = StorageInfo::from_resources(region, &resources);
     let mut templates = Vec::new();
     for r in resources.iter().filter(|r| r.kind == "qemu" && r.template) {
         let Some(vmid) = r.vmid else { continue };
