@@ -12,6 +12,7 @@
 //! * the Proxmox VE API ([`pve`]: the clusters' config file, token and ticket auth, tasks);
 //! * managed templates built from their cloud image ([`template_build`]), and with the
 //!   `cloud` feature the loops that build them and follow unmanaged ones (`template_status`);
+//! * tags, security groups and resource pool kept current on running VMs ([`inplace`]);
 //! * with the `cloud` feature, the `CloudProvider` (`provider`, `instance`, `bootstrap`) and
 //!   its settings (`operator`).
 
@@ -22,6 +23,7 @@ pub mod capacity;
 pub mod catalog;
 pub mod cloudinit;
 pub mod drift;
+pub mod inplace;
 #[cfg(feature = "cloud")]
 pub mod instance;
 pub mod instancetype;

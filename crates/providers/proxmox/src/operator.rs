@@ -111,6 +111,7 @@ impl Provider for ProxmoxProvider {
                 shutdown.clone(),
             )),
             Box::pin(template_status::run_managed(ctx.clone(), shutdown.clone())),
+            Box::pin(crate::inplace::run(ctx.clone(), shutdown.clone())),
         ]
     }
 }

@@ -41,6 +41,7 @@ use crate::apis::{
 };
 use crate::capacity::{self, Capacities, NodeSettingsFile, VmShape};
 use crate::cloudinit::bootstrap::TOKEN_ANNOTATION;
+use crate::inplace;
 use crate::instance::{self, CloudInitIso, CreateError, MARKER_TAG, TaskTiming, VmPlan};
 use crate::instancetype::{self, InstanceTypeOptions, InstanceTypeSpec};
 use crate::placement::{self, PlacementRequest, ZoneBalance};
@@ -361,13 +362,14 @@ impl ProxmoxCloudProvider {
         {
             labels.insert(NODE_POOL_LABEL.into(), pool.clone());
         }
-        let annotations = BTreeMap::from([
+        let mut annotations = BTreeMap::from([
             (PROXMOX_NODE_CLASS_HASH_ANNOTATION.to_string(), class.hash()),
             (
                 PROXMOX_NODE_CLASS_HASH_VERSION_ANNOTATION.to_string(),
                 PROXMOX_NODE_CLASS_HASH_VERSION.to_string(),
             ),
         ]);
+        annotations.extend(inplace::launch_annotations(class));
         NodeClaim {
             metadata: ObjectMeta {
                 labels: Some(labels),
@@ -790,10 +792,6 @@ impl ProxmoxCloudProvider {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
-        let mut tags: Vec<String> = class.spec.tags.clone();
-        tags.push(MARKER_TAG.to_string());
-        tags.sort();
-        tags.dedup();
         let plan = VmPlan {
             node: zone.to_string(),
             template: template.vmid,
@@ -808,13 +806,8 @@ impl ProxmoxCloudProvider {
             cores: u32::try_from((it.capacity.cpu + 999) / 1000).unwrap_or(1),
             memory_mib: u64::try_from(it.capacity.memory).unwrap_or(0) / (1024 * 1024),
             disk_gb,
-            tags,
-            security_groups: class
-                .spec
-                .security_groups
-                .iter()
-                .map(|g| (g.interface.clone(), g.name.clone()))
-                .collect(),
+            tags: inplace::vm_tags(class),
+            firewall_rules: inplace::firewall_rules(class),
         };
         let iso_storages = self.storages_with(region, zone, "iso").await;
         let request = crate::bootstrap::Request {

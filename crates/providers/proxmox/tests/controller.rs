@@ -7,7 +7,9 @@
 //!   NodeClass that names it goes Ready; a pending pod becomes a NodeClaim, the NodeClaim a VM
 //!   cloned from that template; when the pod goes away the empty node is consolidated and its
 //!   VM destroyed; deleting the template object deletes its template VMs and image first;
-//! * an unmanaged template made by hand serves a NodeClass the same way.
+//! * an unmanaged template made by hand serves a NodeClass the same way; changing the class's
+//!   tags, security groups and resource pool updates the running VM in place, replacing no
+//!   node.
 
 #[allow(dead_code)]
 mod fakepve_support;
@@ -39,11 +41,11 @@ fn pool(pve: &FakePve) -> PvePool {
     PvePool::from_config(&config, Duration::from_secs(10)).unwrap()
 }
 
-fn setup(server: &FakeApiServer, template_kind: &str, template_name: &str) {
+fn setup(server: &FakeApiServer, template_kind: &str, template_name: &str, extra: Value) {
     server
         .install_crds(karpenter_proxmox::CRDS.iter().map(|c| c.definition()))
         .unwrap();
-    let class: ProxmoxNodeClass = serde_json::from_value(json!({
+    let mut class = json!({
         "apiVersion": "karpenter.proxmox.sinextra.dev/v1alpha1",
         "kind": "ProxmoxNodeClass",
         "metadata": {"name": "default"},
@@ -51,8 +53,11 @@ fn setup(server: &FakeApiServer, template_kind: &str, template_name: &str) {
             "instanceTemplateRef": {"kind": template_kind, "name": template_name},
             "tags": ["k8s"],
         },
-    }))
-    .unwrap();
+    });
+    if let (Some(spec), Value::Object(extra)) = (class["spec"].as_object_mut(), extra) {
+        spec.extend(extra);
+    }
+    let class: ProxmoxNodeClass = serde_json::from_value(class).unwrap();
     server.create(&class).unwrap();
     let pool: NodePool = serde_json::from_value(json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
@@ -212,9 +217,8 @@ fn ready(conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition
         .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
-/// Provisions for the pending pod and consolidates the node once the pod is gone; returns the
-/// VM id the pod ran on, after checking it was cloned on `zones` and is destroyed at the end.
-async fn provision_then_consolidate(server: &FakeApiServer, client: &PveClient) -> u32 {
+/// Provisions for the pending pod; returns the VM the pod runs on: (node, vmid).
+async fn provision(server: &FakeApiServer, client: &PveClient) -> (String, u32) {
     let node_name = eventually(WAIT, || bound_to(server))
         .await
         .expect("the pod runs on a new node");
@@ -240,7 +244,11 @@ async fn provision_then_consolidate(server: &FakeApiServer, client: &PveClient) 
         tags.split([';', ',']).any(|t| t == "karpenter") && tags.contains("k8s"),
         "{tags}"
     );
+    (vm.0.clone(), vmid)
+}
 
+/// Deletes the pod; the empty node is consolidated and VM `vmid` destroyed.
+async fn consolidate(server: &FakeApiServer, client: &PveClient, vmid: u32) {
     // The workload goes away: the empty node is consolidated and its VM destroyed.
     server.delete::<Pod>("default", "web").unwrap();
     eventually(WAIT, || server.list::<NodeClaim>().is_empty().then_some(()))
@@ -255,7 +263,6 @@ async fn provision_then_consolidate(server: &FakeApiServer, client: &PveClient) 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(gone, "VM {vmid} is destroyed with its node");
-    vmid
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -273,7 +280,7 @@ async fn a_managed_template_serves_nodes_and_goes_with_its_object() {
         .await
         .unwrap();
     let server = FakeApiServer::new();
-    setup(&server, "ProxmoxTemplate", "noble");
+    setup(&server, "ProxmoxTemplate", "noble", json!({}));
     let template: ProxmoxTemplate = serde_json::from_value(json!({
         "apiVersion": "karpenter.proxmox.sinextra.dev/v1alpha1",
         "kind": "ProxmoxTemplate",
@@ -318,8 +325,9 @@ async fn a_managed_template_serves_nodes_and_goes_with_its_object() {
     .expect("the ProxmoxNodeClass goes Ready");
     assert_eq!(class.selected_zones, ["fake/pve1/1000", "fake/pve2/1001"]);
 
-    let vmid = provision_then_consolidate(&server, &client).await;
+    let (_, vmid) = provision(&server, &client).await;
     assert!(vmid >= 20_000, "{vmid}: node VM ids start at PROXMOX_VMID");
+    consolidate(&server, &client, vmid).await;
 
     // Deleting the object deletes its template VMs first, then lets it go.
     server.delete::<ProxmoxTemplate>("", "noble").unwrap();
@@ -351,8 +359,26 @@ async fn an_unmanaged_template_serves_nodes() {
         return;
     };
     let client = pool(&pve).get("fake").unwrap().clone();
+    client
+        .post::<()>("/pools", Params::new().set("poolid", "kube"))
+        .await
+        .unwrap();
+    for group in ["k8s-nodes", "k8s-ingress"] {
+        client
+            .post::<()>(
+                "/cluster/firewall/groups",
+                Params::new().set("group", group),
+            )
+            .await
+            .unwrap();
+    }
     let server = FakeApiServer::new();
-    setup(&server, "ProxmoxUnmanagedTemplate", "ubuntu");
+    setup(
+        &server,
+        "ProxmoxUnmanagedTemplate",
+        "ubuntu",
+        json!({"securityGroups": [{"name": "k8s-nodes"}]}),
+    );
     let template: ProxmoxUnmanagedTemplate = serde_json::from_value(json!({
         "apiVersion": "karpenter.proxmox.sinextra.dev/v1alpha1",
         "kind": "ProxmoxUnmanagedTemplate",
@@ -381,7 +407,69 @@ async fn an_unmanaged_template_serves_nodes() {
     .await
     .expect("the ProxmoxNodeClass goes Ready");
 
-    provision_then_consolidate(&server, &client).await;
+    let (node, vmid) = provision(&server, &client).await;
+    let groups = |rules: Vec<karpenter_proxmox::pve::types::FirewallRule>| -> Vec<String> {
+        rules.into_iter().map(|r| r.action).collect()
+    };
+    assert_eq!(
+        groups(client.vm_firewall_rules(&node, vmid).await.unwrap()),
+        ["k8s-nodes"]
+    );
+    let claim = server.list::<NodeClaim>()[0].metadata.name.clone().unwrap();
+
+    // Tags, security groups and pool change: the VM follows in place.
+    server
+        .merge::<ProxmoxNodeClass>(
+            "",
+            "default",
+            json!({"spec": {
+                "tags": ["k8s", "web"],
+                "securityGroups": [{"name": "k8s-ingress"}],
+                "resourcePool": "kube",
+            }}),
+        )
+        .unwrap();
+    let class = server.get::<ProxmoxNodeClass>("", "default").unwrap();
+    eventually(WAIT, || {
+        let c = server.get::<NodeClaim>("", &claim)?;
+        (c.metadata
+            .annotations?
+            .get("karpenter.proxmox.sinextra.dev/proxmoxnodeinplaceupdate-hash")
+            == Some(&class.in_place_hash()))
+        .then_some(())
+    })
+    .await
+    .expect("the claim records the class's in-place hash");
+    let tags = client
+        .vm_config(&node, vmid)
+        .await
+        .unwrap()
+        .get("tags")
+        .unwrap_or_default();
+    assert_eq!(tags, "k8s;karpenter;web");
+    assert_eq!(
+        groups(client.vm_firewall_rules(&node, vmid).await.unwrap()),
+        ["k8s-ingress"]
+    );
+    assert!(
+        client
+            .pool("kube", Some("qemu"))
+            .await
+            .unwrap()
+            .has_vm(vmid)
+    );
+    let claims: Vec<String> = server
+        .list::<NodeClaim>()
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert_eq!(
+        claims,
+        [claim],
+        "no node is replaced for an in-place change"
+    );
+
+    consolidate(&server, &client, vmid).await;
     // The hand-made template is never touched.
     assert!(vms(&client).await.iter().any(|v| v.1 == 9000 && v.4));
 
