@@ -19,6 +19,7 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod nodeclass_status;
 pub mod nodeclasses;
+pub mod nodepool_status;
 pub mod options;
 pub mod podevents;
 pub mod provisioning;
@@ -195,6 +196,7 @@ impl<P: CloudProvider> Controller<P> {
         }
         loops.spawn(provisioning::run(ctx.clone(), shutdown.clone()));
         loops.spawn(lifecycle::run(ctx.clone(), shutdown.clone()));
+        loops.spawn(nodepool_status::run(ctx.clone(), shutdown.clone()));
         loops.spawn(termination::run(ctx.clone(), shutdown.clone()));
         loops.spawn(podevents::run(ctx.clone(), shutdown.clone()));
         loops.spawn(garbage::run(ctx.clone(), shutdown.clone()));
