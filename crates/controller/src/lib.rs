@@ -78,6 +78,8 @@ pub struct Context<P> {
     pub recorder: events::Recorder,
     /// Where the loops read the time.
     pub clock: Clock,
+    /// Whether each NodePool's recent nodes registered (its `NodeRegistrationHealthy`).
+    pub registration_health: nodepool_status::RegistrationHealth,
     leader: watch::Receiver<bool>,
     launches: lifecycle::LaunchCache,
     drains: termination::DrainClock,
@@ -156,6 +158,7 @@ impl<P: CloudProvider> Controller<P> {
             launches: Default::default(),
             drains: Default::default(),
             evictions: Default::default(),
+            registration_health: Default::default(),
         };
         Self {
             ctx: Arc::new(ctx),

@@ -2,10 +2,12 @@
 //! and registration health): what the NodePool's nodes hold (`resources`, `nodes`), whether its
 //! NodeClass is ready (`NodeClassReady`), whether it passes runtime validation
 //! (`ValidationSucceeded`), and `Ready` over the two — which the provisioner reads before it
-//! launches from a NodePool. `NodeRegistrationHealthy` starts `Unknown` and goes back to it
-//! whenever the NodePool or its NodeClass changes, as upstream resets it.
+//! launches from a NodePool — and whether its nodes register (`NodeRegistrationHealthy`, from
+//! the last launches the lifecycle reported to [`RegistrationHealth`]; back to `Unknown`
+//! whenever the NodePool or its NodeClass changes, as upstream resets it).
 //!
-//! [`usage`] and [`status`] are pure; [`run`] is the loop writing them.
+//! [`usage`], [`status`] and [`RegistrationHealth`] are pure; [`run`] is the loop writing the
+//! status, its only writer.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -111,6 +113,85 @@ pub fn usage<'a>(
     out
 }
 
+/// How many registrations of each NodePool are remembered (upstream's).
+pub const REGISTRATION_WINDOW: usize = 4;
+
+/// What a NodePool's recent registrations say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// Nothing recorded since the NodePool or its NodeClass last changed.
+    Unknown,
+    /// Fewer than half of the window failed.
+    Healthy,
+    /// Half of the window or more failed to register.
+    Unhealthy,
+}
+
+/// The outcomes of each NodePool's last [`REGISTRATION_WINDOW`] registrations (upstream's
+/// nodepoolhealth state), keyed by the NodePool's uid so a NodePool made again under the same
+/// name starts afresh. Kept in memory: after a restart it is seeded from the condition.
+#[derive(Debug, Default)]
+pub struct RegistrationHealth(std::sync::Mutex<HashMap<String, std::collections::VecDeque<bool>>>);
+
+impl RegistrationHealth {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, std::collections::VecDeque<bool>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records whether a node of the NodePool `uid` registered in time.
+    pub fn record(&self, uid: &str, registered: bool) {
+        let mut all = self.lock();
+        let window = all.entry(uid.to_string()).or_default();
+        if window.len() == REGISTRATION_WINDOW {
+            window.pop_front();
+        }
+        window.push_back(registered);
+    }
+
+    /// What the window of NodePool `uid` says: unhealthy once failures make half of the whole
+    /// window, as upstream counts them.
+    pub fn health(&self, uid: &str) -> Health {
+        let all = self.lock();
+        let Some(window) = all.get(uid).filter(|w| !w.is_empty()) else {
+            return Health::Unknown;
+        };
+        let failed = window.iter().filter(|ok| !**ok).count();
+        if failed * 2 >= REGISTRATION_WINDOW {
+            Health::Unhealthy
+        } else {
+            Health::Healthy
+        }
+    }
+
+    /// Replaces the window of NodePool `uid` with one that says `health` (after a restart, from
+    /// the condition; `Unknown` forgets it).
+    pub fn set(&self, uid: &str, health: Health) {
+        let mut all = self.lock();
+        let window = all.entry(uid.to_string()).or_default();
+        window.clear();
+        match health {
+            Health::Unknown => {}
+            Health::Healthy => window.push_back(true),
+            Health::Unhealthy => window.extend([false; REGISTRATION_WINDOW / 2]),
+        }
+    }
+}
+
+/// Whether `pool`'s `NodeRegistrationHealthy` is to start over: it has none, or it was decided
+/// for another generation of the NodePool or of its NodeClass (`class_generation`).
+pub fn registration_stale(pool: &NodePool, class_generation: Option<i64>) -> bool {
+    let status = pool.status.as_ref();
+    status
+        .and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == NODE_REGISTRATION_HEALTHY)
+        })
+        .is_none_or(|c| c.observed_generation != pool.metadata.generation)
+        || (class_generation.is_some()
+            && status.and_then(|s| s.node_class_observed_generation) != class_generation)
+}
+
 /// What was observed of a NodePool's NodeClass.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeClassObserved {
@@ -122,13 +203,14 @@ pub struct NodeClassObserved {
     pub generation: Option<i64>,
 }
 
-/// The status of `pool` given its nodes' `usage` and its NodeClass (`None`: the provider does
+/// The status of `pool` given its nodes' `usage`, its NodeClass (`None`: the provider does
 /// not serve the NodeClass's kind, so only resources are kept, as upstream leaves NodePools it
-/// does not manage alone), at `now`.
+/// does not manage alone) and its recent `registrations`, at `now`.
 pub fn status(
     pool: &NodePool,
     usage: Option<&Usage>,
     node_class: Option<&NodeClassObserved>,
+    registrations: Health,
     now: Timestamp,
 ) -> NodePoolStatus {
     let mut out = pool.status.clone().unwrap_or_default();
@@ -152,12 +234,7 @@ pub fn status(
         .as_ref()
         .map_or(now, |t| t.0);
     let generation = pool.metadata.generation;
-    let registration_stale = out
-        .conditions
-        .iter()
-        .find(|c| c.type_ == NODE_REGISTRATION_HEALTHY)
-        .is_none_or(|c| c.observed_generation != generation)
-        || (class.generation.is_some() && out.node_class_observed_generation != class.generation);
+    let stale = registration_stale(pool, class.generation);
     if class.generation.is_some() {
         out.node_class_observed_generation = class.generation;
     }
@@ -203,13 +280,21 @@ pub fn status(
             c.set(NODE_CLASS_READY, "False", reason, message)
         }
     }
-    if registration_stale {
-        c.set(
+    match (stale, registrations) {
+        (true, _) => c.set(
             NODE_REGISTRATION_HEALTHY,
             "Unknown",
             "AwaitingReconciliation",
             "object is awaiting reconciliation",
-        );
+        ),
+        (false, Health::Healthy) => c.set_true(NODE_REGISTRATION_HEALTHY),
+        (false, Health::Unhealthy) => c.set(
+            NODE_REGISTRATION_HEALTHY,
+            "False",
+            "RegistrationFailed",
+            "Failed to register node",
+        ),
+        (false, Health::Unknown) => {}
     }
     c.finish();
     out
@@ -279,13 +364,47 @@ mod run {
         )
     }
 
+    /// What the NodePool's registrations say: after a restart, what its condition said; after a
+    /// change of the NodePool or its NodeClass, nothing yet.
+    fn registrations<P>(
+        ctx: &Context<P>,
+        pool: &NodePool,
+        class: Option<&NodeClassObserved>,
+    ) -> Health {
+        let uid = pool.uid().unwrap_or_default();
+        let health = &ctx.registration_health;
+        let condition = pool.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == NODE_REGISTRATION_HEALTHY)
+        });
+        if registration_stale(pool, class.and_then(|c| c.generation)) {
+            // A NodePool without the condition yet has nothing to forget: what its first nodes
+            // did is kept for the next pass.
+            if condition.is_some() {
+                health.set(&uid, Health::Unknown);
+            }
+            return Health::Unknown;
+        }
+        if health.health(&uid) == Health::Unknown {
+            match condition.map(|c| c.status.as_str()) {
+                Some("True") => health.set(&uid, Health::Healthy),
+                Some("False") => health.set(&uid, Health::Unhealthy),
+                _ => {}
+            }
+        }
+        health.health(&uid)
+    }
+
     async fn reconcile<P: CloudProvider>(ctx: &Context<P>, pool: &NodePool) -> Result<(), Error> {
         let usage = pool_usage(&ctx.cluster);
         let class = observe_node_class(ctx, &pool.spec.template.spec.node_class_ref).await?;
+        let registrations = registrations(ctx, pool, class.as_ref());
         let next = status(
             pool,
             usage.get(pool.name()),
             class.as_ref(),
+            registrations,
             ctx.clock.now(),
         );
         if pool.status.as_ref() == Some(&next) {
@@ -486,7 +605,7 @@ mod tests {
         ];
         for (spec, observed, validation, node_class, ready) in cases {
             let p = pool(spec.clone(), json!(null));
-            let s = status(&p, None, Some(&observed), now);
+            let s = status(&p, None, Some(&observed), Health::Unknown, now);
             assert_eq!(
                 condition(&s, VALIDATION_SUCCEEDED),
                 validation,
@@ -507,7 +626,7 @@ mod tests {
     fn resources_start_at_zero_and_follow_usage() {
         let now = Timestamp::from_second(2_000).unwrap();
         let p = pool(json!({}), json!(null));
-        let s = status(&p, None, None, now);
+        let s = status(&p, None, None, Health::Unknown, now);
         assert_eq!(s.nodes, Some(0));
         let zero: BTreeMap<String, Quantity> = BASE_RESOURCES
             .iter()
@@ -526,13 +645,45 @@ mod tests {
             ]),
             nodes: 2,
         };
-        let s = status(&p, Some(&u), None, now);
+        let s = status(&p, Some(&u), None, Health::Unknown, now);
         assert_eq!(s.nodes, Some(2));
         assert_eq!(s.resources["cpu"], Quantity("12".into()));
         assert_eq!(s.resources["memory"], Quantity("36Gi".into()));
         assert_eq!(s.resources["nvidia.com/gpu"], Quantity("1".into()));
         assert_eq!(s.resources["nodes"], Quantity("2".into()));
         assert_eq!(s.resources["pods"], Quantity("0".into()));
+    }
+
+    #[test]
+    fn registration_health_over_the_last_four_launches() {
+        let h = RegistrationHealth::default();
+        assert_eq!(h.health("np"), Health::Unknown);
+        // (outcome recorded, health after it)
+        let steps = [
+            (true, Health::Healthy),
+            (false, Health::Healthy),
+            (false, Health::Unhealthy),
+            (true, Health::Unhealthy),
+            // The first success leaves the window; the two failures still make half of it.
+            (true, Health::Unhealthy),
+            (true, Health::Healthy),
+            (true, Health::Healthy),
+        ];
+        for (i, (registered, want)) in steps.into_iter().enumerate() {
+            h.record("np", registered);
+            assert_eq!(h.health("np"), want, "after step {i}");
+        }
+        assert_eq!(h.health("other"), Health::Unknown);
+        h.set("np", Health::Unhealthy);
+        assert_eq!(h.health("np"), Health::Unhealthy);
+        // One success after a restart seeded unhealthy is not enough (2 of 4 still failed).
+        h.record("np", true);
+        assert_eq!(h.health("np"), Health::Unhealthy);
+        h.set("np", Health::Unknown);
+        assert_eq!(h.health("np"), Health::Unknown);
+        h.set("np", Health::Healthy);
+        h.record("np", false);
+        assert_eq!(h.health("np"), Health::Healthy);
     }
 
     #[test]
@@ -546,20 +697,38 @@ mod tests {
         };
         let ready = class(NodeClassReadiness::Ready, false);
         // Nothing changed: kept.
-        let s = status(&pool(json!({}), healthy(2)), None, Some(&ready), now);
+        let s = status(
+            &pool(json!({}), healthy(2)),
+            None,
+            Some(&ready),
+            Health::Unknown,
+            now,
+        );
         assert_eq!(
             condition(&s, NODE_REGISTRATION_HEALTHY),
             ("True", "Healthy")
         );
         // The NodePool changed.
-        let s = status(&pool(json!({}), healthy(1)), None, Some(&ready), now);
+        let s = status(
+            &pool(json!({}), healthy(1)),
+            None,
+            Some(&ready),
+            Health::Healthy,
+            now,
+        );
         assert_eq!(condition(&s, NODE_REGISTRATION_HEALTHY).0, "Unknown");
         // The NodeClass changed.
         let newer = NodeClassObserved {
             generation: Some(4),
             ..ready
         };
-        let s = status(&pool(json!({}), healthy(2)), None, Some(&newer), now);
+        let s = status(
+            &pool(json!({}), healthy(2)),
+            None,
+            Some(&newer),
+            Health::Unhealthy,
+            now,
+        );
         assert_eq!(condition(&s, NODE_REGISTRATION_HEALTHY).0, "Unknown");
         assert_eq!(s.node_class_observed_generation, Some(4));
     }

@@ -901,6 +901,14 @@ async fn claims_that_do_not_launch_or_register_in_time_are_deleted() {
             .encode()
             .contains("reason=\"registration_timeout\"")
     );
+    // The pod's next claims time out too: half of the last four failed.
+    eventually(WAIT, || {
+        (pool_condition(&server, "NodeRegistrationHealthy")
+            == Some(("False".into(), "RegistrationFailed".into())))
+        .then_some(())
+    })
+    .await
+    .expect("NodeRegistrationHealthy=False once registrations keep failing");
     running.stop().await;
 
     // Launch: the provider keeps failing (its NodeClass cannot be read), the timeout is 1s.
@@ -1662,6 +1670,19 @@ async fn nodepool_status_counts_its_nodes_and_a_pool_not_ready_launches_nothing(
             "{type_}"
         );
     }
+    // Its nodes registered.
+    eventually(WAIT, || {
+        (pool_condition(&server, "NodeRegistrationHealthy")
+            == Some(("True".into(), "NodeRegistrationHealthy".into())))
+        .then_some(())
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "the NodePool's nodes register: NodeRegistrationHealthy: {:?}",
+            server.get::<NodePool>("", "default").unwrap()
+        )
+    });
 
     // Its NodeClass goes: the NodePool is not Ready, and a new pod gets no node from it.
     server.delete::<KWOKNodeClass>("", "default").unwrap();
