@@ -70,15 +70,25 @@ fn every_upstream_value_has_a_default_and_is_read() {
         .iter()
         .filter(|l| !is_read(l, &read))
         .collect();
-    assert!(unread.is_empty(), "upstream values the templates never read: {unread:?}");
+    assert!(
+        unread.is_empty(),
+        "upstream values the templates never read: {unread:?}"
+    );
 
     // A default for each: the key itself, or the map holding it (a free-form one such as
     // `affinity` or `controller.resources`).
     let missing: Vec<&String> = upstream_leaves
         .iter()
-        .filter(|l| !our_leaves.iter().any(|o| *l == o || l.starts_with(&format!("{o}.")) || o.starts_with(&format!("{l}."))))
+        .filter(|l| {
+            !our_leaves.iter().any(|o| {
+                *l == o || l.starts_with(&format!("{o}.")) || o.starts_with(&format!("{l}."))
+            })
+        })
         .collect();
-    assert!(missing.is_empty(), "upstream values without a default here: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "upstream values without a default here: {missing:?}"
+    );
 }
 
 #[test]
@@ -93,5 +103,8 @@ fn every_value_of_ours_is_read() {
         .iter()
         .filter(|l| !is_read(l, &read) && !scoped.iter().any(|s| l.starts_with(s)))
         .collect();
-    assert!(unread.is_empty(), "values the templates never read: {unread:?}");
+    assert!(
+        unread.is_empty(),
+        "values the templates never read: {unread:?}"
+    );
 }
