@@ -40,7 +40,24 @@ pub fn metrics_router<P: CloudProvider>(ctx: Arc<Context<P>>) -> Router {
 /// The `/healthz` and `/readyz` router.
 pub fn health_router<P: CloudProvider>(ctx: Arc<Context<P>>) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/healthz",
+            get({
+                let ctx = ctx.clone();
+                move || {
+                    let ctx = ctx.clone();
+                    async move {
+                        let stopped = ctx.stopped_loops.names();
+                        if stopped.is_empty() {
+                            (StatusCode::OK, "ok".to_string()).into_response()
+                        } else {
+                            let message = format!("control loops stopped: {}", stopped.join(", "));
+                            (StatusCode::INTERNAL_SERVER_ERROR, message).into_response()
+                        }
+                    }
+                }
+            }),
+        )
         .route(
             "/readyz",
             get(move || {

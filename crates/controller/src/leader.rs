@@ -1,7 +1,9 @@
-//! Leader election on a `coordination.k8s.io/v1` Lease named `karpenter-leader-election`, as
-//! client-go's leader election does it: the holder renews, the others take over once it has
-//! not renewed for the lease duration. Every replica keeps its state warm; only the leader
-//! acts.
+//! Leader election on a `coordination.k8s.io/v1` Lease (`karpenter-leader-election`, or
+//! `LEADER_ELECTION_NAME`), as client-go's leader election does it: the holder renews, the
+//! others take over once the lease record has not changed for the lease duration — measured on
+//! their own clock from when they saw it change, never by comparing the holder's `renewTime`
+//! with their clock, so clock skew between nodes cannot make two leaders. Every replica keeps
+//! its state warm; only the leader acts.
 
 use std::time::Duration;
 
@@ -11,6 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::{Api, Client};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::Clock;
 
@@ -32,8 +35,9 @@ pub enum Decision {
     Follow(String),
 }
 
-/// Decides from the lease as read at `now`.
-pub fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decision {
+/// Decides from the lease as read, the record having been seen unchanged for `unchanged_for`
+/// on this replica's clock.
+pub fn decide(spec: Option<&LeaseSpec>, identity: &str, unchanged_for: Duration) -> Decision {
     let Some(spec) = spec else {
         return Decision::Acquire;
     };
@@ -46,15 +50,35 @@ pub fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decis
     }
     let duration = spec
         .lease_duration_seconds
-        .map_or(LEASE_DURATION.as_secs() as i64, i64::from);
-    let renewed = spec
-        .renew_time
-        .as_ref()
-        .or(spec.acquire_time.as_ref())
-        .map(|t| t.0);
-    match renewed {
-        Some(t) if now.as_second() - t.as_second() <= duration => Decision::Follow(holder.into()),
-        _ => Decision::Acquire,
+        .and_then(|s| u64::try_from(s).ok())
+        .map_or(LEASE_DURATION, Duration::from_secs);
+    if unchanged_for <= duration {
+        Decision::Follow(holder.into())
+    } else {
+        Decision::Acquire
+    }
+}
+
+/// The lease record as this replica last saw it, and since when (client-go's
+/// `observedRecord` and `observedTime`).
+#[derive(Debug, Default)]
+pub struct Observed {
+    record: Option<LeaseSpec>,
+    since: Option<Instant>,
+}
+
+impl Observed {
+    /// How long the record `spec` has been seen unchanged at `now`: from now when it differs
+    /// from the last one seen.
+    pub fn unchanged_for(&mut self, spec: Option<&LeaseSpec>, now: Instant) -> Duration {
+        match self.since {
+            Some(since) if self.record.as_ref() == spec => now.saturating_duration_since(since),
+            _ => {
+                self.record = spec.cloned();
+                self.since = Some(now);
+                Duration::ZERO
+            }
+        }
     }
 }
 
@@ -76,38 +100,42 @@ fn spec(identity: &str, now: Timestamp, previous: Option<&LeaseSpec>) -> LeaseSp
     }
 }
 
-/// One round: reads the lease and renews or takes it when it may. Returns whether this replica
-/// leads. Writes carry the resourceVersion read, so of two replicas taking over only one wins.
+/// One round on the Lease `name`: reads it and renews or takes it when it may. Returns whether
+/// this replica leads. Writes carry the resourceVersion read, so of two replicas taking over
+/// only one wins.
 pub async fn try_lead(
     api: &Api<Lease>,
+    name: &str,
     identity: &str,
+    observed: &mut Observed,
     clock: &Clock,
 ) -> Result<bool, kube::Error> {
-    let now = clock.now();
-    let current = api.get_opt(LEASE_NAME).await?;
+    let current = api.get_opt(name).await?;
     let spec_read = current.as_ref().and_then(|l| l.spec.as_ref());
-    match decide(spec_read, identity, now) {
+    let unchanged_for = observed.unchanged_for(spec_read, clock.instant());
+    match decide(spec_read, identity, unchanged_for) {
         Decision::Follow(_) => Ok(false),
         Decision::Renew | Decision::Acquire => {
+            let spec = spec(identity, clock.now(), spec_read);
             let lease = Lease {
                 metadata: ObjectMeta {
-                    name: Some(LEASE_NAME.into()),
+                    name: Some(name.into()),
                     resource_version: current
                         .as_ref()
                         .and_then(|l| l.metadata.resource_version.clone()),
                     ..Default::default()
                 },
-                spec: Some(spec(identity, now, spec_read)),
+                spec: Some(spec.clone()),
             };
             let written = match current {
                 None => api.create(&PostParams::default(), &lease).await,
-                Some(_) => {
-                    api.replace(LEASE_NAME, &PostParams::default(), &lease)
-                        .await
-                }
+                Some(_) => api.replace(name, &PostParams::default(), &lease).await,
             };
             match written {
-                Ok(_) => Ok(true),
+                Ok(_) => {
+                    observed.unchanged_for(Some(&spec), clock.instant());
+                    Ok(true)
+                }
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
                 Err(e) => Err(e),
             }
@@ -120,6 +148,7 @@ pub async fn try_lead(
 pub async fn run(
     client: Client,
     namespace: String,
+    name: String,
     identity: String,
     leader: watch::Sender<bool>,
     clock: Clock,
@@ -127,8 +156,9 @@ pub async fn run(
 ) {
     let api: Api<Lease> = Api::namespaced(client, &namespace);
     let mut last_renewal = clock.instant();
+    let mut observed = Observed::default();
     loop {
-        match try_lead(&api, &identity, &clock).await {
+        match try_lead(&api, &name, &identity, &mut observed, &clock).await {
             Ok(true) => {
                 last_renewal = clock.instant();
                 if !*leader.borrow() {
@@ -153,14 +183,12 @@ pub async fn run(
     }
     if *leader.borrow() {
         // Hand over at once instead of making the standby wait out the lease.
-        if let Ok(Some(mut lease)) = api.get_opt(LEASE_NAME).await
+        if let Ok(Some(mut lease)) = api.get_opt(&name).await
             && let Some(spec) = lease.spec.as_mut()
             && spec.holder_identity.as_deref() == Some(identity.as_str())
         {
             spec.holder_identity = None;
-            let _ = api
-                .replace(LEASE_NAME, &PostParams::default(), &lease)
-                .await;
+            let _ = api.replace(&name, &PostParams::default(), &lease).await;
         }
         leader.send_replace(false);
     }
@@ -180,28 +208,60 @@ mod tests {
     }
 
     #[test]
-    fn decisions() {
-        let now = Timestamp::from_second(1_000).unwrap();
-        assert_eq!(decide(None, "a", now), Decision::Acquire);
-        assert_eq!(decide(Some(&lease("a", 990)), "a", now), Decision::Renew);
+    fn decisions_go_by_how_long_the_record_stood_still_here() {
+        let secs = Duration::from_secs;
+        // The holder's renewTime is an hour in this replica's future or past: it does not
+        // matter, only how long the record has been seen unchanged.
+        for renewed in [-3_600, 0, 3_600] {
+            assert_eq!(decide(None, "a", secs(0)), Decision::Acquire);
+            assert_eq!(
+                decide(Some(&lease("a", renewed)), "a", secs(99)),
+                Decision::Renew
+            );
+            assert_eq!(
+                decide(Some(&lease("b", renewed)), "a", secs(10)),
+                Decision::Follow("b".into())
+            );
+            assert_eq!(
+                decide(Some(&lease("b", renewed)), "a", secs(15)),
+                Decision::Follow("b".into()),
+                "exactly the duration"
+            );
+            assert_eq!(
+                decide(Some(&lease("b", renewed)), "a", secs(16)),
+                Decision::Acquire,
+                "lapsed"
+            );
+            assert_eq!(
+                decide(Some(&lease("", renewed)), "a", secs(0)),
+                Decision::Acquire,
+                "released"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_record_is_timed_from_when_it_was_seen_to_change() {
+        let mut o = Observed::default();
+        let t0 = Instant::now();
+        let a = lease("b", 100);
+        assert_eq!(o.unchanged_for(Some(&a), t0), Duration::ZERO, "first sight");
         assert_eq!(
-            decide(Some(&lease("b", 990)), "a", now),
-            Decision::Follow("b".into())
+            o.unchanged_for(Some(&a), t0 + Duration::from_secs(10)),
+            Duration::from_secs(10)
         );
+        // Renewed: the clock starts again.
+        let renewed = lease("b", 102);
+        let t1 = t0 + Duration::from_secs(12);
+        assert_eq!(o.unchanged_for(Some(&renewed), t1), Duration::ZERO);
         assert_eq!(
-            decide(Some(&lease("b", 985)), "a", now),
-            Decision::Follow("b".into()),
-            "exactly the duration"
+            o.unchanged_for(Some(&renewed), t1 + Duration::from_secs(16)),
+            Duration::from_secs(16)
         );
+        // Deleted, then made again.
         assert_eq!(
-            decide(Some(&lease("b", 984)), "a", now),
-            Decision::Acquire,
-            "lapsed"
-        );
-        assert_eq!(
-            decide(Some(&lease("", 999)), "a", now),
-            Decision::Acquire,
-            "released"
+            o.unchanged_for(None, t1 + Duration::from_secs(17)),
+            Duration::ZERO
         );
     }
 

@@ -14,11 +14,13 @@ pub mod drift;
 pub mod dry_run;
 pub mod events;
 pub mod garbage;
+pub mod kube_client;
 pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
 pub mod nodeclass_status;
 pub mod nodeclasses;
+pub mod nodepool_status;
 pub mod options;
 pub mod podevents;
 pub mod provisioning;
@@ -31,6 +33,8 @@ mod writes;
 
 use std::future::Future;
 use std::sync::Arc;
+
+use futures::FutureExt;
 
 use kube::Client;
 use tokio::sync::watch;
@@ -77,6 +81,11 @@ pub struct Context<P> {
     pub recorder: events::Recorder,
     /// Where the loops read the time.
     pub clock: Clock,
+    /// Whether each NodePool's recent nodes registered (its `NodeRegistrationHealthy`).
+    pub registration_health: nodepool_status::RegistrationHealth,
+    /// The loops that stopped before shutdown: `/healthz` fails while there is one, so the
+    /// kubelet restarts a controller that can no longer do part of its job.
+    pub stopped_loops: StoppedLoops,
     leader: watch::Receiver<bool>,
     launches: lifecycle::LaunchCache,
     drains: termination::DrainClock,
@@ -128,6 +137,41 @@ impl<P: Provider> Controller<P> {
     }
 }
 
+/// Runs the control loop `name` and records it in [`Context::stopped_loops`] when it ends or
+/// panics before `shutdown`.
+async fn watch_loop<P>(
+    ctx: Arc<Context<P>>,
+    shutdown: CancellationToken,
+    name: &'static str,
+    loop_: ProviderLoop,
+) {
+    let ended = std::panic::AssertUnwindSafe(loop_).catch_unwind().await;
+    if !shutdown.is_cancelled() {
+        ctx.stopped_loops.stopped(name);
+        tracing::error!(
+            controller = name,
+            panicked = ended.is_err(),
+            "a control loop stopped; /healthz fails until the controller restarts"
+        );
+    }
+}
+
+/// The names of the control loops that stopped while the controller runs.
+#[derive(Debug, Default)]
+pub struct StoppedLoops(std::sync::Mutex<Vec<&'static str>>);
+
+impl StoppedLoops {
+    /// Records that the loop `name` stopped.
+    pub fn stopped(&self, name: &'static str) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(name);
+    }
+
+    /// The loops that stopped, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 /// The controller, ready to run.
 pub struct Controller<P> {
     ctx: Arc<Context<P>>,
@@ -155,6 +199,8 @@ impl<P: CloudProvider> Controller<P> {
             launches: Default::default(),
             drains: Default::default(),
             evictions: Default::default(),
+            registration_health: Default::default(),
+            stopped_loops: Default::default(),
         };
         Self {
             ctx: Arc::new(ctx),
@@ -184,28 +230,118 @@ impl<P: CloudProvider> Controller<P> {
             } else {
                 ctx.options.identity.clone()
             };
-            loops.spawn(leader::run(
-                ctx.client.clone(),
-                ctx.options.system_namespace.clone(),
-                identity,
-                self.leader,
-                ctx.clock.clone(),
+            loops.spawn(watch_loop(
+                ctx.clone(),
                 shutdown.clone(),
+                "leaderelection",
+                Box::pin(leader::run(
+                    ctx.client.clone(),
+                    ctx.options.lease_namespace().to_string(),
+                    ctx.options.leader_election_name.clone(),
+                    identity,
+                    self.leader,
+                    ctx.clock.clone(),
+                    shutdown.clone(),
+                )),
             ));
         }
-        loops.spawn(provisioning::run(ctx.clone(), shutdown.clone()));
-        loops.spawn(lifecycle::run(ctx.clone(), shutdown.clone()));
-        loops.spawn(termination::run(ctx.clone(), shutdown.clone()));
-        loops.spawn(podevents::run(ctx.clone(), shutdown.clone()));
-        loops.spawn(garbage::run(ctx.clone(), shutdown.clone()));
-        loops.spawn(drift::run(ctx.clone(), shutdown.clone()));
-        loops.spawn(disruption::run(ctx.clone(), shutdown.clone()));
+        for said in ctx.options.not_acted_on() {
+            tracing::warn!("{said}");
+        }
+        let watched = |name: &'static str, loop_: ProviderLoop| {
+            watch_loop(ctx.clone(), shutdown.clone(), name, loop_)
+        };
+        loops.spawn(watched(
+            "provisioner",
+            Box::pin(provisioning::run(ctx.clone(), shutdown.clone())),
+        ));
+        loops.spawn(watched(
+            "nodeclaim.lifecycle",
+            Box::pin(lifecycle::run(ctx.clone(), shutdown.clone())),
+        ));
+        loops.spawn(watched(
+            "nodepool.status",
+            Box::pin(nodepool_status::run(ctx.clone(), shutdown.clone())),
+        ));
+        loops.spawn(watched(
+            "node.termination",
+            Box::pin(termination::run(ctx.clone(), shutdown.clone())),
+        ));
+        loops.spawn(watched(
+            "nodeclaim.podevents",
+            Box::pin(podevents::run(ctx.clone(), shutdown.clone())),
+        ));
+        loops.spawn(watched(
+            "nodeclaim.garbagecollection",
+            Box::pin(garbage::run(ctx.clone(), shutdown.clone())),
+        ));
+        loops.spawn(watched(
+            "nodeclaim.disruption",
+            Box::pin(drift::run(ctx.clone(), shutdown.clone())),
+        ));
+        loops.spawn(watched(
+            "disruption",
+            Box::pin(disruption::run(ctx.clone(), shutdown.clone())),
+        ));
         for provider_loop in provider_loops {
-            loops.spawn(provider_loop);
+            loops.spawn(watched(ctx.provider.name(), provider_loop));
         }
         while loops.join_next().await.is_some() {}
         for w in watches {
             w.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tower_service::Service;
+
+    use super::*;
+
+    async fn healthz(ctx: &Arc<Context<testing::NoCloud>>) -> (u16, String) {
+        let mut router = admin::health_router(ctx.clone());
+        let response = router
+            .call(
+                axum::http::Request::get("/healthz")
+                    .body(axum::body::Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn healthz_fails_once_a_loop_stops_or_panics_but_not_at_shutdown() {
+        let ctx = testing::context(Options::default());
+        let shutdown = CancellationToken::new();
+        assert_eq!(healthz(&ctx).await.0, 200);
+        watch_loop(
+            ctx.clone(),
+            shutdown.clone(),
+            "provisioner",
+            Box::pin(async {}),
+        )
+        .await;
+        watch_loop(
+            ctx.clone(),
+            shutdown.clone(),
+            "disruption",
+            Box::pin(async { panic!("a bug") }),
+        )
+        .await;
+        let (status, body) = healthz(&ctx).await;
+        assert_eq!(status, 500);
+        assert_eq!(body, "control loops stopped: provisioner, disruption");
+
+        let ctx = testing::context(Options::default());
+        shutdown.cancel();
+        watch_loop(ctx.clone(), shutdown, "provisioner", Box::pin(async {})).await;
+        assert_eq!(healthz(&ctx).await.0, 200, "loops end at shutdown");
     }
 }

@@ -302,6 +302,7 @@ async fn register<P: CloudProvider>(
         let launched_at =
             conditions::get(&status.conditions, LAUNCHED).map(|c| &c.last_transition_time);
         if since(launched_at, now) >= ctx.options.registration_timeout {
+            record_registration(ctx, claim, false);
             return delete_claim(ctx, claim, "registration_timeout").await;
         }
         return Ok(());
@@ -358,12 +359,25 @@ async fn register<P: CloudProvider>(
         now,
     );
     patch_status(ctx, claim, &status).await?;
+    record_registration(ctx, claim, true);
     ctx.metrics
         .nodes_created
         .get_or_create(&labels_for(claim))
         .inc();
     tracing::info!(nodeclaim = %claim.name_any(), node = %node_name, "registered nodeclaim");
     Ok(())
+}
+
+/// Tells the NodePool's registration health whether the claim's node registered in time.
+fn record_registration<P>(ctx: &Context<P>, claim: &NodeClaim, registered: bool) {
+    if let Some(uid) = ctx
+        .cluster
+        .node_pools
+        .get(&nodepool_of(claim))
+        .and_then(|pool| pool.metadata.uid.clone())
+    {
+        ctx.registration_health.record(&uid, registered);
+    }
 }
 
 fn labels_for(claim: &NodeClaim) -> crate::metrics::Labels {

@@ -38,6 +38,45 @@ pub struct Options {
     /// This replica's identity in the Lease (the pod name).
     #[arg(long, env = "POD_NAME", default_value = "")]
     pub identity: String,
+    /// The leader-election Lease's name.
+    #[arg(long, env = "LEADER_ELECTION_NAME", default_value = crate::leader::LEASE_NAME)]
+    pub leader_election_name: String,
+    /// The leader-election Lease's namespace; the system namespace when empty.
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE", default_value = "")]
+    pub leader_election_namespace: String,
+    /// The smoothed rate of requests to the API server, per second (a client-side limit).
+    #[arg(long, env = "KUBE_CLIENT_QPS", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
+    pub kube_client_qps: u32,
+    /// The most requests sent at once above that rate.
+    #[arg(long, env = "KUBE_CLIENT_BURST", default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..))]
+    pub kube_client_burst: u32,
+    /// The container's memory limit in bytes (-1: none). Upstream tunes Go's garbage collector
+    /// with it; there is none here, so it is accepted for upstream's chart and logged.
+    #[arg(long, env = "MEMORY_LIMIT", default_value_t = -1, allow_negative_numbers = true)]
+    pub memory_limit: i64,
+    /// The container's CPU requests in millicores (upstream sizes its workers by it; accepted).
+    #[arg(long, env = "CPU_REQUESTS", default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..))]
+    pub cpu_requests: i64,
+    /// Leave pods' Dynamic Resource Allocation claims out of the simulation: such pods get no
+    /// node (DRA allocation is not simulated either way).
+    #[arg(long, env = "IGNORE_DRA_REQUESTS", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub ignore_dra_requests: bool,
+    /// Upstream serves Go's pprof on the metrics port; accepted, and logged when set.
+    #[arg(long, env = "ENABLE_PROFILING", default_value_t = false)]
+    pub enable_profiling: bool,
+    /// Keep no cluster-state metrics.
+    #[arg(
+        long,
+        env = "DISABLE_CLUSTER_STATE_OBSERVABILITY",
+        default_value_t = false
+    )]
+    pub disable_cluster_state_observability: bool,
+    /// Upstream's controller warm-up switch; every replica keeps its state warm here.
+    #[arg(long, env = "DISABLE_CONTROLLER_WARMUP", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", hide = true)]
+    pub disable_controller_warmup: bool,
+    /// Upstream's webhook Service name; there are no webhooks here (accepted).
+    #[arg(long, env = "KARPENTER_SERVICE", default_value = "", hide = true)]
+    pub karpenter_service: String,
     /// Upstream's feature gates, e.g. `SpotToSpotConsolidation=true`.
     #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = <karpenter_core::feature_gates::FeatureGates as std::str::FromStr>::from_str)]
     pub feature_gates: karpenter_core::feature_gates::FeatureGates,
@@ -89,6 +128,17 @@ impl Default for Options {
             disable_leader_election: false,
             system_namespace: "kube-system".into(),
             identity: String::new(),
+            leader_election_name: crate::leader::LEASE_NAME.into(),
+            leader_election_namespace: String::new(),
+            kube_client_qps: 200,
+            kube_client_burst: 300,
+            memory_limit: -1,
+            cpu_requests: 1000,
+            ignore_dra_requests: true,
+            enable_profiling: false,
+            disable_cluster_state_observability: false,
+            disable_controller_warmup: true,
+            karpenter_service: String::new(),
             feature_gates: Default::default(),
             garbage_collection_interval: Duration::from_secs(120),
             instance_launch_grace: Duration::from_secs(30),
@@ -100,6 +150,99 @@ impl Default for Options {
             provider_drift_check: crate::drift::PROVIDER_CHECK_EVERY,
             consolidation_validation: crate::disruption::VALIDATION_DELAY,
             resync: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Options {
+    /// The leader-election Lease's namespace: `LEADER_ELECTION_NAMESPACE`, else the system
+    /// namespace.
+    pub fn lease_namespace(&self) -> &str {
+        if self.leader_election_namespace.is_empty() {
+            &self.system_namespace
+        } else {
+            &self.leader_election_namespace
+        }
+    }
+
+    /// What is set but has no effect here, to say once at startup.
+    pub fn not_acted_on(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .feature_gates
+            .not_acted_on()
+            .into_iter()
+            .map(|g| format!("feature gate {g} is on but not acted on yet"))
+            .collect();
+        if self.enable_profiling {
+            out.push("ENABLE_PROFILING: there is no profiling endpoint".into());
+        }
+        if !self.ignore_dra_requests {
+            out.push(
+                "IGNORE_DRA_REQUESTS=false: DRA allocation is not simulated; pods with resource claims still get no node"
+                    .into(),
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        options: Options,
+    }
+
+    fn parse(args: &[&str]) -> Result<Options, clap::Error> {
+        Cli::try_parse_from(std::iter::once("karpenter").chain(args.iter().copied()))
+            .map(|c| c.options)
+    }
+
+    #[test]
+    fn upstreams_flags_and_defaults() {
+        let o = parse(&[]).unwrap();
+        assert_eq!((o.kube_client_qps, o.kube_client_burst), (200, 300));
+        assert_eq!(o.leader_election_name, "karpenter-leader-election");
+        assert_eq!(o.lease_namespace(), "kube-system");
+        assert!(o.ignore_dra_requests);
+        assert_eq!(o.memory_limit, -1);
+        let o = parse(&[
+            "--kube-client-qps=50",
+            "--kube-client-burst",
+            "70",
+            "--leader-election-name=other",
+            "--leader-election-namespace=karpenter",
+            "--ignore-dra-requests=false",
+            "--memory-limit=536870912",
+            "--enable-profiling",
+        ])
+        .unwrap();
+        assert_eq!((o.kube_client_qps, o.kube_client_burst), (50, 70));
+        assert_eq!(o.leader_election_name, "other");
+        assert_eq!(o.lease_namespace(), "karpenter");
+        assert!(!o.ignore_dra_requests);
+        assert_eq!(o.memory_limit, 536_870_912);
+        let said = o.not_acted_on();
+        assert!(
+            said.iter().any(|s| s.contains("ENABLE_PROFILING")),
+            "{said:?}"
+        );
+        assert!(
+            said.iter().any(|s| s.contains("IGNORE_DRA_REQUESTS")),
+            "{said:?}"
+        );
+        for bad in [
+            "--kube-client-qps=0",
+            "--cpu-requests=0",
+            "--ignore-dra-requests=maybe",
+        ] {
+            let e = parse(&[bad]).unwrap_err().to_string();
+            assert!(e.contains(bad.split('=').next().unwrap()), "{bad}: {e}");
         }
     }
 }

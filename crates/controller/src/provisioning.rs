@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use karpenter_api::{NodeClaim, NodePool};
+use karpenter_core::provisioning::nodepools::provisionable;
 use karpenter_core::provisioning::scheduling::{
     NodePoolInput, Results, Scheduler, SchedulerOptions,
 };
@@ -42,7 +43,7 @@ pub struct Provisioned {
 pub(crate) async fn pool_inputs<P: CloudProvider>(ctx: &Context<P>) -> Vec<NodePoolInput> {
     let mut pools = Vec::new();
     for pool in ctx.cluster.node_pools.all() {
-        if pool.metadata.deletion_timestamp.is_some() || !pools::usable(&pool) {
+        if !provisionable(&pool) {
             continue;
         }
         match ctx.provider.instance_types(&pool).await {
@@ -325,22 +326,5 @@ pub async fn run<P: CloudProvider>(
                 batcher.retry(origin.elapsed());
             }
         }
-    }
-}
-
-/// Which NodePools the provisioner uses.
-mod pools {
-    use karpenter_api::NodePool;
-    use karpenter_api::nodepool::condition::READY;
-
-    /// A NodePool is used unless its status says it is not Ready (the status is set by the
-    /// NodePool readiness controller; one that has not run yet does not block launches).
-    pub fn usable(pool: &NodePool) -> bool {
-        pool.spec.replicas.is_none()
-            && pool
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.iter().find(|c| c.type_ == READY))
-                .is_none_or(|c| c.status == "True")
     }
 }

@@ -20,6 +20,21 @@ pub struct FeatureGates {
     pub capacity_buffer: bool,
 }
 
+impl FeatureGates {
+    /// The gates that are on but that nothing here acts on yet (logged at startup).
+    pub fn not_acted_on(&self) -> Vec<&'static str> {
+        [
+            ("NodeRepair", self.node_repair),
+            ("NodeOverlay", self.node_overlay),
+            ("StaticCapacity", self.static_capacity),
+            ("CapacityBuffer", self.capacity_buffer),
+        ]
+        .into_iter()
+        .filter_map(|(name, on)| on.then_some(name))
+        .collect()
+    }
+}
+
 impl Default for FeatureGates {
     fn default() -> Self {
         Self {

@@ -1024,3 +1024,42 @@ fn an_interrupted_solve_returns_partial_results() {
         "what was decided is kept"
     );
 }
+
+/// Upstream, with `IGNORE_DRA_REQUESTS` at its default: a pod asking for devices through
+/// Dynamic Resource Allocation gets no node, a DaemonSet pod with claims adds no overhead.
+#[test]
+fn dynamic_resource_allocation_is_not_simulated() {
+    use karpenter_core::provisioning::scheduling::DRA_NOT_SUPPORTED;
+    let with_pod_claim = |mut p: k8s_openapi::api::core::v1::Pod| {
+        p.spec.as_mut().unwrap().resource_claims = Some(vec![
+            serde_json::from_value(
+                serde_json::json!({"name": "gpu", "resourceClaimTemplateName": "gpu"}),
+            )
+            .unwrap(),
+        ]);
+        p
+    };
+    let with_container_claim = |mut p: k8s_openapi::api::core::v1::Pod| {
+        let c = &mut p.spec.as_mut().unwrap().containers[0];
+        c.resources.get_or_insert_with(Default::default).claims = Some(vec![
+            serde_json::from_value(serde_json::json!({"name": "gpu"})).unwrap(),
+        ]);
+        p
+    };
+    for pod_with_claims in [
+        with_pod_claim(pod().cpu("1").build()),
+        with_container_claim(pod().cpu("1").build()),
+    ] {
+        let o = env().provision(&[pod_with_claims, pod().cpu("1").build()]);
+        assert!(!o.scheduled(0));
+        assert_eq!(
+            o.results.pod_errors.get(&0).map(String::as_str),
+            Some(DRA_NOT_SUPPORTED)
+        );
+        assert!(o.scheduled(1), "other pods are not held up");
+    }
+    // A 1 CPU DaemonSet pod with claims: the 3.5 CPU pod still fits the 4 CPU type.
+    let ds = with_pod_claim(pod().cpu("1").owned_by_daemonset().build());
+    let o = env().daemonset(ds).provision(&[pod().cpu("3500m").build()]);
+    assert_eq!(o.node(0).instance_type, "default-instance-type");
+}

@@ -14,6 +14,7 @@ use karpenter_core::cloudprovider::cheapest_launch;
 use karpenter_core::disruption::{self, Decision};
 use karpenter_core::feature_gates::FeatureGates;
 use karpenter_core::provisioning::node_claim_for;
+use karpenter_core::provisioning::nodepools::provisionable;
 use karpenter_core::provisioning::scheduling::{
     NewNodeClaim, NodePoolInput, Results, Scheduler, SchedulerOptions,
 };
@@ -247,7 +248,7 @@ pub fn plan(
     let pools: Vec<NodePoolInput> = objects
         .node_pools
         .iter()
-        .filter(|np| np.metadata.deletion_timestamp.is_none())
+        .filter(|np| provisionable(np))
         .map(|np| NodePoolInput {
             node_pool: np.clone(),
             instance_types: catalog.instance_types.clone(),

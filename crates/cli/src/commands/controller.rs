@@ -50,7 +50,7 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
-        let client = kube::Client::try_default()
+        let client = karpenter_controller::kube_client::client(&options)
             .await
             .context("connecting to the cluster (kubeconfig or in-cluster)")?;
         crate::registry::run_controller(provider, client, settings, options).await

@@ -3,6 +3,7 @@
 
 pub mod batcher;
 mod nodeclaim;
+pub mod nodepools;
 pub mod scheduling;
 
 pub use batcher::Batcher;

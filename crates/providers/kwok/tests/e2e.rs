@@ -901,6 +901,14 @@ async fn claims_that_do_not_launch_or_register_in_time_are_deleted() {
             .encode()
             .contains("reason=\"registration_timeout\"")
     );
+    // The pod's next claims time out too: half of the last four failed.
+    eventually(WAIT, || {
+        (pool_condition(&server, "NodeRegistrationHealthy")
+            == Some(("False".into(), "RegistrationFailed".into())))
+        .then_some(())
+    })
+    .await
+    .expect("NodeRegistrationHealthy=False once registrations keep failing");
     running.stop().await;
 
     // Launch: the provider keeps failing (its NodeClass cannot be read), the timeout is 1s.
@@ -1618,4 +1626,103 @@ async fn provider_controllers_run_and_named_launch_failures_reach_the_condition(
             .load(std::sync::atomic::Ordering::SeqCst),
         "the provider's loop ends with the controller"
     );
+}
+
+fn pool_condition(server: &FakeApiServer, type_: &str) -> Option<(String, String)> {
+    let status = server.get::<NodePool>("", "default")?.status?;
+    let c = status.conditions.into_iter().find(|c| c.type_ == type_)?;
+    Some((c.status, c.reason))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodepool_status_counts_its_nodes_and_a_pool_not_ready_launches_nothing() {
+    let server = setup(json!({}));
+    let running = start(&server, options());
+    provision(&server, 3).await;
+
+    // NODES and the resources: what the claims' instances hold.
+    let claims = server.list::<NodeClaim>();
+    let cpu: i64 = claims
+        .iter()
+        .map(|c| {
+            karpenter_core::resources::parse_milli(&c.status.as_ref().unwrap().capacity["cpu"].0)
+                .unwrap()
+        })
+        .sum();
+    let counted = eventually(WAIT, || {
+        let status = server.get::<NodePool>("", "default")?.status?;
+        let nodes = status.nodes?;
+        let counted_cpu =
+            karpenter_core::resources::parse_milli(&status.resources.get("cpu")?.0).ok()?;
+        (nodes == claims.len() as i64 && counted_cpu == cpu).then_some(status)
+    })
+    .await
+    .expect("the NodePool's status counts its nodes");
+    assert_eq!(counted.resources["nodes"].0, claims.len().to_string());
+    for (type_, reason) in [
+        ("ValidationSucceeded", "ValidationSucceeded"),
+        ("NodeClassReady", "NodeClassReady"),
+        ("Ready", "Ready"),
+    ] {
+        assert_eq!(
+            pool_condition(&server, type_),
+            Some(("True".into(), reason.into())),
+            "{type_}"
+        );
+    }
+    // Its nodes registered.
+    eventually(WAIT, || {
+        (pool_condition(&server, "NodeRegistrationHealthy")
+            == Some(("True".into(), "NodeRegistrationHealthy".into())))
+        .then_some(())
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "the NodePool's nodes register: NodeRegistrationHealthy: {:?}",
+            server.get::<NodePool>("", "default").unwrap()
+        )
+    });
+
+    // Its NodeClass goes: the NodePool is not Ready, and a new pod gets no node from it.
+    server.delete::<KWOKNodeClass>("", "default").unwrap();
+    eventually(WAIT, || {
+        (pool_condition(&server, "NodeClassReady")
+            == Some(("False".into(), "NodeClassNotFound".into()))
+            && pool_condition(&server, "Ready").is_some_and(|(s, _)| s == "False"))
+        .then_some(())
+    })
+    .await
+    .expect("the NodePool is not Ready without its NodeClass");
+    // The provisioner reads the controller's cache: wait until it has the status too.
+    eventually(WAIT, || {
+        running
+            .ctx
+            .cluster
+            .node_pools
+            .all()
+            .iter()
+            .all(|p| {
+                p.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "False")
+                })
+            })
+            .then_some(())
+    })
+    .await
+    .expect("the controller sees the NodePool not Ready");
+    server
+        .create(&pod("late", "1", json!({"app": "web"})))
+        .unwrap();
+    more_passes(&running, "provisioner", 1).await;
+    assert_eq!(server.list::<NodeClaim>().len(), claims.len());
+    assert!(
+        server
+            .get::<Pod>("default", "late")
+            .and_then(|p| p.spec?.node_name)
+            .is_none()
+    );
+    running.stop().await;
 }

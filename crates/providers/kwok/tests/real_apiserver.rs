@@ -153,6 +153,22 @@ async fn a_pending_pod_gets_a_kwok_node_and_the_node_goes_with_its_pool() {
         claim.spec.node_class_ref.kind, "KWOKNodeClass",
         "the claim names the pool's NodeClass"
     );
+    // `kubectl get nodepools` shows it: NODES 1 and READY True, through the real status
+    // subresource.
+    let counted = eventually(|| {
+        let pools = pools.clone();
+        async move {
+            let status = pools.get(NAME).await.ok()?.status?;
+            let ready = status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            (status.nodes == Some(1) && ready).then_some(status)
+        }
+    })
+    .await
+    .expect("the NodePool's status counts its node and says Ready");
+    assert_eq!(counted.resources["nodes"].0, "1");
 
     // Deleting the pool: the garbage collector deletes its claims, termination drains the pod
     // through the Eviction API and the instance (the Node) goes.

@@ -9,9 +9,7 @@ use crate::pve::form::Params;
 use crate::pve::types::{CloneOptions, DeleteOptions, FirewallRule, VmConfig};
 use crate::pve::{PveClient, PveError};
 
-/// The tag every VM this provider makes carries, so listing finds them (and never a VM it did
-/// not make).
-pub const MARKER_TAG: &str = "karpenter";
+pub use crate::inplace::MARKER_TAG;
 
 /// How long a task may run, and how often its status is asked.
 #[derive(Clone, Copy, Debug)]
@@ -47,8 +45,8 @@ pub struct VmPlan {
     pub disk_gb: Option<u64>,
     /// Tags (the marker included).
     pub tags: Vec<String>,
-    /// Firewall security groups: (interface, group).
-    pub security_groups: Vec<(String, String)>,
+    /// Firewall rules: the NodeClass's security groups.
+    pub firewall_rules: Vec<FirewallRule>,
 }
 
 /// The cloud-init CD-ROM a VM boots with: uploaded to `storage` on the VM's node as `file`.
@@ -167,17 +165,9 @@ async fn configure_and_start(
                 .await?;
         }
     }
-    for (pos, (iface, group)) in plan.security_groups.iter().enumerate() {
-        let rule = FirewallRule {
-            pos: Some(u32::try_from(pos).unwrap_or(u32::MAX)),
-            kind: "group".into(),
-            action: group.clone(),
-            enable: true,
-            iface: iface.clone(),
-            ..Default::default()
-        };
+    for rule in &plan.firewall_rules {
         client
-            .create_vm_firewall_rule(&plan.node, plan.vmid, &rule)
+            .create_vm_firewall_rule(&plan.node, plan.vmid, rule)
             .await?;
     }
     let upid = client.start_vm(&plan.node, plan.vmid).await?;

@@ -9,7 +9,12 @@
 //! * the simulator's `proxmox` catalog ([`catalog`]);
 //! * cloud-init NoCloud data rendered from the user's Go templates and packed as an ISO
 //!   ([`cloudinit`]);
-//! * the Proxmox VE API ([`pve`]: the clusters' config file, token and ticket auth, tasks).
+//! * the Proxmox VE API ([`pve`]: the clusters' config file, token and ticket auth, tasks);
+//! * managed templates built from their cloud image ([`template_build`]), and with the
+//!   `cloud` feature the loops that build them and follow unmanaged ones (`template_status`);
+//! * tags, security groups and resource pool kept current on running VMs ([`inplace`]);
+//! * with the `cloud` feature, the `CloudProvider` (`provider`, `instance`, `bootstrap`) and
+//!   its settings (`operator`).
 
 pub mod apis;
 #[cfg(feature = "cloud")]
@@ -18,6 +23,7 @@ pub mod capacity;
 pub mod catalog;
 pub mod cloudinit;
 pub mod drift;
+pub mod inplace;
 #[cfg(feature = "cloud")]
 pub mod instance;
 pub mod instancetype;
@@ -30,6 +36,8 @@ pub mod pricing;
 pub mod provider;
 pub mod provider_id;
 pub mod pve;
+pub mod template_build;
+#[cfg(feature = "cloud")]
 pub mod template_status;
 pub mod templates;
 

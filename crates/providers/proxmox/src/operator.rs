@@ -110,6 +110,8 @@ impl Provider for ProxmoxProvider {
                 ctx.clone(),
                 shutdown.clone(),
             )),
+            Box::pin(template_status::run_managed(ctx.clone(), shutdown.clone())),
+            Box::pin(crate::inplace::run(ctx.clone(), shutdown.clone())),
         ]
     }
 }

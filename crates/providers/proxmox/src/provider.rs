@@ -41,12 +41,14 @@ use crate::apis::{
 };
 use crate::capacity::{self, Capacities, NodeSettingsFile, VmShape};
 use crate::cloudinit::bootstrap::TOKEN_ANNOTATION;
+use crate::inplace;
 use crate::instance::{self, CloudInitIso, CreateError, MARKER_TAG, TaskTiming, VmPlan};
 use crate::instancetype::{self, InstanceTypeOptions, InstanceTypeSpec};
 use crate::placement::{self, PlacementRequest, ZoneBalance};
 use crate::provider_id::{format as provider_id, parse as parse_provider_id};
 use crate::pve::types::{ClusterResource, split_tags};
 use crate::pve::{PveClient, PvePool};
+use crate::template_build::StorageInfo;
 use crate::templates::{self, TemplateConfig, TemplateVm, is_disk_key};
 
 /// The provider's settings.
@@ -83,16 +85,13 @@ impl Default for ProxmoxOptions {
     }
 }
 
-/// Each (region, node)'s storages: name and the content kinds it holds.
-type NodeStorages = BTreeMap<(String, String), Vec<(String, Vec<String>)>>;
-
 /// What the provider reads from Proxmox: each region's nodes' room and template VMs.
 #[derive(Default)]
 struct Inventory {
     capacities: Capacities,
     templates: Vec<TemplateVm>,
-    /// Every storage per (region, node): (name, content kinds).
-    storages: NodeStorages,
+    /// Every region's storages that hold images, ISOs or imports.
+    storages: Vec<StorageInfo>,
     at: Option<Instant>,
     /// Bumped at every read, so resolved types know they are stale.
     generation: u64,
@@ -152,19 +151,21 @@ impl ProxmoxCloudProvider {
         Ok(self.inventory.lock().await.templates.clone())
     }
 
+    /// Every region's storages holding images, ISOs or imports, as last read.
+    pub async fn storages(&self) -> Vec<StorageInfo> {
+        self.inventory.lock().await.storages.clone()
+    }
+
     /// The storages of `region`'s node `zone` holding `content` (`images`, `iso`, `import`).
     pub async fn storages_with(&self, region: &str, zone: &str, content: &str) -> Vec<String> {
         let inventory = self.inventory.lock().await;
         inventory
             .storages
-            .get(&(region.to_string(), zone.to_string()))
-            .map(|s| {
-                s.iter()
-                    .filter(|(_, kinds)| kinds.iter().any(|k| k == content))
-                    .map(|(name, _)| name.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+            .iter()
+            .filter(|s| s.region == region && s.nodes.iter().any(|n| n == zone))
+            .filter(|s| s.holds(content))
+            .map(|s| s.storage.clone())
+            .collect()
     }
 
     /// The (region, node) pairs that have storage `storage`.
@@ -173,8 +174,8 @@ impl ProxmoxCloudProvider {
         inventory
             .storages
             .iter()
-            .filter(|(_, s)| s.iter().any(|(name, _)| name == storage))
-            .map(|(key, _)| key.clone())
+            .filter(|s| s.storage == storage)
+            .flat_map(|s| s.nodes.iter().map(|n| (s.region.clone(), n.clone())))
             .collect()
     }
 
@@ -196,7 +197,7 @@ impl ProxmoxCloudProvider {
             match read_region(region, client, self.options.node_settings.as_ref()).await {
                 Ok(read) => {
                     inventory.capacities.replace_region(region, read.nodes);
-                    inventory.storages.retain(|(r, _), _| r.as_str() != region);
+                    inventory.storages.retain(|s| s.region != region);
                     inventory.storages.extend(read.storages);
                     templates.extend(read.templates);
                     read_regions.insert(region.to_string());
@@ -361,13 +362,14 @@ impl ProxmoxCloudProvider {
         {
             labels.insert(NODE_POOL_LABEL.into(), pool.clone());
         }
-        let annotations = BTreeMap::from([
+        let mut annotations = BTreeMap::from([
             (PROXMOX_NODE_CLASS_HASH_ANNOTATION.to_string(), class.hash()),
             (
                 PROXMOX_NODE_CLASS_HASH_VERSION_ANNOTATION.to_string(),
                 PROXMOX_NODE_CLASS_HASH_VERSION.to_string(),
             ),
         ]);
+        annotations.extend(inplace::launch_annotations(class));
         NodeClaim {
             metadata: ObjectMeta {
                 labels: Some(labels),
@@ -389,7 +391,7 @@ impl ProxmoxCloudProvider {
 /// What one region's read found.
 struct RegionRead {
     nodes: Vec<capacity::NodeCapacity>,
-    storages: NodeStorages,
+    storages: Vec<StorageInfo>,
     templates: Vec<TemplateVm>,
 }
 
@@ -429,19 +431,7 @@ async fn read_region(
     for e in errors {
         tracing::warn!(region, error = %e, "a Proxmox node offers no room");
     }
-    let mut storages: NodeStorages = BTreeMap::new();
-    for r in resources
-        .iter()
-        .filter(|r| r.kind == "storage" && r.status == "available")
-    {
-        storages
-            .entry((region.to_string(), r.node.clone()))
-            .or_default()
-            .push((
-                r.storage.clone(),
-                r.content.split(',').map(str::to_string).collect(),
-            ));
-    }
+    let storages = StorageInfo::from_resources(region, &resources);
     let mut templates = Vec::new();
     for r in resources.iter().filter(|r| r.kind == "qemu" && r.template) {
         let Some(vmid) = r.vmid else { continue };
@@ -802,10 +792,6 @@ impl ProxmoxCloudProvider {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
-        let mut tags: Vec<String> = class.spec.tags.clone();
-        tags.push(MARKER_TAG.to_string());
-        tags.sort();
-        tags.dedup();
         let plan = VmPlan {
             node: zone.to_string(),
             template: template.vmid,
@@ -820,13 +806,8 @@ impl ProxmoxCloudProvider {
             cores: u32::try_from((it.capacity.cpu + 999) / 1000).unwrap_or(1),
             memory_mib: u64::try_from(it.capacity.memory).unwrap_or(0) / (1024 * 1024),
             disk_gb,
-            tags,
-            security_groups: class
-                .spec
-                .security_groups
-                .iter()
-                .map(|g| (g.interface.clone(), g.name.clone()))
-                .collect(),
+            tags: inplace::vm_tags(class),
+            firewall_rules: inplace::firewall_rules(class),
         };
         let iso_storages = self.storages_with(region, zone, "iso").await;
         let request = crate::bootstrap::Request {

@@ -18,6 +18,7 @@ use karpenter_api::duration::parse_go_duration;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, ZONE_LABEL};
 use karpenter_core::cloudprovider::cheapest_launch;
 use karpenter_core::disruption::drift::node_pool_hash_annotations;
+use karpenter_core::provisioning::nodepools::provisionable;
 use karpenter_core::provisioning::scheduling::{
     BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
 };
@@ -737,6 +738,7 @@ impl Simulation {
     fn pool_inputs(&self) -> Vec<NodePoolInput> {
         self.pools
             .values()
+            .filter(|np| provisionable(np))
             .map(|np| NodePoolInput {
                 node_pool: np.clone(),
                 instance_types: self.catalog.instance_types.clone(),

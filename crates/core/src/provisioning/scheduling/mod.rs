@@ -253,8 +253,33 @@ fn pod_data(pod: &dyn ObservedPod, options: &SchedulerOptions) -> Result<PodData
     Ok(data)
 }
 
-/// Pods that could not be read (a malformed quantity) are reported, not scheduled.
+/// Why a pod with resource claims is not scheduled (upstream's message).
+pub const DRA_NOT_SUPPORTED: &str =
+    "pod has Dynamic Resource Allocation requirements that are not yet supported by Karpenter";
+
+/// Whether a pod asks for devices through Dynamic Resource Allocation: resource claims of its
+/// own or of a container. The simulation does not allocate devices, so, as upstream with
+/// `IGNORE_DRA_REQUESTS` (its default), such a pod gets no node and a DaemonSet pod with claims
+/// adds no overhead; kube-scheduler may still place it on a node that has the devices.
+pub fn has_dra_requirements(spec: Option<&k8s_openapi::api::core::v1::PodSpec>) -> bool {
+    let Some(spec) = spec else { return false };
+    let claims = |c: &k8s_openapi::api::core::v1::Container| {
+        c.resources
+            .as_ref()
+            .and_then(|r| r.claims.as_ref())
+            .is_some_and(|c| !c.is_empty())
+    };
+    spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty())
+        || spec.containers.iter().any(claims)
+        || spec.init_containers.iter().flatten().any(claims)
+}
+
+/// Pods that could not be read (a malformed quantity) or that need devices through DRA are
+/// reported, not scheduled.
 fn pod_data_or_error(pod: &dyn ObservedPod, options: &SchedulerOptions) -> Result<PodData, String> {
+    if has_dra_requirements(pod.pod_spec()) {
+        return Err(DRA_NOT_SUPPORTED.to_string());
+    }
     pod_data(pod, options).map_err(|e| format!("ignoring pod, {e}"))
 }
 
@@ -270,6 +295,7 @@ impl Scheduler {
     ) -> Self {
         let daemons: Vec<(Pod, PodData)> = daemonset_pods
             .iter()
+            .filter(|p| !has_dra_requirements(p.spec.as_ref()))
             .filter_map(|p| PodData::new(p, false).ok().map(|d| (p.clone(), d)))
             .collect();
         let mut pools: Vec<&NodePoolInput> = node_pools
