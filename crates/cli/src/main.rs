@@ -353,3 +353,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod cli_tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every subcommand's flags, the providers' settings flattened in included: no two share
+    /// an id or a flag (clap would abort a debug build and mis-wire a release one).
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

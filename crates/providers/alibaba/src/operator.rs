@@ -27,7 +27,12 @@ pub type AlibabaProvider = AlibabaCloudProvider<KubeState>;
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct AlibabaSettings {
     /// The ACK cluster's id: tags every instance; ACK's bootstrap joins nodes to it.
-    #[arg(long, env = "CLUSTER_ID", default_value = "")]
+    #[arg(
+        id = "alibaba_cluster_id",
+        long = "cluster-id",
+        env = "CLUSTER_ID",
+        default_value = ""
+    )]
     pub cluster_id: String,
     /// The region; read from the instance metadata service when unset.
     #[arg(long, env = "REGION_ID", default_value = "")]

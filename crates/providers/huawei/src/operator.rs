@@ -32,6 +32,7 @@ pub use karpenter_cloudprovider::SettingsError;
 pub struct HuaweiSettings {
     /// The CCE cluster's id: nodes are created in it.
     #[arg(
+        id = "huawei_cluster_id",
         long = "huawei-cluster-id",
         env = "HUAWEICLOUD_SDK_CCE_CLUSTER_ID",
         default_value = ""

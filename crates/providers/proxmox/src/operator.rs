@@ -47,6 +47,7 @@ pub struct ProxmoxSettings {
     pub proxmox_vmid: u32,
     /// The namespace of `kube-root-ca.crt`, whose CA new nodes trust.
     #[arg(
+        id = "proxmox_system_namespace",
         long = "proxmox-system-namespace",
         env = "SYSTEM_NAMESPACE",
         default_value = "kube-system"
