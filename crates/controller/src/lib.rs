@@ -92,7 +92,8 @@ impl<P: CloudProvider> Context<P> {
         *self.leader.borrow()
     }
 
-    /// Calls the provider, timing it and counting failures under upstream's metric names.
+    /// Calls the provider, timing it and counting failures under upstream's metric names
+    /// (labelled with the controller whose task calls, see [`metrics::in_controller`]).
     pub async fn call<T>(
         &self,
         method: &str,
@@ -100,22 +101,19 @@ impl<P: CloudProvider> Context<P> {
     ) -> cloudprovider::Result<T> {
         let started = self.clock.instant();
         let result = call.await;
+        let (controller, method) = (
+            metrics::current_controller(),
+            metrics::upstream_method(method),
+        );
         let provider = self.provider.name();
         self.metrics
             .cloudprovider_duration
-            .get_or_create(&metrics::labels(&[
-                ("method", method),
-                ("provider", provider),
-            ]))
+            .with(&[controller, method, provider])
             .observe(started.elapsed().as_secs_f64());
         if let Err(e) = &result {
             self.metrics
                 .cloudprovider_errors
-                .get_or_create(&metrics::labels(&[
-                    ("method", method),
-                    ("provider", provider),
-                    ("error", e.metric_label()),
-                ]))
+                .with(&[controller, method, provider, e.metric_label()])
                 .inc();
         }
         result
@@ -146,6 +144,14 @@ impl<P: CloudProvider> Controller<P> {
     /// A controller whose loops read the time from `clock` (tests: [`Clock::following_tokio`]).
     pub fn with_clock(client: Client, provider: Arc<P>, options: Options, clock: Clock) -> Self {
         let (leader, leader_rx) = watch::channel(false);
+        let labels = metrics::ProviderLabels {
+            well_known: provider.provider_labels(),
+            node_classes: provider
+                .node_classes()
+                .iter()
+                .map(|c| (c.group().to_string(), c.kind().to_string()))
+                .collect(),
+        };
         let ctx = Context {
             recorder: events::Recorder::new(client.clone(), clock.clone()),
             clock,
@@ -153,7 +159,7 @@ impl<P: CloudProvider> Controller<P> {
             cluster: Arc::new(state::Cluster::default()),
             provider,
             options,
-            metrics: Arc::new(metrics::Metrics::new()),
+            metrics: Arc::new(metrics::Metrics::for_provider(&labels)),
             leader: leader_rx,
             launches: Default::default(),
             drains: Default::default(),
@@ -197,14 +203,28 @@ impl<P: CloudProvider> Controller<P> {
                 shutdown.clone(),
             ));
         }
-        loops.spawn(provisioning::run(ctx.clone(), shutdown.clone()));
+        use metrics::in_controller;
+        loops.spawn(in_controller(
+            "provisioner",
+            provisioning::run(ctx.clone(), shutdown.clone()),
+        ));
         loops.spawn(lifecycle::run(ctx.clone(), shutdown.clone()));
         loops.spawn(nodepool_status::run(ctx.clone(), shutdown.clone()));
         loops.spawn(termination::run(ctx.clone(), shutdown.clone()));
         loops.spawn(podevents::run(ctx.clone(), shutdown.clone()));
-        loops.spawn(garbage::run(ctx.clone(), shutdown.clone()));
-        loops.spawn(drift::run(ctx.clone(), shutdown.clone()));
-        loops.spawn(disruption::run(ctx.clone(), shutdown.clone()));
+        loops.spawn(in_controller(
+            "nodeclaim.garbagecollection",
+            garbage::run(ctx.clone(), shutdown.clone()),
+        ));
+        loops.spawn(in_controller(
+            "nodeclaim.disruption",
+            drift::run(ctx.clone(), shutdown.clone()),
+        ));
+        loops.spawn(in_controller(
+            "disruption",
+            disruption::run(ctx.clone(), shutdown.clone()),
+        ));
+        loops.spawn(metrics::observe::run(ctx.clone(), shutdown.clone()));
         for provider_loop in provider_loops {
             loops.spawn(provider_loop);
         }

@@ -22,7 +22,6 @@ use kube::api::PostParams;
 
 use crate::cloudprovider::CloudProvider;
 use crate::events::{Note, normal, warning};
-use crate::metrics::labels;
 use crate::state::StoredPod;
 use crate::{Context, Error};
 
@@ -178,7 +177,7 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         ignored,
         ..
     } = schedule(ctx).await?;
-    ctx.metrics.ignored_pods.set(ignored as i64);
+    ctx.metrics.ignored_pods.set(&[], ignored as f64);
     for (pod, why) in rejected {
         ctx.recorder
             .publish_to(pod, failed_scheduling(&format!("ignoring pod, {why}")))
@@ -193,12 +192,11 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         .collect();
     ctx.metrics
         .scheduling_duration
-        .get_or_create(&labels(&[("controller", "provisioner")]))
+        .with(&["provisioner"])
         .observe(started.elapsed().as_secs_f64());
     ctx.metrics
         .unschedulable_pods
-        .get_or_create(&labels(&[("controller", "provisioner")]))
-        .set(results.pod_errors.len() as i64);
+        .set(&["provisioner"], results.pod_errors.len() as f64);
     tracing::info!(
         pods = batch.len(),
         nodeclaims = results.new_node_claims.len(),
@@ -251,11 +249,11 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         ctx.cluster.node_claims.apply(made);
         ctx.metrics
             .nodeclaims_created
-            .get_or_create(&labels(&[
-                ("reason", "provisioned"),
-                ("nodepool", &claim.node_pool),
-                ("min_values_relaxed", &claim.min_values_relaxed.to_string()),
-            ]))
+            .with(&[
+                "provisioned",
+                &claim.node_pool,
+                &claim.min_values_relaxed.to_string(),
+            ])
             .inc();
         for &i in &claim.pods {
             let note = Note {
