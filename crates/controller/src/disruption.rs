@@ -495,8 +495,13 @@ pub async fn run<P: CloudProvider>(
             ctx.cluster.set_marked_for_deletion(BTreeSet::new());
             continue;
         }
+        let started = ctx.clock.instant();
         let result = pass(&ctx, &mut orchestrator, origin.elapsed()).await;
-        ctx.metrics.reconciled("disruption", result.is_ok());
+        ctx.metrics.reconciled_in(
+            "disruption",
+            result.is_ok(),
+            started.elapsed().as_secs_f64(),
+        );
         if let Err(e) = result
             && !e.is_conflict()
         {

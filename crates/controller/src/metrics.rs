@@ -52,6 +52,94 @@ pub fn upstream_method(method: &str) -> &str {
     }
 }
 
+/// A scheduling simulation in progress, as `karpenter_scheduler_queue_depth` and
+/// `karpenter_scheduler_unfinished_work_seconds` show it: the depth starts at the pods to
+/// place and stays, at zero, until the controller's next simulation; the unfinished work
+/// counts up every second while it runs and goes when it ends.
+pub struct Solving {
+    controller: &'static str,
+    id: String,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Solving {
+    /// A simulation of `pods` pods starts for `controller`.
+    pub fn start(metrics: &Arc<Metrics>, controller: &'static str, pods: usize) -> Self {
+        let id = scheduling_id();
+        metrics
+            .scheduler_queue_depth
+            .remove_matching(&[("controller", controller)]);
+        metrics
+            .scheduler_queue_depth
+            .set(&[controller, &id], pods as f64);
+        metrics
+            .scheduler_unfinished_work
+            .set(&[controller, &id], 0.0);
+        // The simulation holds its thread; another worker keeps the gauge moving.
+        let ticker = tokio::runtime::Handle::try_current().ok().map(|rt| {
+            let (metrics, id) = (metrics.clone(), id.clone());
+            rt.spawn(async move {
+                let started = tokio::time::Instant::now();
+                loop {
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    metrics
+                        .scheduler_unfinished_work
+                        .set(&[controller, &id], started.elapsed().as_secs_f64());
+                }
+            })
+        });
+        Self {
+            controller,
+            id,
+            ticker,
+        }
+    }
+
+    /// The simulation ended.
+    pub fn done(mut self, metrics: &Metrics) {
+        if let Some(t) = self.ticker.take() {
+            t.abort();
+        }
+        metrics
+            .scheduler_queue_depth
+            .set(&[self.controller, &self.id], 0.0);
+        metrics
+            .scheduler_unfinished_work
+            .remove(&[self.controller, &self.id]);
+    }
+}
+
+impl Drop for Solving {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticker.take() {
+            t.abort();
+        }
+    }
+}
+
+/// A random identifier in a UUID's form, for `scheduling_id`.
+fn scheduling_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let word = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        h.finish()
+    };
+    let (a, b) = (word(), word());
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        0x8000 | (b >> 48) & 0x3fff,
+        b & 0xffff_ffff_ffff
+    )
+}
+
 /// `termination_mode` of a disruption that respects PDBs and `do-not-disrupt` to the end.
 pub const TERMINATION_MODE_GRACEFUL: &str = "graceful";
 

@@ -125,6 +125,7 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
         .map(|(pod, why)| (pods::reference(&***pod), why.clone()))
         .collect();
     let started = Instant::now();
+    let solving = crate::metrics::Solving::start(&ctx.metrics, "provisioner", batch.len());
     let results = if batch.is_empty() {
         Results::default()
     } else {
@@ -143,6 +144,7 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
         drop(objects);
         scheduler.solve(&batch, &|| started.elapsed() > SOLVE_TIMEOUT)
     };
+    solving.done(&ctx.metrics);
     Ok(Scheduled {
         pools,
         batch,
@@ -178,6 +180,23 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         ..
     } = schedule(ctx).await?;
     ctx.metrics.ignored_pods.set(&[], ignored as f64);
+    let now = ctx.clock.now();
+    for (pod, _) in &rejected {
+        let key = format!(
+            "{}/{}",
+            pod.namespace.as_deref().unwrap_or_default(),
+            pod.name.as_deref().unwrap_or_default()
+        );
+        ctx.metrics.pods.decided(&key, false, now);
+    }
+    for (i, pod) in batch.iter().enumerate() {
+        // Pods of nodes being deleted are simulated too; they are bound already.
+        if pod.node_name.is_none() {
+            ctx.metrics
+                .pods
+                .decided(&pod.key(), !results.pod_errors.contains_key(&i), now);
+        }
+    }
     for (pod, why) in rejected {
         ctx.recorder
             .publish_to(pod, failed_scheduling(&format!("ignoring pod, {why}")))
@@ -300,19 +319,32 @@ pub async fn run<P: CloudProvider>(
         if !ctx.is_leader() {
             continue;
         }
-        let pending: Vec<String> = ctx
+        let provisionable: Vec<Arc<StoredPod>> = ctx
             .cluster
             .pods
             .all()
+            .into_iter()
+            .filter(|p| pods::is_provisionable(&**p))
+            .collect();
+        // When the provisioner first saw each pod pending (upstream's pod "ack").
+        let keys: Vec<String> = provisionable.iter().map(|p| p.key()).collect();
+        ctx.metrics
+            .pods
+            .ack(keys.iter().map(String::as_str), ctx.clock.now());
+        let pending: Vec<String> = provisionable
             .iter()
-            .filter(|p| pods::is_provisionable(&***p))
             .filter_map(|p| p.metadata.uid.clone())
             .collect();
         if !batcher.observe(origin.elapsed(), pending.iter().map(String::as_str)) {
             continue;
         }
+        let started = Instant::now();
         let result = provision(&ctx).await;
-        ctx.metrics.reconciled("provisioner", result.is_ok());
+        ctx.metrics.reconciled_in(
+            "provisioner",
+            result.is_ok(),
+            started.elapsed().as_secs_f64(),
+        );
         match result {
             Ok(_) => {}
             Err(Error::NotSynced(why)) => {
