@@ -525,6 +525,12 @@ async fn finalize<P: CloudProvider>(
             .await,
     )?;
     ctx.metrics.nodeclaim_terminated(claim);
+    let status = &ctx.metrics.status;
+    status.terminated(
+        &status.node_claims,
+        &crate::metrics::status::StatusObject::of_node_claim(claim),
+        now,
+    );
     if let Some(deleted) = &claim.metadata.deletion_timestamp {
         ctx.metrics
             .nodeclaims_termination_duration

@@ -233,6 +233,11 @@ async fn finish<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Result<(), E
     if let Some(s) = since(&node.metadata.creation_timestamp) {
         m.nodes_lifetime_duration.with(&[&pool]).observe(s);
     }
+    m.status.terminated(
+        &m.status.nodes,
+        &crate::metrics::status::StatusObject::of_node(node),
+        now,
+    );
     tracing::info!(node = %name, "deleted node");
     Ok(())
 }

@@ -160,6 +160,9 @@ pub struct KindMetrics {
     /// `operator_<kind>_termination_duration_seconds{…}`
     pub termination_duration: Family<Histogram>,
     observed: std::sync::Mutex<HashMap<String, StatusObject>>,
+    /// Objects whose termination was timed where their finalizer came off, since the last
+    /// pass (so the pass does not time them again).
+    finalized: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// Every status metric: per kind, and the kind-agnostic families.
@@ -254,6 +257,7 @@ impl KindMetrics {
             ),
             extra,
             observed: Default::default(),
+            finalized: Default::default(),
         }
     }
 
@@ -355,6 +359,28 @@ impl StatusMetrics {
         self.node_classes.iter().find(|k| k.kind == kind)
     }
 
+    /// Times the termination of `object`, whose finalizer just came off (upstream's status
+    /// controller times it when it sees the object gone; the passes here are too far apart
+    /// to see every termination, so the controllers that remove finalizers say so).
+    pub fn terminated(&self, kind: &KindMetrics, object: &StatusObject, now: Timestamp) {
+        let Some(since) = object.deleting_since else {
+            return;
+        };
+        let took = now.duration_since(since).as_secs_f64();
+        kind.termination_duration
+            .with(&kind.extra_values(object))
+            .observe(took);
+        if kind.deprecated {
+            self.termination_duration
+                .with(&[&kind.group, &kind.kind])
+                .observe(took);
+        }
+        kind.finalized
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(object.key());
+    }
+
     /// One pass over every object of `kind` there is now: sets the gauges, removes the series
     /// of objects and conditions that are gone, counts the transitions since the last pass
     /// and times the states they left, and times the terminations that finished.
@@ -415,8 +441,10 @@ impl StatusMetrics {
             seen.insert(o.key(), o.clone());
         }
         // Objects gone since the last pass: a termination that was seen finishes now.
+        let finalized =
+            std::mem::take(&mut *kind.finalized.lock().unwrap_or_else(|e| e.into_inner()));
         for (key, gone) in observed.iter() {
-            if seen.contains_key(key) {
+            if seen.contains_key(key) || finalized.contains(key) {
                 continue;
             }
             if let Some(since) = gone.deleting_since {
