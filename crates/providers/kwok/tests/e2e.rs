@@ -833,7 +833,11 @@ async fn health_and_metrics_endpoints() {
         .unwrap();
     let text = String::from_utf8(body.to_vec()).unwrap();
     assert!(text.contains("karpenter_cluster_state_synced 1"), "{text}");
-    assert!(text.contains("karpenter_build_info{version="));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("karpenter_build_info{") && l.contains("version=")),
+        "{text}"
+    );
     running.stop().await;
 }
 
