@@ -30,7 +30,7 @@ pub fn eligible_by_reason(input: &Input<'_>, decision: &Decision) -> [(&'static 
         if node.drifted {
             drifted += 1;
         }
-        if consolidates && !node.pods.iter().any(|p| pods::is_reschedulable(p)) {
+        if consolidates && !node.pods.iter().any(pods::is_reschedulable) {
             empty += 1;
         }
         if consolidates
