@@ -45,7 +45,10 @@ pub(crate) async fn pool_inputs<P: CloudProvider>(ctx: &Context<P>) -> Vec<NodeP
         if !provisionable(&pool) {
             continue;
         }
-        match ctx.provider.instance_types(&pool).await {
+        match ctx
+            .call("get_instance_types", ctx.provider.instance_types(&pool))
+            .await
+        {
             Ok(types) if !types.is_empty() => pools.push(NodePoolInput {
                 node_pool: (*pool).clone(),
                 instance_types: types,
