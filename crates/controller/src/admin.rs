@@ -19,16 +19,11 @@ pub fn metrics_router<P: CloudProvider>(ctx: Arc<Context<P>>) -> Router {
         get(move || {
             let ctx = ctx.clone();
             async move {
-                ctx.metrics
-                    .cluster_state_node_count
-                    .set(ctx.cluster.nodes.len() as i64);
-                ctx.metrics
-                    .cluster_state_synced
-                    .set(i64::from(ctx.cluster.synced()));
+                crate::metrics::observe::cluster_state(&ctx);
                 (
                     [(
                         header::CONTENT_TYPE,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        "text/plain; version=0.0.4; charset=utf-8",
                     )],
                     ctx.metrics.encode(),
                 )

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Taint;
-use karpenter_api::labels::{CAPACITY_TYPE_LABEL, DISRUPTED_TAINT_KEY, NODE_POOL_LABEL};
+use karpenter_api::labels::{DISRUPTED_TAINT_KEY, NODE_POOL_LABEL};
 use karpenter_api::nodeclaim::condition::INITIALIZED;
 use karpenter_api::{DisruptionReason, NodeClaim};
 use karpenter_core::disruption::orchestration::{Due, Effect, Orchestrator, Replacement};
@@ -24,7 +24,6 @@ use serde_json::json;
 
 use crate::cloudprovider::CloudProvider;
 use crate::events::{Note, normal};
-use crate::metrics::labels;
 use crate::provisioning::{pool_inputs, scheduler_options};
 use crate::{Context, Error, conditions};
 
@@ -64,11 +63,38 @@ fn reason_label(reason: DisruptionReason) -> String {
     reason.as_str().to_lowercase()
 }
 
+/// A CamelCase name in snake_case (upstream's `pretty.ToSnakeCase`).
+fn snake_case(s: &str) -> String {
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if ch.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.extend(ch.to_lowercase());
+    }
+    out
+}
+
 impl<P: CloudProvider> Context<P> {
     fn claim_of(&self, node: &str) -> Option<Arc<NodeClaim>> {
         let node = self.cluster.nodes.get(node)?;
         self.cluster
             .node_claim_for_provider_id(node.spec.as_ref()?.provider_id.as_deref()?)
+    }
+
+    /// The `consolidation_policy` label of a disrupted claim: its NodePool's policy,
+    /// snake_case, for consolidation; empty for drift, as upstream.
+    fn consolidation_policy_of(&self, command: &Command, claim: &NodeClaim) -> String {
+        if command.method.consolidation_type().is_empty() {
+            return String::new();
+        }
+        claim
+            .labels()
+            .get(NODE_POOL_LABEL)
+            .and_then(|p| self.cluster.node_pools.get(p))
+            .and_then(|p| serde_json::to_value(p.spec.disruption.consolidation_policy).ok())
+            .and_then(|v| v.as_str().map(snake_case))
+            .unwrap_or_default()
     }
 
     async fn set_disrupted_taint(&self, node: &str, on: bool) -> Result<(), Error> {
@@ -108,20 +134,12 @@ impl<P: CloudProvider> Context<P> {
             };
             self.delete_claim(&claim.name_any(), &DeleteParams::default())
                 .await?;
-            self.metrics
-                .nodeclaims_disrupted
-                .get_or_create(&labels(&[
-                    ("reason", &reason_label(command.reason)),
-                    (
-                        "nodepool",
-                        claim.labels().get(NODE_POOL_LABEL).map_or("", |s| s),
-                    ),
-                    (
-                        "capacity_type",
-                        claim.labels().get(CAPACITY_TYPE_LABEL).map_or("", |s| s),
-                    ),
-                ]))
-                .inc();
+            self.metrics.disrupted(
+                &claim,
+                &reason_label(command.reason),
+                &self.consolidation_policy_of(command, &claim),
+                Some(&self.cluster.pods_on(node)),
+            );
             self.publish_on_node(
                 node,
                 normal(
@@ -155,11 +173,11 @@ impl<P: CloudProvider> Context<P> {
                 .await?;
             self.metrics
                 .nodeclaims_created
-                .get_or_create(&labels(&[
-                    ("reason", &reason_label(command.reason)),
-                    ("nodepool", &r.node_pool),
-                    ("min_values_relaxed", &r.min_values_relaxed.to_string()),
-                ]))
+                .with(&[
+                    &reason_label(command.reason),
+                    &r.node_pool,
+                    &r.min_values_relaxed.to_string(),
+                ])
                 .inc();
             replacements.push(made.name_any());
             self.cluster.node_claims.apply(made);
@@ -204,7 +222,11 @@ impl<P: CloudProvider> Context<P> {
                 }
                 Effect::Abandoned { command, why } => {
                     tracing::debug!(candidates = ?command.candidates, method = %command.method, why = %why, "abandoning the command: no longer valid");
-                    self.metrics.disruption_failed_validations.inc();
+                    // Upstream counts the candidates that failed, by consolidation type.
+                    self.metrics
+                        .disruption_failed_validations
+                        .with(&[command.method.consolidation_type()])
+                        .inc_by(command.candidates.len() as u64);
                     if command.method != Method::Emptiness {
                         for (node, message) in rejected_messages(&command, why.kind) {
                             self.publish_on_node(&node, normal("ConsolidationRejected", message))
@@ -213,21 +235,29 @@ impl<P: CloudProvider> Context<P> {
                     }
                 }
                 Effect::Taint(command) => {
+                    let decision = if command.replacements.is_empty() {
+                        "delete"
+                    } else {
+                        "replace"
+                    };
+                    let reason = reason_label(command.reason);
+                    let kind = command.method.consolidation_type();
                     self.metrics
                         .disruption_decisions
-                        .get_or_create(&labels(&[
-                            (
-                                "decision",
-                                if command.replacements.is_empty() {
-                                    "delete"
-                                } else {
-                                    "replace"
-                                },
-                            ),
-                            ("reason", &reason_label(command.reason)),
-                            ("consolidation_type", command.method.consolidation_type()),
-                        ]))
+                        .with(&[decision, &reason, kind])
                         .inc();
+                    let pools: BTreeSet<String> = command
+                        .candidates
+                        .iter()
+                        .filter_map(|n| self.cluster.nodes.get(n))
+                        .filter_map(|n| n.labels().get(NODE_POOL_LABEL).cloned())
+                        .collect();
+                    for pool in pools {
+                        self.metrics
+                            .disruption_decisions_by_nodepool
+                            .with(&[&pool, decision, &reason, kind])
+                            .inc();
+                    }
                     for node in &command.candidates {
                         if let Err(e) = self.set_disrupted_taint(node, true).await {
                             self.give_back(orchestrator, &command, &e).await;
@@ -264,6 +294,18 @@ impl<P: CloudProvider> Context<P> {
                 }
                 Effect::RollBack { command, why } => {
                     tracing::warn!(candidates = ?command.candidates, reason = %why, "rolling back the disruption");
+                    // Upstream counts the replacements that never initialized, labelled with
+                    // the decision in the consolidation type's place as it does.
+                    let launched = command.replacements.len();
+                    let decision = if command.replacements.is_empty() {
+                        "delete"
+                    } else {
+                        "replace"
+                    };
+                    self.metrics
+                        .disruption_queue_failures
+                        .with(&[decision, &snake_case(command.reason.as_str()), decision])
+                        .inc_by(launched as u64);
                     for node in &command.candidates {
                         if let Err(e) = self.set_disrupted_taint(node, false).await {
                             failed.get_or_insert(e);
@@ -386,10 +428,30 @@ async fn decide_now<P: CloudProvider>(
     ctx: &Context<P>,
     pools: &[NodePoolInput],
 ) -> Option<Command> {
-    let decision = decision(ctx, pools);
+    let started = ctx.clock.instant();
+    let (decision, eligible) = with_input(ctx, pools, |input| {
+        let decision = decide(input);
+        let eligible = crate::metrics::disruption::eligible_by_reason(input, &decision);
+        (decision, eligible)
+    });
+    for (reason, n) in eligible {
+        ctx.metrics
+            .disruption_eligible_nodes
+            .set(&[reason], n as f64);
+    }
+    // One pass evaluates the methods in order until one acts; its time goes to the method
+    // that acted, or to the last when none did.
+    let (reason, consolidation_type) = decision.commands.first().map_or(
+        (
+            "underutilized".to_string(),
+            Method::SingleNodeConsolidation.consolidation_type(),
+        ),
+        |c| (reason_label(c.reason), c.method.consolidation_type()),
+    );
     ctx.metrics
-        .disruption_eligible_nodes
-        .set(decision.eligible_nodes() as i64);
+        .disruption_evaluation_duration
+        .with(&[&reason, consolidation_type])
+        .observe(started.elapsed().as_secs_f64());
     for (node, block) in &decision.blocked {
         let Some(reason) = block.kind.event_reason() else {
             continue;
@@ -433,8 +495,13 @@ pub async fn run<P: CloudProvider>(
             ctx.cluster.set_marked_for_deletion(BTreeSet::new());
             continue;
         }
+        let started = ctx.clock.instant();
         let result = pass(&ctx, &mut orchestrator, origin.elapsed()).await;
-        ctx.metrics.reconciled("disruption", result.is_ok());
+        ctx.metrics.reconciled_in(
+            "disruption",
+            result.is_ok(),
+            started.elapsed().as_secs_f64(),
+        );
         if let Err(e) = result
             && !e.is_conflict()
         {

@@ -26,7 +26,6 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use crate::cloudprovider::CloudProvider;
-use crate::metrics::labels;
 use crate::{Context, Error, conditions};
 
 /// How long the provider's answer for a claim stands before it is asked again (upstream
@@ -237,10 +236,7 @@ async fn apply<P: CloudProvider>(
                         .get(NODE_POOL_LABEL)
                         .cloned()
                         .unwrap_or_default();
-                    ctx.metrics
-                        .nodeclaims_drifted
-                        .get_or_create(&labels(&[("type", reason), ("nodepool", &pool)]))
-                        .inc();
+                    ctx.metrics.nodeclaims_drifted.with(&[reason, &pool]).inc();
                     tracing::info!(nodeclaim = %name, reason = %reason, "marked drifted");
                 }
                 done.drifted.push((name.clone(), reason.to_string()));

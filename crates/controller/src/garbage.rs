@@ -88,6 +88,10 @@ pub async fn collect<P: CloudProvider>(ctx: &Context<P>) -> Result<Collected, Er
         }
         ctx.delete_claim(&claim.name_any(), &Default::default())
             .await?;
+        let node = claim.status.as_ref().and_then(|s| s.node_name.clone());
+        let pods = node.map(|n| ctx.cluster.pods_on(&n)).unwrap_or_default();
+        ctx.metrics
+            .disrupted(claim, "garbage_collected", "", Some(&pods));
         tracing::info!(nodeclaim = %claim.name_any(), "deleting nodeclaim whose instance is gone");
         collected.node_claims.push(claim.name_any());
     }

@@ -98,7 +98,8 @@ impl<P: CloudProvider> Context<P> {
         *self.leader.borrow()
     }
 
-    /// Calls the provider, timing it and counting failures under upstream's metric names.
+    /// Calls the provider, timing it and counting failures under upstream's metric names
+    /// (labelled with the controller whose task calls, see [`metrics::in_controller`]).
     pub async fn call<T>(
         &self,
         method: &str,
@@ -106,22 +107,19 @@ impl<P: CloudProvider> Context<P> {
     ) -> cloudprovider::Result<T> {
         let started = self.clock.instant();
         let result = call.await;
+        let (controller, method) = (
+            metrics::current_controller(),
+            metrics::upstream_method(method),
+        );
         let provider = self.provider.name();
         self.metrics
             .cloudprovider_duration
-            .get_or_create(&metrics::labels(&[
-                ("method", method),
-                ("provider", provider),
-            ]))
+            .with(&[controller, method, provider])
             .observe(started.elapsed().as_secs_f64());
         if let Err(e) = &result {
             self.metrics
                 .cloudprovider_errors
-                .get_or_create(&metrics::labels(&[
-                    ("method", method),
-                    ("provider", provider),
-                    ("error", e.metric_label()),
-                ]))
+                .with(&[controller, method, provider, e.metric_label()])
                 .inc();
         }
         result
@@ -187,6 +185,14 @@ impl<P: CloudProvider> Controller<P> {
     /// A controller whose loops read the time from `clock` (tests: [`Clock::following_tokio`]).
     pub fn with_clock(client: Client, provider: Arc<P>, options: Options, clock: Clock) -> Self {
         let (leader, leader_rx) = watch::channel(false);
+        let labels = metrics::ProviderLabels {
+            well_known: provider.provider_labels(),
+            node_classes: provider
+                .node_classes()
+                .iter()
+                .map(|c| (c.group().to_string(), c.kind().to_string()))
+                .collect(),
+        };
         let ctx = Context {
             recorder: events::Recorder::new(client.clone(), clock.clone()),
             clock,
@@ -194,7 +200,7 @@ impl<P: CloudProvider> Controller<P> {
             cluster: Arc::new(state::Cluster::default()),
             provider,
             options,
-            metrics: Arc::new(metrics::Metrics::new()),
+            metrics: Arc::new(metrics::Metrics::for_provider(&labels)),
             leader: leader_rx,
             launches: Default::default(),
             drains: Default::default(),
@@ -248,12 +254,16 @@ impl<P: CloudProvider> Controller<P> {
         for said in ctx.options.not_acted_on() {
             tracing::warn!("{said}");
         }
+        use metrics::in_controller;
         let watched = |name: &'static str, loop_: ProviderLoop| {
             watch_loop(ctx.clone(), shutdown.clone(), name, loop_)
         };
         loops.spawn(watched(
             "provisioner",
-            Box::pin(provisioning::run(ctx.clone(), shutdown.clone())),
+            Box::pin(in_controller(
+                "provisioner",
+                provisioning::run(ctx.clone(), shutdown.clone()),
+            )),
         ));
         loops.spawn(watched(
             "nodeclaim.lifecycle",
@@ -273,15 +283,28 @@ impl<P: CloudProvider> Controller<P> {
         ));
         loops.spawn(watched(
             "nodeclaim.garbagecollection",
-            Box::pin(garbage::run(ctx.clone(), shutdown.clone())),
+            Box::pin(in_controller(
+                "nodeclaim.garbagecollection",
+                garbage::run(ctx.clone(), shutdown.clone()),
+            )),
         ));
         loops.spawn(watched(
             "nodeclaim.disruption",
-            Box::pin(drift::run(ctx.clone(), shutdown.clone())),
+            Box::pin(in_controller(
+                "nodeclaim.disruption",
+                drift::run(ctx.clone(), shutdown.clone()),
+            )),
         ));
         loops.spawn(watched(
             "disruption",
-            Box::pin(disruption::run(ctx.clone(), shutdown.clone())),
+            Box::pin(in_controller(
+                "disruption",
+                disruption::run(ctx.clone(), shutdown.clone()),
+            )),
+        ));
+        loops.spawn(watched(
+            "metrics",
+            Box::pin(metrics::observe::run(ctx.clone(), shutdown.clone())),
         ));
         for provider_loop in provider_loops {
             loops.spawn(watched(ctx.provider.name(), provider_loop));

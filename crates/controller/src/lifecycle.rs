@@ -28,7 +28,6 @@ use serde_json::json;
 use crate::cloudprovider::{CloudProvider, CloudProviderError};
 use crate::conditions;
 use crate::events::warning;
-use crate::metrics::labels;
 use crate::state::Cluster;
 use crate::writes::{allow_missing_write, without_finalizer};
 use crate::{Context, Error, queue};
@@ -82,14 +81,6 @@ fn nodepool_of(claim: &NodeClaim) -> String {
         .unwrap_or_default()
 }
 
-fn capacity_type_of(claim: &NodeClaim) -> String {
-    claim
-        .labels()
-        .get(karpenter_api::labels::CAPACITY_TYPE_LABEL)
-        .cloned()
-        .unwrap_or_default()
-}
-
 /// Known taints a node carries while it starts (upstream's ephemeral taints).
 pub fn is_ephemeral_taint(t: &Taint) -> bool {
     matches!(
@@ -131,14 +122,12 @@ async fn delete_claim<P: CloudProvider>(
         ..Default::default()
     };
     ctx.delete_claim(&claim.name_any(), &params).await?;
-    ctx.metrics
-        .nodeclaims_disrupted
-        .get_or_create(&labels(&[
-            ("reason", reason),
-            ("nodepool", &nodepool_of(claim)),
-            ("capacity_type", &capacity_type_of(claim)),
-        ]))
-        .inc();
+    // Upstream counts the pods a disruption moves for expiration, not for launch failures.
+    let pods = (reason == "expired").then(|| {
+        let node = claim.status.as_ref().and_then(|s| s.node_name.clone());
+        node.map(|n| ctx.cluster.pods_on(&n)).unwrap_or_default()
+    });
+    ctx.metrics.disrupted(claim, reason, "", pods.as_deref());
     tracing::info!(nodeclaim = %claim.name_any(), reason, "deleting nodeclaim");
     Ok(())
 }
@@ -360,12 +349,14 @@ async fn register<P: CloudProvider>(
     );
     patch_status(ctx, claim, &status).await?;
     record_registration(ctx, claim, true);
-    ctx.metrics
-        .nodes_created
-        .get_or_create(&labels_for(claim))
-        .inc();
+    ctx.metrics.node_created(claim);
     tracing::info!(nodeclaim = %claim.name_any(), node = %node_name, "registered nodeclaim");
     Ok(())
+}
+
+/// Seconds from `t` to `now`.
+fn since_secs(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time, now: Timestamp) -> f64 {
+    now.duration_since(t.0).as_secs_f64()
 }
 
 /// Tells the NodePool's registration health whether the claim's node registered in time.
@@ -378,10 +369,6 @@ fn record_registration<P>(ctx: &Context<P>, claim: &NodeClaim, registered: bool)
     {
         ctx.registration_health.record(&uid, registered);
     }
-}
-
-fn labels_for(claim: &NodeClaim) -> crate::metrics::Labels {
-    labels(&[("nodepool", &nodepool_of(claim))])
 }
 
 /// Why a registered node is not initialized yet, in upstream's reasons.
@@ -503,7 +490,19 @@ async fn finalize<P: CloudProvider>(
             return Ok(());
         }
         match ctx.call("delete", ctx.provider.delete(claim)).await {
-            Err(CloudProviderError::NotFound(_)) => {}
+            Err(CloudProviderError::NotFound(_)) => {
+                // The instance is gone: time it from the first deletion that took.
+                if let Some(c) = status
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == INSTANCE_TERMINATING)
+                {
+                    ctx.metrics
+                        .nodeclaims_instance_termination_duration
+                        .with(&[&nodepool_of(claim)])
+                        .observe(since_secs(&c.last_transition_time, now));
+                }
+            }
             Ok(()) => {
                 let mut status = status.clone();
                 if conditions::set(
@@ -525,13 +524,19 @@ async fn finalize<P: CloudProvider>(
         ctx.patch_claim(&claim.name_any(), without_finalizer(claim))
             .await,
     )?;
-    ctx.metrics
-        .nodeclaims_terminated
-        .get_or_create(&labels(&[
-            ("nodepool", &nodepool_of(claim)),
-            ("capacity_type", &capacity_type_of(claim)),
-        ]))
-        .inc();
+    ctx.metrics.nodeclaim_terminated(claim);
+    let status = &ctx.metrics.status;
+    status.terminated(
+        &status.node_claims,
+        &crate::metrics::status::StatusObject::of_node_claim(claim),
+        now,
+    );
+    if let Some(deleted) = &claim.metadata.deletion_timestamp {
+        ctx.metrics
+            .nodeclaims_termination_duration
+            .with(&[&nodepool_of(claim)])
+            .observe(since_secs(deleted, now));
+    }
     tracing::info!(nodeclaim = %claim.name_any(), "deleted nodeclaim");
     Ok(())
 }

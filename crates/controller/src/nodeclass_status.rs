@@ -65,11 +65,22 @@ pub async fn run<P, K, R, Fut>(
     reconcile: R,
 ) where
     P: CloudProvider,
-    K: Stored + Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Stored + Resource + Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static,
     K::DynamicType: Default,
     R: Fn(Arc<Context<P>>, Arc<K>) -> Fut,
     Fut: Future<Output = Result<Option<Duration>, Error>>,
 {
+    // operatorpkg's status-condition metrics of the provider's NodeClass.
+    let objects = index.clone();
+    ctx.metrics
+        .track_node_classes(&K::kind(&Default::default()), move || {
+            objects
+                .all()
+                .iter()
+                .filter_map(|o| serde_json::to_value(&**o).ok())
+                .map(|v| crate::metrics::status::StatusObject::of_value(&v))
+                .collect()
+        });
     let watch = state::follow(Api::all(ctx.client.clone()), index.clone());
     queue::run_own(ctx, shutdown, name, index, reconcile).await;
     watch.abort();

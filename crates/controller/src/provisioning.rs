@@ -22,7 +22,6 @@ use kube::api::PostParams;
 
 use crate::cloudprovider::CloudProvider;
 use crate::events::{Note, normal, warning};
-use crate::metrics::labels;
 use crate::state::StoredPod;
 use crate::{Context, Error};
 
@@ -46,7 +45,10 @@ pub(crate) async fn pool_inputs<P: CloudProvider>(ctx: &Context<P>) -> Vec<NodeP
         if !provisionable(&pool) {
             continue;
         }
-        match ctx.provider.instance_types(&pool).await {
+        match ctx
+            .call("get_instance_types", ctx.provider.instance_types(&pool))
+            .await
+        {
             Ok(types) if !types.is_empty() => pools.push(NodePoolInput {
                 node_pool: (*pool).clone(),
                 instance_types: types,
@@ -126,6 +128,7 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
         .map(|(pod, why)| (pods::reference(&***pod), why.clone()))
         .collect();
     let started = Instant::now();
+    let solving = crate::metrics::Solving::start(&ctx.metrics, "provisioner", batch.len());
     let results = if batch.is_empty() {
         Results::default()
     } else {
@@ -144,6 +147,7 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
         drop(objects);
         scheduler.solve(&batch, &|| started.elapsed() > SOLVE_TIMEOUT)
     };
+    solving.done(&ctx.metrics);
     Ok(Scheduled {
         pools,
         batch,
@@ -178,7 +182,24 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         ignored,
         ..
     } = schedule(ctx).await?;
-    ctx.metrics.ignored_pods.set(ignored as i64);
+    ctx.metrics.ignored_pods.set(&[], ignored as f64);
+    let now = ctx.clock.now();
+    for (pod, _) in &rejected {
+        let key = format!(
+            "{}/{}",
+            pod.namespace.as_deref().unwrap_or_default(),
+            pod.name.as_deref().unwrap_or_default()
+        );
+        ctx.metrics.pods.decided(&key, false, now);
+    }
+    for (i, pod) in batch.iter().enumerate() {
+        // Pods of nodes being deleted are simulated too; they are bound already.
+        if pod.node_name.is_none() {
+            ctx.metrics
+                .pods
+                .decided(&pod.key(), !results.pod_errors.contains_key(&i), now);
+        }
+    }
     for (pod, why) in rejected {
         ctx.recorder
             .publish_to(pod, failed_scheduling(&format!("ignoring pod, {why}")))
@@ -193,12 +214,11 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         .collect();
     ctx.metrics
         .scheduling_duration
-        .get_or_create(&labels(&[("controller", "provisioner")]))
+        .with(&["provisioner"])
         .observe(started.elapsed().as_secs_f64());
     ctx.metrics
         .unschedulable_pods
-        .get_or_create(&labels(&[("controller", "provisioner")]))
-        .set(results.pod_errors.len() as i64);
+        .set(&["provisioner"], results.pod_errors.len() as f64);
     tracing::info!(
         pods = batch.len(),
         nodeclaims = results.new_node_claims.len(),
@@ -251,11 +271,11 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         ctx.cluster.node_claims.apply(made);
         ctx.metrics
             .nodeclaims_created
-            .get_or_create(&labels(&[
-                ("reason", "provisioned"),
-                ("nodepool", &claim.node_pool),
-                ("min_values_relaxed", &claim.min_values_relaxed.to_string()),
-            ]))
+            .with(&[
+                "provisioned",
+                &claim.node_pool,
+                &claim.min_values_relaxed.to_string(),
+            ])
             .inc();
         for &i in &claim.pods {
             let note = Note {
@@ -302,19 +322,32 @@ pub async fn run<P: CloudProvider>(
         if !ctx.is_leader() {
             continue;
         }
-        let pending: Vec<String> = ctx
+        let provisionable: Vec<Arc<StoredPod>> = ctx
             .cluster
             .pods
             .all()
+            .into_iter()
+            .filter(|p| pods::is_provisionable(&**p))
+            .collect();
+        // When the provisioner first saw each pod pending (upstream's pod "ack").
+        let keys: Vec<String> = provisionable.iter().map(|p| p.key()).collect();
+        ctx.metrics
+            .pods
+            .ack(keys.iter().map(String::as_str), ctx.clock.now());
+        let pending: Vec<String> = provisionable
             .iter()
-            .filter(|p| pods::is_provisionable(&***p))
             .filter_map(|p| p.metadata.uid.clone())
             .collect();
         if !batcher.observe(origin.elapsed(), pending.iter().map(String::as_str)) {
             continue;
         }
+        let started = Instant::now();
         let result = provision(&ctx).await;
-        ctx.metrics.reconciled("provisioner", result.is_ok());
+        ctx.metrics.reconciled_in(
+            "provisioner",
+            result.is_ok(),
+            started.elapsed().as_secs_f64(),
+        );
         match result {
             Ok(_) => {}
             Err(Error::NotSynced(why)) => {

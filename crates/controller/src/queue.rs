@@ -316,17 +316,18 @@ async fn run_objects<P, K, R, Fut>(
                 }
             })
             .collect();
-        let results: Vec<(String, Result<Requeue, Error>)> = futures::stream::iter(due)
+        let results: Vec<(String, Result<Requeue, Error>, f64)> = futures::stream::iter(due)
             .map(|(key, object)| {
-                let done = reconcile(ctx.clone(), object);
-                async move { (key, done.await) }
+                let done = crate::metrics::in_controller(name, reconcile(ctx.clone(), object));
+                let started = ctx.clock.instant();
+                async move { (key, done.await, started.elapsed().as_secs_f64()) }
             })
             .buffer_unordered(CONCURRENCY)
             .collect()
             .await;
         let now = ctx.clock.instant();
-        for (key, result) in results {
-            ctx.metrics.reconciled(name, result.is_ok());
+        for (key, result, took) in results {
+            ctx.metrics.reconciled_in(name, result.is_ok(), took);
             match result {
                 Ok(requeue) => {
                     queue.succeeded(&key);

@@ -20,7 +20,9 @@ use karpenter_api::NodeClaim;
 use karpenter_api::labels::{
     DISRUPTED_TAINT_KEY, EXCLUDE_FROM_LOAD_BALANCERS_LABEL,
     NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION, NODE_POOL_LABEL, TERMINATION_FINALIZER,
+    ZONE_LABEL,
 };
+use karpenter_api::nodeclaim::condition::DISRUPTION_REASON;
 use karpenter_core::termination::{self, DrainStep, disrupted_taint};
 use kube::api::{DeleteParams, EvictParams, Preconditions};
 use kube::{Api, ResourceExt};
@@ -28,7 +30,6 @@ use serde_json::json;
 
 use crate::cloudprovider::{CloudProvider, CloudProviderError};
 use crate::events::{normal, warning};
-use crate::metrics::labels;
 use crate::state::StoredPod;
 use crate::writes::{allow_missing_write, without_finalizer};
 use crate::{Context, Error, queue};
@@ -217,21 +218,50 @@ async fn finish<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Result<(), E
     let name = node.name_any();
     allow_missing_write(ctx.patch_node(&name, without_finalizer(node)).await)?;
     ctx.drains.reset(&name);
-    let pool = node
-        .labels()
-        .get(NODE_POOL_LABEL)
-        .cloned()
-        .unwrap_or_default();
-    ctx.metrics
-        .nodes_drained
-        .get_or_create(&labels(&[("nodepool", &pool)]))
-        .inc();
-    ctx.metrics
-        .nodes_terminated
-        .get_or_create(&labels(&[("nodepool", &pool)]))
-        .inc();
+    let label = |k: &str| node.labels().get(k).cloned().unwrap_or_default();
+    let (pool, zone) = (label(NODE_POOL_LABEL), label(ZONE_LABEL));
+    let m = &ctx.metrics;
+    m.nodes_drained.with(&[&pool]).inc();
+    m.nodes_terminated.with(&[&pool, &zone]).inc();
+    let now = ctx.clock.now();
+    let since = |t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+        t.as_ref().map(|t| now.duration_since(t.0).as_secs_f64())
+    };
+    if let Some(s) = since(&node.metadata.deletion_timestamp) {
+        m.nodes_termination_duration.with(&[&pool]).observe(s);
+    }
+    if let Some(s) = since(&node.metadata.creation_timestamp) {
+        m.nodes_lifetime_duration.with(&[&pool]).observe(s);
+    }
+    m.status.terminated(
+        &m.status.nodes,
+        &crate::metrics::status::StatusObject::of_node(node),
+        now,
+    );
     tracing::info!(node = %name, "deleted node");
     Ok(())
+}
+
+/// `karpenter_pods_drained_total`'s reason, as upstream labels a drained pod: the reason
+/// of its node's NodeClaim's `DisruptionReason` condition, or "Forceful Termination".
+fn eviction_reason<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> String {
+    let Some(claim) = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .and_then(|id| ctx.cluster.node_claim_for_provider_id(id))
+    else {
+        return String::new();
+    };
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == DISRUPTION_REASON && c.status == "True")
+        })
+        .map_or("Forceful Termination".into(), |c| c.reason.clone())
 }
 
 fn pod_name(pod: &StoredPod) -> String {
@@ -268,7 +298,7 @@ async fn drain<P: CloudProvider>(
                 .await;
             ctx.metrics
                 .pods_drained
-                .get_or_create(&labels(&[("reason", "forced")]))
+                .with(&[&eviction_reason(ctx, node)])
                 .inc();
         }
     }
@@ -301,15 +331,18 @@ async fn drain<P: CloudProvider>(
         } else {
             ctx.evictions.forget(&uid);
         }
+        // Upstream counts the answers the API server gave, not failures to reach it.
         let code = match &result {
-            Ok(_) => 200,
-            Err(kube::Error::Api(e)) => e.code,
-            Err(_) => 0,
+            Ok(_) => Some(200),
+            Err(kube::Error::Api(e)) => Some(e.code),
+            Err(_) => None,
         };
-        ctx.metrics
-            .pods_eviction_requests
-            .get_or_create(&labels(&[("code", &code.to_string())]))
-            .inc();
+        if let Some(code) = code {
+            ctx.metrics
+                .pods_eviction_requests
+                .with(&[&code.to_string()])
+                .inc();
+        }
         match result {
             Ok(_) => {
                 ctx.recorder
@@ -317,7 +350,7 @@ async fn drain<P: CloudProvider>(
                     .await;
                 ctx.metrics
                     .pods_drained
-                    .get_or_create(&labels(&[("reason", "evicted")]))
+                    .with(&[&eviction_reason(ctx, node)])
                     .inc();
             }
             Err(kube::Error::Api(e)) if e.code == 429 => {

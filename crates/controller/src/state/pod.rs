@@ -49,6 +49,12 @@ pub struct StoredPod {
     pub unschedulable: bool,
     /// The `Ready` condition is `True`.
     pub ready: bool,
+    /// When `Ready` last turned `True`, while it is (pod startup metrics).
+    pub ready_at: Option<Time>,
+    /// The `PodScheduled` condition is `True`.
+    pub scheduled: bool,
+    /// When `PodScheduled` turned `True`, while it is (pod binding metrics).
+    pub scheduled_at: Option<Time>,
     /// `status.nominatedNodeName`.
     pub nominated_node_name: Option<String>,
     /// `status.startTime`.
@@ -215,6 +221,19 @@ impl StoredPod {
                 .find(|c| c.type_ == type_)
                 .map(|c| (c.status.as_str(), c.reason.as_deref()))
         };
+        let true_since = |type_: &str| {
+            status
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == type_ && c.status == "True")
+                .map(|c| c.last_transition_time.clone())
+        };
+        let (scheduled, scheduled_at) = match true_since("PodScheduled") {
+            Some(at) => (true, at),
+            None => (false, None),
+        };
+        let ready_at = true_since("Ready").flatten();
         let unschedulable = condition("PodScheduled") == Some(("False", Some("Unschedulable")));
         let ready = condition("Ready").is_some_and(|(s, _)| s == "True");
         Self {
@@ -224,6 +243,9 @@ impl StoredPod {
             phase: status.phase,
             unschedulable,
             ready,
+            ready_at,
+            scheduled,
+            scheduled_at,
             nominated_node_name: status.nominated_node_name,
             start_time: status.start_time,
             spec: specs.intern(spec),

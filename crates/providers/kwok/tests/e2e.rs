@@ -216,11 +216,11 @@ async fn pending_pods_get_nodes_and_run() {
     let metrics = running.ctx.metrics.encode();
     assert!(
         metrics.contains(
-            "karpenter_nodeclaims_created_total{reason=\"provisioned\",nodepool=\"default\""
+            "karpenter_nodeclaims_created_total{min_values_relaxed=\"false\",nodepool=\"default\",reason=\"provisioned\"} 1"
         ),
         "{metrics}"
     );
-    assert!(metrics.contains("karpenter_nodes_created_total{nodepool=\"default\"}"));
+    assert!(metrics.contains("karpenter_nodes_created_total{nodepool=\"default\",zone="));
     running.stop().await;
 }
 
@@ -714,7 +714,10 @@ async fn expired_nodes_are_drained_and_removed() {
     assert!(gone.is_some(), "the expired claim and its node went");
     let metrics = running.ctx.metrics.encode();
     assert!(
-        metrics.contains("karpenter_nodeclaims_disrupted_total{reason=\"expired\""),
+        metrics
+            .lines()
+            .any(|l| l.starts_with("karpenter_nodeclaims_disrupted_total{")
+                && l.contains("reason=\"expired\"")),
         "{metrics}"
     );
     // The evicted pod's replacement gets a new node.
@@ -830,7 +833,11 @@ async fn health_and_metrics_endpoints() {
         .unwrap();
     let text = String::from_utf8(body.to_vec()).unwrap();
     assert!(text.contains("karpenter_cluster_state_synced 1"), "{text}");
-    assert!(text.contains("karpenter_build_info{version="));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("karpenter_build_info{") && l.contains("version=")),
+        "{text}"
+    );
     running.stop().await;
 }
 
@@ -1004,7 +1011,7 @@ async fn an_empty_node_is_removed_after_validation() {
     let metrics = running.ctx.metrics.encode();
     assert!(
         metrics.contains(
-            "karpenter_voluntary_disruption_decisions_total{decision=\"delete\",reason=\"empty\""
+            "karpenter_voluntary_disruption_decisions_total{consolidation_type=\"empty\",decision=\"delete\",reason=\"empty\"}"
         ),
         "{metrics}"
     );
@@ -1341,7 +1348,7 @@ async fn a_changed_nodepool_template_drifts_and_replaces_its_nodes() {
     let metrics = running.ctx.metrics.encode();
     assert!(
         metrics.contains(
-            "karpenter_nodeclaims_drifted_total{type=\"NodePoolDrifted\",nodepool=\"default\"} 1"
+            "karpenter_nodeclaims_drifted_total{nodepool=\"default\",type=\"NodePoolDrifted\"} 1"
         ),
         "{metrics}"
     );
@@ -1511,7 +1518,7 @@ async fn provider_drift_marks_and_replaces_the_node() {
     let metrics = running.ctx.metrics.encode();
     assert!(
         metrics.contains(
-            "karpenter_nodeclaims_drifted_total{type=\"AMIDrift\",nodepool=\"default\"} 1"
+            "karpenter_nodeclaims_drifted_total{nodepool=\"default\",type=\"AMIDrift\"} 1"
         ),
         "{metrics}"
     );
