@@ -15,8 +15,8 @@
 //!   validation.
 //!
 //! [`evaluate`] computes that once over every NodePool's instance types; [`Evaluation::apply`]
-//! returns the overlaid types for one NodePool. The controller, the simulator and `plan` all
-//! call these two and nothing else.
+//! returns the overlaid types for one NodePool; [`apply_to_pools`] does both for the NodePools
+//! of a decision. The controller, the simulator and `plan` all call it and nothing else.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -27,6 +27,7 @@ use karpenter_api::validation::runtime::validate_node_overlay;
 use karpenter_api::{NodePool, Operator};
 
 use super::{InstanceType, Offering};
+use crate::provisioning::scheduling::NodePoolInput;
 use crate::resources::parse_milli;
 use crate::scheduling::{AllowUndefined, Requirement, Requirements};
 
@@ -337,6 +338,28 @@ impl Evaluation {
     pub fn is_empty(&self) -> bool {
         self.updates.is_empty()
     }
+}
+
+/// Evaluates `overlays` over `pools` and replaces each NodePool's instance types with the
+/// overlaid ones: what the controller, the simulator and `plan` each call before a decision
+/// when the `NodeOverlay` gate is on. Returns the evaluation (each overlay's outcome).
+pub fn apply_to_pools(overlays: &[NodeOverlay], pools: &mut [NodePoolInput]) -> Evaluation {
+    let eval = {
+        let views: Vec<PoolTypes<'_>> = pools
+            .iter()
+            .map(|p| PoolTypes {
+                node_pool: &p.node_pool,
+                instance_types: &p.instance_types,
+            })
+            .collect();
+        evaluate(overlays, &views)
+    };
+    if !eval.is_empty() {
+        for pool in pools.iter_mut() {
+            pool.instance_types = eval.apply(pool.node_pool.name(), &pool.instance_types);
+        }
+    }
+    eval
 }
 
 fn overlaid(it: &InstanceType, update: &TypeUpdate) -> InstanceType {
