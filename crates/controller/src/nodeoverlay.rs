@@ -68,12 +68,18 @@ pub fn status(overlay: &NodeOverlay, outcome: &Outcome, now: Timestamp) -> NodeO
     );
     match outcome {
         Outcome::Applied => set.set_true(VALIDATION_SUCCEEDED),
-        Outcome::Invalid(message) => {
-            set.set(VALIDATION_SUCCEEDED, "False", REASON_RUNTIME_VALIDATION, message)
-        }
-        Outcome::Conflict => {
-            set.set(VALIDATION_SUCCEEDED, "False", REASON_CONFLICT, CONFLICT_MESSAGE)
-        }
+        Outcome::Invalid(message) => set.set(
+            VALIDATION_SUCCEEDED,
+            "False",
+            REASON_RUNTIME_VALIDATION,
+            message,
+        ),
+        Outcome::Conflict => set.set(
+            VALIDATION_SUCCEEDED,
+            "False",
+            REASON_CONFLICT,
+            CONFLICT_MESSAGE,
+        ),
     }
     set.finish();
     next
@@ -132,7 +138,11 @@ async fn reconcile<P: CloudProvider>(ctx: &Context<P>) -> Result<(), Error> {
             "status": next,
         });
         match api
-            .patch_status(overlay.name(), &PatchParams::default(), &Patch::Merge(patch))
+            .patch_status(
+                overlay.name(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
             .await
         {
             Ok(_) => {}
@@ -205,11 +215,19 @@ mod tests {
                 "{outcome:?}"
             );
             assert_eq!(condition(&s, "Ready").0, ready, "{outcome:?}");
-            let c = s.conditions.iter().find(|c| c.type_ == VALIDATION_SUCCEEDED).unwrap();
+            let c = s
+                .conditions
+                .iter()
+                .find(|c| c.type_ == VALIDATION_SUCCEEDED)
+                .unwrap();
             assert_eq!(c.observed_generation, Some(2));
         }
         let s = status(&overlay(), &Outcome::Conflict, now);
-        let c = s.conditions.iter().find(|c| c.type_ == VALIDATION_SUCCEEDED).unwrap();
+        let c = s
+            .conditions
+            .iter()
+            .find(|c| c.type_ == VALIDATION_SUCCEEDED)
+            .unwrap();
         assert_eq!(c.message, CONFLICT_MESSAGE);
     }
 

@@ -53,9 +53,7 @@ pub(crate) async fn pool_inputs<P: CloudProvider>(ctx: &Context<P>) -> Vec<NodeP
 }
 
 /// The NodePools the provisioner may use, each with the provider's instance types as they are.
-pub(crate) async fn provider_pool_inputs<P: CloudProvider>(
-    ctx: &Context<P>,
-) -> Vec<NodePoolInput> {
+pub(crate) async fn provider_pool_inputs<P: CloudProvider>(ctx: &Context<P>) -> Vec<NodePoolInput> {
     let mut pools = Vec::new();
     for pool in ctx.cluster.node_pools.all() {
         if !provisionable(&pool) {

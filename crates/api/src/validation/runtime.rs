@@ -97,7 +97,10 @@ pub fn validate_node_overlay(overlay: &NodeOverlay, problems: &mut Vec<Problem>)
         if RESTRICTED_CAPACITY.contains(&name.as_str()) {
             sink.push(
                 super::structural::map_entry("spec.capacity", name),
-                format!("invalid capacity {name:?}: only extended resources may be set, not {}", RESTRICTED_CAPACITY.join(", ")),
+                format!(
+                    "invalid capacity {name:?}: only extended resources may be set, not {}",
+                    RESTRICTED_CAPACITY.join(", ")
+                ),
             );
         }
     }

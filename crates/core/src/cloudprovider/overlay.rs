@@ -194,8 +194,14 @@ fn matched_offerings<'i>(
     // carries (its name and template labels), must define and allow every key the overlay
     // requires.
     let mut labels = it.requirements.clone();
-    labels.add(Requirement::new(NODE_POOL_LABEL, Operator::In, &[pool.name()]));
-    labels.add_all(&Requirements::from_labels(&pool.spec.template.metadata.labels));
+    labels.add(Requirement::new(
+        NODE_POOL_LABEL,
+        Operator::In,
+        &[pool.name()],
+    ));
+    labels.add_all(&Requirements::from_labels(
+        &pool.spec.template.metadata.labels,
+    ));
     if labels.compatible(overlay, AllowUndefined::Nothing).is_err() {
         return Vec::new();
     }
@@ -229,9 +235,9 @@ impl TypeUpdate {
     }
 
     fn capacity_conflicts(&self, capacity: &BTreeMap<String, i64>, weight: i32) -> bool {
-        self.capacity_at.as_ref().is_some_and(|(w, set)| {
-            *w == weight && capacity.keys().any(|name| set.contains(name))
-        })
+        self.capacity_at
+            .as_ref()
+            .is_some_and(|(w, set)| *w == weight && capacity.keys().any(|name| set.contains(name)))
     }
 
     fn record(&mut self, parsed: &Parsed<'_>, offerings: &[&Offering]) {
@@ -286,7 +292,8 @@ pub fn evaluate(overlays: &[NodeOverlay], pools: &[PoolTypes<'_>]) -> Evaluation
                     continue;
                 }
                 if let Some(update) = eval.updates.get(name).and_then(|u| u.get(&it.name)) {
-                    let price = parsed.price.is_some() && update.price_conflicts(&offerings, weight);
+                    let price =
+                        parsed.price.is_some() && update.price_conflicts(&offerings, weight);
                     let capacity = update.capacity_conflicts(&parsed.capacity, weight);
                     if price || capacity {
                         conflict = true;
