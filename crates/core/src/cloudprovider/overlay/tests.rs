@@ -89,13 +89,21 @@ fn outcomes(overlays: &[NodeOverlay], types: &[Arc<InstanceType>]) -> BTreeMap<S
 
 use Outcome::{Applied, Conflict};
 
+/// A case name, the overlays, the instance types, and each overlay's expected outcome.
+type ConflictCase = (
+    &'static str,
+    Vec<NodeOverlay>,
+    Vec<Arc<InstanceType>>,
+    Vec<Outcome>,
+);
+
 #[test]
 fn conflict_table() {
     let zone = "topology.kubernetes.io/zone";
     let ct = "karpenter.sh/capacity-type";
     let exists_ct = json!([{"key": ct, "operator": "Exists"}]);
     // (case, overlays, instance types, expected outcomes in the overlays' order)
-    let cases: Vec<(&str, Vec<NodeOverlay>, Vec<Arc<InstanceType>>, Vec<Outcome>)> = vec![
+    let cases: Vec<ConflictCase> = vec![
         (
             "a single overlay",
             vec![overlay(
