@@ -5,6 +5,7 @@
 //!   defaults. Providers' NodeClasses live in their provider crates, built with what this
 //!   crate exports for them: [`cluster_resource!`], the schema helpers in [`crd`], the
 //!   runtime-check plumbing in [`validation`] and [`hash::Fnv`].
+//! - [`nodeoverlay`]: `karpenter.sh/v1alpha1` NodeOverlay (feature gate `NodeOverlay`).
 //! - [`labels`]: well-known labels, annotations, taints and the finalizer.
 //! - [`duration`] and [`cron`]: Go durations and budget schedules.
 //! - [`crd`]: the CustomResourceDefinitions; [`validation`]: checks manifests against them.
@@ -20,6 +21,7 @@ pub mod duration;
 pub mod hash;
 pub mod labels;
 pub mod nodeclaim;
+pub mod nodeoverlay;
 pub mod nodepool;
 mod resource;
 pub mod validation;

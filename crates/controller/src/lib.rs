@@ -20,6 +20,7 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod nodeclass_status;
 pub mod nodeclasses;
+pub mod nodeoverlay;
 pub mod nodepool_status;
 pub mod options;
 pub mod podevents;
@@ -83,6 +84,8 @@ pub struct Context<P> {
     pub clock: Clock,
     /// Whether each NodePool's recent nodes registered (its `NodeRegistrationHealthy`).
     pub registration_health: nodepool_status::RegistrationHealth,
+    /// The NodeOverlays last listed (feature gate `NodeOverlay`).
+    pub overlays: nodeoverlay::OverlayStore,
     /// The loops that stopped before shutdown: `/healthz` fails while there is one, so the
     /// kubelet restarts a controller that can no longer do part of its job.
     pub stopped_loops: StoppedLoops,
@@ -206,6 +209,7 @@ impl<P: CloudProvider> Controller<P> {
             drains: Default::default(),
             evictions: Default::default(),
             registration_health: Default::default(),
+            overlays: Default::default(),
             stopped_loops: Default::default(),
         };
         Self {
@@ -272,6 +276,10 @@ impl<P: CloudProvider> Controller<P> {
         loops.spawn(watched(
             "nodepool.status",
             Box::pin(nodepool_status::run(ctx.clone(), shutdown.clone())),
+        ));
+        loops.spawn(watched(
+            "nodeoverlay",
+            Box::pin(nodeoverlay::run(ctx.clone(), shutdown.clone())),
         ));
         loops.spawn(watched(
             "node.termination",

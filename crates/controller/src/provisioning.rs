@@ -38,8 +38,22 @@ pub struct Provisioned {
     pub unschedulable: usize,
 }
 
-/// The NodePools the provisioner may use, each with its instance types.
+/// The NodePools the provisioner may use, each with its instance types — with the
+/// NodeOverlays applied when the `NodeOverlay` gate is on (none while they cannot be listed,
+/// as upstream skips NodePools whose overlays are not evaluated yet).
 pub(crate) async fn pool_inputs<P: CloudProvider>(ctx: &Context<P>) -> Vec<NodePoolInput> {
+    let pools = provider_pool_inputs(ctx).await;
+    if !ctx.options.feature_gates.node_overlay {
+        return pools;
+    }
+    crate::nodeoverlay::overlaid(ctx, pools)
+        .await
+        .map(|(pools, _)| pools)
+        .unwrap_or_default()
+}
+
+/// The NodePools the provisioner may use, each with the provider's instance types as they are.
+pub(crate) async fn provider_pool_inputs<P: CloudProvider>(ctx: &Context<P>) -> Vec<NodePoolInput> {
     let mut pools = Vec::new();
     for pool in ctx.cluster.node_pools.all() {
         if !provisionable(&pool) {

@@ -12,7 +12,7 @@ pub struct FeatureGates {
     pub node_repair: bool,
     /// Launch into capacity reservations (on upstream; not acted on yet).
     pub reserved_capacity: bool,
-    /// NodeOverlay price and capacity overrides (off upstream; not acted on yet).
+    /// NodeOverlay price and capacity overrides (off upstream).
     pub node_overlay: bool,
     /// Static NodePools with `replicas` (off upstream; not acted on yet).
     pub static_capacity: bool,
@@ -25,7 +25,6 @@ impl FeatureGates {
     pub fn not_acted_on(&self) -> Vec<&'static str> {
         [
             ("NodeRepair", self.node_repair),
-            ("NodeOverlay", self.node_overlay),
             ("StaticCapacity", self.static_capacity),
             ("CapacityBuffer", self.capacity_buffer),
         ]

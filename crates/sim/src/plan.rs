@@ -181,6 +181,8 @@ pub struct ClusterObjects {
     pub node_pools: Vec<NodePool>,
     /// NodeClaims.
     pub node_claims: Vec<NodeClaim>,
+    /// NodeOverlays (applied to the instance types when the `NodeOverlay` gate is on).
+    pub node_overlays: Vec<karpenter_api::nodeoverlay::NodeOverlay>,
     /// DaemonSets.
     pub daemonsets: Vec<DaemonSet>,
     /// PodDisruptionBudgets.
@@ -216,6 +218,9 @@ impl ClusterObjects {
                 "Pod" => objects.pods.push(read(file, doc.index, doc.object)?),
                 "NodePool" => objects.node_pools.push(read(file, doc.index, doc.object)?),
                 "NodeClaim" => objects.node_claims.push(read(file, doc.index, doc.object)?),
+                "NodeOverlay" => objects
+                    .node_overlays
+                    .push(read(file, doc.index, doc.object)?),
                 "DaemonSet" => objects.daemonsets.push(read(file, doc.index, doc.object)?),
                 "PodDisruptionBudget" => objects.pdbs.push(read(file, doc.index, doc.object)?),
                 "Namespace" => objects.namespaces.push(read(file, doc.index, doc.object)?),
@@ -245,7 +250,7 @@ pub fn plan(
     feature_gates: FeatureGates,
 ) -> Result<Plan, ScenarioError> {
     let objects = ClusterObjects::from_dump(file, text)?;
-    let pools: Vec<NodePoolInput> = objects
+    let mut pools: Vec<NodePoolInput> = objects
         .node_pools
         .iter()
         .filter(|np| provisionable(np))
@@ -254,6 +259,9 @@ pub fn plan(
             instance_types: catalog.instance_types.clone(),
         })
         .collect();
+    if feature_gates.node_overlay {
+        karpenter_core::cloudprovider::overlay::apply_to_pools(&objects.node_overlays, &mut pools);
+    }
     Ok(plan_objects(
         &objects,
         &pools,

@@ -235,6 +235,8 @@ struct ScenarioMetadata {
 pub enum Object {
     /// A NodePool.
     NodePool(Box<NodePool>),
+    /// A NodeOverlay (applied when the scenario turns the `NodeOverlay` gate on).
+    NodeOverlay(Box<karpenter_api::nodeoverlay::NodeOverlay>),
     /// A provider NodeClass, kept as written.
     NodeClass(Value),
     /// A Deployment.
@@ -398,6 +400,9 @@ pub fn parse_object(
         ("karpenter.sh/v1", "NodePool") => {
             Object::NodePool(Box::new(typed(file, document, prefix, value)?))
         }
+        ("karpenter.sh/v1alpha1", "NodeOverlay") => {
+            Object::NodeOverlay(Box::new(typed(file, document, prefix, value)?))
+        }
         (_, k) if k.ends_with("NodeClass") && api_version.contains("karpenter") => {
             Object::NodeClass(value)
         }
@@ -435,7 +440,7 @@ pub fn parse_object(
                 document,
                 at("kind"),
                 format!(
-                    "{api_version} {kind} is not supported in scenarios (NodePool, NodeClasses, Deployment, ReplicaSet, StatefulSet, Job, Pod, DaemonSet, PodDisruptionBudget, Node, Namespace, PersistentVolumeClaim, PersistentVolume, StorageClass, Scenario)"
+                    "{api_version} {kind} is not supported in scenarios (NodePool, NodeOverlay, NodeClasses, Deployment, ReplicaSet, StatefulSet, Job, Pod, DaemonSet, PodDisruptionBudget, Node, Namespace, PersistentVolumeClaim, PersistentVolume, StorageClass, Scenario)"
                 ),
             ));
         }

@@ -869,3 +869,44 @@ spec:
         report.nodeclaims
     );
 }
+
+#[test]
+fn node_overlay_price_changes_the_instance_type_chosen() {
+    let report = run_file("node-overlay.yaml");
+    let families: Vec<&str> = report
+        .nodeclaims
+        .iter()
+        .map(|n| n.instance_type.as_str())
+        .collect();
+    assert!(!families.is_empty());
+    // The discounted `m` family, but not the size the heavier overlay prices at 5/h.
+    assert!(
+        families
+            .iter()
+            .all(|t| t.starts_with("m-") && *t != "m-8x-amd64-linux"),
+        "{families:?}"
+    );
+    // The price karpenter decided with is the overlaid one: a fifth of the list price
+    // (m-16x lists at 0.025 per vCPU plus 0.001 per GB, about 0.54/h).
+    assert!(
+        report.nodeclaims.iter().all(|n| n.price_per_hour < 0.2),
+        "{:?}",
+        report.nodeclaims
+    );
+
+    // The same scenario with the gate off launches the `c` family at list price.
+    let mut s = scenario::load(&example("node-overlay.yaml"), &crds()).unwrap();
+    s.spec.feature_gates.node_overlay = false;
+    let off = run(&s);
+    assert!(off.failures.is_empty(), "{:?}", off.failures);
+    assert!(
+        off.nodeclaims
+            .iter()
+            .all(|n| n.instance_type.starts_with("c-")),
+        "{:?}",
+        off.nodeclaims
+            .iter()
+            .map(|n| &n.instance_type)
+            .collect::<Vec<_>>()
+    );
+}

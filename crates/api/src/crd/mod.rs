@@ -7,6 +7,10 @@ use serde_json::{Value, json};
 
 use crate::validation::Problem;
 
+mod node_overlay;
+
+pub use node_overlay::{NODE_OVERLAY, PRICE_ADJUSTMENT_PATTERN, PRICE_PATTERN};
+
 /// `"720h"`, `"1h30m"` or `"Never"`.
 pub const DURATION_OR_NEVER_PATTERN: &str = r"^(([0-9]+(s|m|h))+|Never)$";
 /// `"30s"`, `"1h30m"`.
@@ -170,7 +174,7 @@ pub const NODE_CLAIM: Crd = Crd::new(
 .with_runtime_checks(node_claim_checks);
 
 /// karpenter's own CRDs, before any provider's.
-pub const CORE: [Crd; 2] = [NODE_POOL, NODE_CLAIM];
+pub const CORE: [Crd; 3] = [NODE_POOL, NODE_CLAIM, NODE_OVERLAY];
 
 /// The CRD in `crds` that serves `kind` at `api_version` (its stored version or another it
 /// serves), if there is one.

@@ -89,7 +89,7 @@ pub fn validate_object(crds: &[Crd], object: &Value) -> Option<Report> {
             )
         } else {
             format!(
-                "{kind} in {api_version} is not a kind karpenter-rs serves (NodePool and NodeClaim are karpenter.sh/v1)"
+                "{kind} in {api_version} is not a kind karpenter-rs serves (NodePool and NodeClaim are karpenter.sh/v1, NodeOverlay karpenter.sh/v1alpha1)"
             )
         };
         report.problems.push(Problem {

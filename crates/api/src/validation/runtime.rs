@@ -12,6 +12,7 @@ use crate::labels::{
     normalize_label, restricted_label_reason,
 };
 use crate::nodeclaim::{NodeClaim, NodeSelectorRequirementWithMinValues, Operator};
+use crate::nodeoverlay::{NodeOverlay, RESTRICTED_CAPACITY};
 use crate::nodepool::NodePool;
 
 struct Sink<'a>(&'a mut Vec<Problem>);
@@ -69,6 +70,40 @@ pub fn validate_node_claim(node_claim: &NodeClaim, problems: &mut Vec<Problem>) 
     let spec = &node_claim.spec;
     validate_taints(&spec.taints, &spec.startup_taints, "spec", &mut sink);
     validate_requirements(&spec.requirements, "spec", &mut sink);
+}
+
+/// Runs the runtime checks on a NodeOverlay (upstream's `RuntimeValidate`): its requirements
+/// as a NodePool's are judged (the `karpenter.sh/nodepool` label allowed), and no well-known
+/// resource in `capacity`. An overlay that fails them is not applied
+/// (`ValidationSucceeded=False`, reason `RuntimeValidation`).
+pub fn validate_node_overlay(overlay: &NodeOverlay, problems: &mut Vec<Problem>) {
+    let mut sink = Sink(problems);
+    for (i, requirement) in overlay.spec.requirements.iter().enumerate() {
+        let at = format!("spec.requirements[{i}]");
+        for message in requirement_problems(&requirement.to_node_selector()) {
+            sink.push(at.clone(), message);
+        }
+        if requirement.operator == Operator::NotIn && requirement.values.is_empty() {
+            sink.push(
+                at,
+                format!(
+                    "key {} with operator NotIn must have a value defined",
+                    requirement.key
+                ),
+            );
+        }
+    }
+    for name in overlay.spec.capacity.iter().flat_map(|c| c.keys()) {
+        if RESTRICTED_CAPACITY.contains(&name.as_str()) {
+            sink.push(
+                super::structural::map_entry("spec.capacity", name),
+                format!(
+                    "invalid capacity {name:?}: only extended resources may be set, not {}",
+                    RESTRICTED_CAPACITY.join(", ")
+                ),
+            );
+        }
+    }
 }
 
 fn validate_labels(labels: &BTreeMap<String, String>, path: &str, sink: &mut Sink<'_>) {

@@ -2,6 +2,7 @@
 //! capacity type, with a price and availability) and the resources a node of each type offers.
 
 pub mod fake;
+pub mod overlay;
 
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
 
@@ -77,6 +78,10 @@ pub struct InstanceType {
     /// What the node keeps for itself.
     pub overhead: Overhead,
     allocatable: Resources,
+    /// A NodeOverlay changed the price of one of its offerings.
+    price_overlaid: bool,
+    /// A NodeOverlay added to its capacity.
+    capacity_overlaid: bool,
 }
 
 impl InstanceType {
@@ -104,7 +109,20 @@ impl InstanceType {
             capacity,
             overhead,
             allocatable,
+            price_overlaid: false,
+            capacity_overlaid: false,
         }
+    }
+
+    /// Whether a NodeOverlay changed the price of one of its offerings (upstream's
+    /// `IsPricingOverlayApplied`).
+    pub fn price_overlaid(&self) -> bool {
+        self.price_overlaid
+    }
+
+    /// Whether a NodeOverlay added to its capacity (upstream's `IsCapacityOverlayApplied`).
+    pub fn capacity_overlaid(&self) -> bool {
+        self.capacity_overlaid
     }
 
     /// What pods can use: capacity less overhead and huge pages.

@@ -31,6 +31,16 @@ pub fn node_claim_for(claim: &NewNodeClaim, pool: &NodePool) -> NodeClaim {
         karpenter_api::labels::NODE_CLAIM_MIN_VALUES_RELAXED_ANNOTATION.into(),
         claim.min_values_relaxed.to_string(),
     );
+    // As upstream: marks claims launched with an overlaid price or capacity among their types.
+    use karpenter_api::nodeoverlay::{
+        CAPACITY_OVERLAY_APPLIED_ANNOTATION, PRICE_OVERLAY_APPLIED_ANNOTATION,
+    };
+    if claim.instance_types.iter().any(|it| it.price_overlaid()) {
+        annotations.insert(PRICE_OVERLAY_APPLIED_ANNOTATION.into(), "true".into());
+    }
+    if claim.instance_types.iter().any(|it| it.capacity_overlaid()) {
+        annotations.insert(CAPACITY_OVERLAY_APPLIED_ANNOTATION.into(), "true".into());
+    }
     NodeClaim {
         metadata: ObjectMeta {
             generate_name: Some(format!("{}-", pool.name())),

@@ -87,6 +87,16 @@ async fn the_chart_grants_exactly_what_the_controller_uses() {
     }))
     .unwrap();
     server.create(&pool).unwrap();
+    // A NodeOverlay, with its gate on, so its list and status writes are part of the run.
+    server
+        .install_crds([karpenter_api::crd::NODE_OVERLAY.definition()])
+        .unwrap();
+    let overlay: karpenter_api::nodeoverlay::NodeOverlay = serde_json::from_value(json!({
+        "metadata": {"name": "discount"},
+        "spec": {"requirements": [], "priceAdjustment": "-10%"},
+    }))
+    .unwrap();
+    server.create(&overlay).unwrap();
     server.spawn_cluster(Duration::from_millis(50));
     let options = Options {
         batch_idle_duration: Duration::from_millis(100),
@@ -98,6 +108,7 @@ async fn the_chart_grants_exactly_what_the_controller_uses() {
         instance_launch_grace: Duration::ZERO,
         resync: Duration::from_millis(200),
         drift_poll: Duration::from_millis(200),
+        feature_gates: "NodeOverlay=true".parse().unwrap(),
         ..Options::default()
     };
     let client = server.client();
@@ -111,6 +122,14 @@ async fn the_chart_grants_exactly_what_the_controller_uses() {
     }))
     .unwrap();
     server.create(&pod).unwrap();
+    eventually(WAIT, || {
+        server
+            .get::<karpenter_api::nodeoverlay::NodeOverlay>("", "discount")?
+            .status
+            .filter(|s| !s.conditions.is_empty())
+    })
+    .await
+    .expect("the overlay's conditions are written");
     let claim = eventually(WAIT, || {
         server
             .list::<NodeClaim>()

@@ -156,6 +156,8 @@ pub struct Simulation {
     timing: Timing,
     catalog: Catalog,
     pools: BTreeMap<String, NodePool>,
+    /// NodeOverlays, by name; applied to the instance types when the gate is on.
+    overlays: BTreeMap<String, karpenter_api::nodeoverlay::NodeOverlay>,
     workloads: BTreeMap<OwnerKey, Workload>,
     daemonsets: BTreeMap<OwnerKey, PodTemplateSpec>,
     pdbs: Vec<PodDisruptionBudget>,
@@ -224,6 +226,7 @@ impl Simulation {
             timing,
             catalog,
             pools: BTreeMap::new(),
+            overlays: BTreeMap::new(),
             workloads: BTreeMap::new(),
             daemonsets: BTreeMap::new(),
             pdbs: Vec::new(),
@@ -287,6 +290,12 @@ impl Simulation {
                 let name = np.name().to_string();
                 self.event("Applied", format!("nodepool/{name}"));
                 self.pools.insert(name, *np);
+            }
+            Object::NodeOverlay(overlay) => {
+                self.bound_cache.set(None);
+                let name = overlay.name().to_string();
+                self.event("Applied", format!("nodeoverlay/{name}"));
+                self.overlays.insert(name, *overlay);
             }
             Object::NodeClass(_) => {}
             Object::Namespace(ns) => {
@@ -734,16 +743,23 @@ impl Simulation {
         (inputs, index)
     }
 
-    /// The NodePools, each offering the whole catalog.
+    /// The NodePools, each offering the whole catalog, with the NodeOverlays applied when the
+    /// `NodeOverlay` gate is on.
     fn pool_inputs(&self) -> Vec<NodePoolInput> {
-        self.pools
+        let mut pools: Vec<NodePoolInput> = self
+            .pools
             .values()
             .filter(|np| provisionable(np))
             .map(|np| NodePoolInput {
                 node_pool: np.clone(),
                 instance_types: self.catalog.instance_types.clone(),
             })
-            .collect()
+            .collect();
+        if self.feature_gates.node_overlay && !self.overlays.is_empty() {
+            let overlays: Vec<_> = self.overlays.values().cloned().collect();
+            karpenter_core::cloudprovider::overlay::apply_to_pools(&overlays, &mut pools);
+        }
+        pools
     }
 
     fn options(&self) -> SchedulerOptions {
