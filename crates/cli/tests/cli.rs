@@ -169,13 +169,14 @@ fn v1beta1_is_pointed_at_convert_and_converts_to_valid_v1() {
 }
 
 #[test]
-fn crds_print_all_eleven() {
+fn crds_print_all_twelve() {
     let out = karpenter_rs(&["crds"]);
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);
     for name in [
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
+        "nodeoverlays.karpenter.sh",
         "kwoknodeclasses.karpenter.kwok.sh",
         "ec2nodeclasses.karpenter.k8s.aws",
         "aksnodeclasses.karpenter.azure.com",
@@ -190,7 +191,7 @@ fn crds_print_all_eleven() {
     }
     assert_eq!(
         text.matches("\n---\n").count() + usize::from(text.starts_with("---\n")),
-        11
+        12
     );
 }
 
