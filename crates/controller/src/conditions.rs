@@ -46,6 +46,14 @@ pub fn set(
     true
 }
 
+/// Removes a condition (operatorpkg's `Clear`, for conditions not always present such as
+/// `DisruptionReason`); returns whether it was there.
+pub fn clear(conditions: &mut Vec<Condition>, type_: &str) -> bool {
+    let before = conditions.len();
+    conditions.retain(|c| c.type_ != type_);
+    conditions.len() != before
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
