@@ -64,7 +64,7 @@ pub fn set_root(
     if unhealthy.is_empty() {
         return set(conditions, root, "True", root, "", now);
     }
-    unhealthy.sort_by(|a, b| b.last_transition_time.0.cmp(&a.last_transition_time.0));
+    unhealthy.sort_by_key(|c| std::cmp::Reverse(c.last_transition_time.0));
     let status = if unhealthy.iter().any(|c| c.status == "False") {
         "False"
     } else {
@@ -119,14 +119,36 @@ mod tests {
         let mut c = Vec::new();
         set(&mut c, "Launched", "True", "Launched", "", t(10));
         set(&mut c, "Registered", "Unknown", "NodeNotFound", "", t(20));
-        set(&mut c, "Initialized", "Unknown", "AwaitingReconciliation", "", t(10));
+        set(
+            &mut c,
+            "Initialized",
+            "Unknown",
+            "AwaitingReconciliation",
+            "",
+            t(10),
+        );
         assert!(set_root(&mut c, "Ready", &deps, t(20)));
         let ready = get(&c, "Ready").unwrap();
         assert_eq!(
-            (ready.status.as_str(), ready.reason.as_str(), ready.message.as_str()),
-            ("Unknown", "ReconcilingDependents", "Registered=Unknown, Initialized=Unknown")
+            (
+                ready.status.as_str(),
+                ready.reason.as_str(),
+                ready.message.as_str()
+            ),
+            (
+                "Unknown",
+                "ReconcilingDependents",
+                "Registered=Unknown, Initialized=Unknown"
+            )
         );
-        set(&mut c, "Registered", "False", "MultipleNodesFound", "", t(30));
+        set(
+            &mut c,
+            "Registered",
+            "False",
+            "MultipleNodesFound",
+            "",
+            t(30),
+        );
         set_root(&mut c, "Ready", &deps, t(30));
         let ready = get(&c, "Ready").unwrap();
         assert_eq!(
@@ -138,7 +160,11 @@ mod tests {
         set_root(&mut c, "Ready", &deps, t(40));
         let ready = get(&c, "Ready").unwrap();
         assert_eq!(
-            (ready.status.as_str(), ready.reason.as_str(), ready.message.as_str()),
+            (
+                ready.status.as_str(),
+                ready.reason.as_str(),
+                ready.message.as_str()
+            ),
             ("True", "Ready", "")
         );
         assert!(!set_root(&mut c, "Ready", &deps, t(50)), "nothing changed");

@@ -129,9 +129,7 @@ async fn reconcile<P: CloudProvider>(
     };
     if changed {
         let patch = json!({"metadata": {"resourceVersion": claim.resource_version()}, "status": {"conditions": status.conditions}});
-        crate::writes::allow_missing_write(
-            ctx.patch_claim_status(&claim.name_any(), patch).await,
-        )?;
+        crate::writes::allow_missing_write(ctx.patch_claim_status(&claim.name_any(), patch).await)?;
     }
     Ok(Some(SCAN_PERIOD))
 }

@@ -133,7 +133,9 @@ impl<P: CloudProvider> Context<P> {
         }
         if let Some(claim) = self.claim_of(node) {
             let uid = claim.uid().unwrap_or_default();
-            self.recorder.publish(&*claim, note("NodeClaim", &uid)).await;
+            self.recorder
+                .publish(&*claim, note("NodeClaim", &uid))
+                .await;
         }
     }
 
@@ -163,9 +165,7 @@ impl<P: CloudProvider> Context<P> {
             return Ok(());
         }
         let patch = json!({"status": {"conditions": status.conditions}});
-        crate::writes::allow_missing_write(
-            self.patch_claim_status(&claim.name_any(), patch).await,
-        )
+        crate::writes::allow_missing_write(self.patch_claim_status(&claim.name_any(), patch).await)
     }
 
     async fn terminate_candidates(&self, command: &Command) -> Result<(), Error> {
@@ -301,10 +301,7 @@ impl<P: CloudProvider> Context<P> {
                     }
                     for node in &command.candidates {
                         let marked = match self.set_disrupted_taint(node, true).await {
-                            Ok(()) => {
-                                self.set_disruption_reason(node, Some(command.reason))
-                                    .await
-                            }
+                            Ok(()) => self.set_disruption_reason(node, Some(command.reason)).await,
                             Err(e) => Err(e),
                         };
                         if let Err(e) = marked {
@@ -628,7 +625,9 @@ mod tests {
             Some("Underutilized")
         );
         assert_eq!(
-            budget_reason("drifted, but no allowed disruptions for reason Drifted in NodePool \"a\""),
+            budget_reason(
+                "drifted, but no allowed disruptions for reason Drifted in NodePool \"a\""
+            ),
             Some("Drifted")
         );
         assert_eq!(budget_reason("Node is nominated"), None);

@@ -255,6 +255,10 @@ mod tests {
             "another message is the same event"
         );
         let plain = |m: &str| normal("R", m).dedupe_key(&pod);
-        assert_ne!(plain("one"), plain("two"), "without values the message counts");
+        assert_ne!(
+            plain("one"),
+            plain("two"),
+            "without values the message counts"
+        );
     }
 }

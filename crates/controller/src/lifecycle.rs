@@ -524,7 +524,8 @@ async fn finalize<P: CloudProvider>(
             .saturating_add(SignedDuration::try_from(tgp.0).unwrap_or(SignedDuration::MAX))
             .unwrap_or(deleted.0);
         let at = deadline.to_string();
-        let patch = json!({"metadata": {"annotations": {NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION: at}}});
+        let patch =
+            json!({"metadata": {"annotations": {NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION: at}}});
         ctx.patch_claim(&claim.name_any(), patch).await?;
         tracing::info!(nodeclaim = %claim.name_any(), termination_timestamp = %at, "annotated nodeclaim");
         ctx.recorder

@@ -166,7 +166,11 @@ fn failed_scheduling(reference: &ObjectReference, reason: &str) -> Note<'static>
 }
 
 /// Upstream's `Nominated` on the pod `reference` names.
-fn nominated(reference: &ObjectReference, claim: Option<&str>, node: Option<&str>) -> Note<'static> {
+fn nominated(
+    reference: &ObjectReference,
+    claim: Option<&str>,
+    node: Option<&str>,
+) -> Note<'static> {
     catalog::nominated(reference.uid.as_deref().unwrap_or_default(), claim, node)
 }
 

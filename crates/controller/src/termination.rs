@@ -160,10 +160,10 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
         return ctx.patch_node(&name, patch).await;
     }
     let deadline = termination_deadline(claim.as_deref()).map(|d| d.as_second());
-    if let Some(at) = claim
-        .as_deref()
-        .and_then(|c| c.annotations().get(NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION))
-    {
+    if let Some(at) = claim.as_deref().and_then(|c| {
+        c.annotations()
+            .get(NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION)
+    }) {
         ctx.recorder
             .publish(node, catalog::termination_grace_period_expiring(&name, at))
             .await;
@@ -372,7 +372,10 @@ async fn drain<P: CloudProvider>(
                     .await;
             }
             Err(kube::Error::Api(e)) if e.message.contains("more than one PodDisruptionBudget") => {
-                let why = format!("eviction does not support multiple PDBs (Pod={})", pod.key());
+                let why = format!(
+                    "eviction does not support multiple PDBs (Pod={})",
+                    pod.key()
+                );
                 ctx.recorder
                     .publish(node, catalog::failed_draining(&node.name_any(), &why))
                     .await;
