@@ -661,3 +661,26 @@ fn next_look(options: &crate::Options, claim: &NodeClaim, now: Timestamp) -> Dur
         });
     expires_in.map_or(IDLE_RESYNC, |left| left.min(IDLE_RESYNC))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn taints_print_as_upstreams_messages() {
+        let taint = |key: &str, value: Option<&str>, effect: &str| Taint {
+            key: key.into(),
+            value: value.map(str::to_string),
+            effect: effect.into(),
+            time_added: None,
+        };
+        assert_eq!(
+            format_taint(&taint("example.com/boot", Some("pending"), "NoSchedule")),
+            "example.com/boot=pending:NoSchedule"
+        );
+        assert_eq!(
+            format_taint(&taint("node.kubernetes.io/not-ready", None, "NoExecute")),
+            "node.kubernetes.io/not-ready:NoExecute"
+        );
+    }
+}

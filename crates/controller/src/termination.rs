@@ -418,6 +418,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn times_print_as_gos_time_does() {
+        // 2026-01-01T00:10:00Z, as upstream's `Disrupted` message prints the node's deadline.
+        assert_eq!(go_time(1_767_226_200), "2026-01-01 00:10:00 +0000 UTC");
+    }
+
     fn pod(name: &str, critical: bool, daemonset: bool) -> StoredPod {
         stored(raw(name, critical, daemonset))
     }
