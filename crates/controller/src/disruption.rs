@@ -12,10 +12,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Taint;
 use karpenter_api::labels::{DISRUPTED_TAINT_KEY, NODE_POOL_LABEL};
-use karpenter_api::nodeclaim::condition::INITIALIZED;
+use karpenter_api::nodeclaim::condition::{DISRUPTION_REASON, INITIALIZED};
 use karpenter_api::{DisruptionReason, NodeClaim};
 use karpenter_core::disruption::orchestration::{Due, Effect, Orchestrator, Replacement};
-use karpenter_core::disruption::{Command, Decision, Input, InvalidKind, Method, decide, validate};
+use karpenter_core::disruption::{
+    Block, Blocked, Command, Decision, Input, InvalidKind, Method, decide, validate,
+};
 use karpenter_core::provisioning::node_claim_for;
 use karpenter_core::provisioning::scheduling::NodePoolInput;
 use kube::api::{DeleteParams, PostParams};
@@ -23,15 +25,18 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::cloudprovider::CloudProvider;
-use crate::events::{Note, normal};
+use crate::events::{Note, catalog};
 use crate::provisioning::{pool_inputs, scheduler_options};
 use crate::{Context, Error, conditions};
 
 pub use karpenter_core::disruption::orchestration::{REPLACEMENT_TIMEOUT, VALIDATION_DELAY};
 
-/// Upstream's `ConsolidationRejected` message for each candidate of a command that failed
-/// validation.
-fn rejected_messages(command: &Command, kind: InvalidKind) -> Vec<(String, String)> {
+/// Upstream's `ConsolidationRejected` event for each candidate of a command that failed
+/// validation, by node (the caller gives each its Node's or NodeClaim's UID).
+fn rejected_messages(
+    command: &Command,
+    kind: InvalidKind,
+) -> Vec<(String, impl Fn(&str) -> Note<'static>)> {
     let decision = if command.replacements.is_empty() {
         "delete"
     } else {
@@ -49,12 +54,11 @@ fn rejected_messages(command: &Command, kind: InvalidKind) -> Vec<(String, Strin
                     command.candidates.len()
                 )
             };
-            let message = format!(
-                "Consolidation rejected: {what}, reason: {} (savings: ${:.2})",
-                kind.as_str(),
-                command.savings_per_hour
-            );
-            (node.clone(), message)
+            let savings = command.savings_per_hour;
+            let note = move |uid: &str| {
+                catalog::consolidation_rejected(uid, &what, kind.as_str(), savings)
+            };
+            (node.clone(), note)
         })
         .collect()
 }
@@ -120,10 +124,48 @@ impl<P: CloudProvider> Context<P> {
         self.patch_node(node, patch).await
     }
 
-    async fn publish_on_node(&self, node: &str, note: Note<'_>) {
+    /// Publishes `note(kind, uid)` on the node named `node` and on its NodeClaim, as upstream
+    /// publishes its candidate events on both.
+    async fn publish_on_candidate(&self, node: &str, note: impl Fn(&str, &str) -> Note<'static>) {
         if let Some(n) = self.cluster.nodes.get(node) {
-            self.recorder.publish(&*n, note).await;
+            let uid = n.uid().unwrap_or_default();
+            self.recorder.publish(&*n, note("Node", &uid)).await;
         }
+        if let Some(claim) = self.claim_of(node) {
+            let uid = claim.uid().unwrap_or_default();
+            self.recorder
+                .publish(&*claim, note("NodeClaim", &uid))
+                .await;
+        }
+    }
+
+    /// Sets (upstream's `markDisrupted`) or clears the `DisruptionReason` condition of the
+    /// NodeClaim of the node named `node`. Termination reads it for the eviction reason.
+    async fn set_disruption_reason(
+        &self,
+        node: &str,
+        reason: Option<DisruptionReason>,
+    ) -> Result<(), Error> {
+        let Some(claim) = self.claim_of(node) else {
+            return Ok(());
+        };
+        let mut status = claim.status.clone().unwrap_or_default();
+        let changed = match reason {
+            Some(r) => conditions::set(
+                &mut status.conditions,
+                DISRUPTION_REASON,
+                "True",
+                r.as_str(),
+                r.as_str(),
+                self.clock.now(),
+            ),
+            None => conditions::clear(&mut status.conditions, DISRUPTION_REASON),
+        };
+        if !changed {
+            return Ok(());
+        }
+        let patch = json!({"status": {"conditions": status.conditions}});
+        crate::writes::allow_missing_write(self.patch_claim_status(&claim.name_any(), patch).await)
     }
 
     async fn terminate_candidates(&self, command: &Command) -> Result<(), Error> {
@@ -140,13 +182,9 @@ impl<P: CloudProvider> Context<P> {
                 &self.consolidation_policy_of(command, &claim),
                 Some(&self.cluster.pods_on(node)),
             );
-            self.publish_on_node(
-                node,
-                normal(
-                    "DisruptionTerminating",
-                    format!("Disrupting Node: {reason}"),
-                ),
-            )
+            self.publish_on_candidate(node, |kind, uid| {
+                catalog::disruption_terminating(kind, uid, reason)
+            })
             .await;
             tracing::info!(node = %node, reason, method = %command.method, "disrupting node");
         }
@@ -179,13 +217,15 @@ impl<P: CloudProvider> Context<P> {
                     &r.min_values_relaxed.to_string(),
                 ])
                 .inc();
+            let uid = made.uid().unwrap_or_default();
+            self.recorder
+                .publish(
+                    &made,
+                    catalog::disruption_launching(&uid, command.reason.as_str()),
+                )
+                .await;
             replacements.push(made.name_any());
             self.cluster.node_claims.apply(made);
-        }
-        for node in &command.candidates {
-            let message = format!("Launching NodeClaim: {}", command.reason.as_str());
-            self.publish_on_node(node, normal("DisruptionLaunching", message))
-                .await;
         }
         Ok(replacements)
     }
@@ -207,12 +247,14 @@ impl<P: CloudProvider> Context<P> {
     }
 
     /// Carries out what the orchestrator asked, in order. A failure to start a command gives
-    /// it back (untainted) before the error is returned.
+    /// it back (untainted) before the error is returned. `launching`: the replacements found
+    /// not initialized yet, which get upstream's `DisruptionWaitingReadiness`.
     async fn carry_out(
         &self,
         orchestrator: &mut Orchestrator,
         effects: Vec<Effect>,
         pools: &[NodePoolInput],
+        launching: &[String],
     ) -> Result<(), Error> {
         let mut failed = None;
         for effect in effects {
@@ -228,9 +270,8 @@ impl<P: CloudProvider> Context<P> {
                         .with(&[command.method.consolidation_type()])
                         .inc_by(command.candidates.len() as u64);
                     if command.method != Method::Emptiness {
-                        for (node, message) in rejected_messages(&command, why.kind) {
-                            self.publish_on_node(&node, normal("ConsolidationRejected", message))
-                                .await;
+                        for (node, note) in rejected_messages(&command, why.kind) {
+                            self.publish_on_candidate(&node, |_, uid| note(uid)).await;
                         }
                     }
                 }
@@ -259,7 +300,11 @@ impl<P: CloudProvider> Context<P> {
                             .inc();
                     }
                     for node in &command.candidates {
-                        if let Err(e) = self.set_disrupted_taint(node, true).await {
+                        let marked = match self.set_disrupted_taint(node, true).await {
+                            Ok(()) => self.set_disruption_reason(node, Some(command.reason)).await,
+                            Err(e) => Err(e),
+                        };
+                        if let Err(e) = marked {
                             self.give_back(orchestrator, &command, &e).await;
                             return Err(e);
                         }
@@ -273,15 +318,20 @@ impl<P: CloudProvider> Context<P> {
                     }
                 },
                 Effect::Waiting(command) => {
-                    for node in &command.candidates {
-                        self.publish_on_node(
-                            node,
-                            normal(
-                                "DisruptionWaitingReadiness",
-                                "Waiting on readiness to continue disruption",
-                            ),
-                        )
-                        .await;
+                    let theirs = launching.iter().filter(|name| {
+                        self.cluster.node_claims.get(name).is_some_and(|c| {
+                            c.labels().get(NODE_POOL_LABEL).is_some_and(|pool| {
+                                command.replacements.iter().any(|r| &r.node_pool == pool)
+                            })
+                        })
+                    });
+                    for name in theirs {
+                        if let Some(claim) = self.cluster.node_claims.get(name) {
+                            let uid = claim.uid().unwrap_or_default();
+                            self.recorder
+                                .publish(&*claim, catalog::disruption_waiting_readiness(&uid))
+                                .await;
+                        }
                     }
                 }
                 // Each command finishes on its own: a failed write does not drop the
@@ -310,6 +360,9 @@ impl<P: CloudProvider> Context<P> {
                         if let Err(e) = self.set_disrupted_taint(node, false).await {
                             failed.get_or_insert(e);
                         }
+                        if let Err(e) = self.set_disruption_reason(node, None).await {
+                            failed.get_or_insert(e);
+                        }
                     }
                 }
             }
@@ -324,6 +377,9 @@ impl<P: CloudProvider> Context<P> {
         for node in &command.candidates {
             if let Err(e) = self.set_disrupted_taint(node, false).await {
                 tracing::warn!(node = %node, error = %e, "removing the disruption taint");
+            }
+            if let Err(e) = self.set_disruption_reason(node, None).await {
+                tracing::warn!(node = %node, error = %e, "clearing the DisruptionReason condition");
             }
         }
     }
@@ -350,9 +406,13 @@ async fn release_stale_taints<P: CloudProvider>(
                 .and_then(|s| s.provider_id.as_deref())
                 .and_then(|id| claims.get(id))
                 .is_none_or(|c| c.metadata.deletion_timestamp.is_some());
-        if tainted && managed && !deleting && !owned.contains(&node.name_any()) {
-            tracing::info!(node = %node.name_any(), "removing a disruption taint no command owns");
-            ctx.set_disrupted_taint(&node.name_any(), false).await?;
+        if managed && !deleting && !owned.contains(&node.name_any()) {
+            if tainted {
+                tracing::info!(node = %node.name_any(), "removing a disruption taint no command owns");
+                ctx.set_disrupted_taint(&node.name_any(), false).await?;
+            }
+            // Upstream clears the condition of candidates no command owns any more.
+            ctx.set_disruption_reason(&node.name_any(), None).await?;
         }
     }
     Ok(())
@@ -375,8 +435,17 @@ pub async fn pass<P: CloudProvider>(
         release_stale_taints(ctx, &orchestrator.marked_for_deletion()).await?;
     }
     let pools = pool_inputs(ctx).await;
-    let advanced = orchestrator.advance(now, |name| ctx.replacement(name));
-    let done = ctx.carry_out(orchestrator, advanced, &pools).await;
+    let launching = std::cell::RefCell::new(Vec::new());
+    let advanced = orchestrator.advance(now, |name| {
+        let state = ctx.replacement(name);
+        if state == Replacement::Launching {
+            launching.borrow_mut().push(name.to_string());
+        }
+        state
+    });
+    let done = ctx
+        .carry_out(orchestrator, advanced, &pools, &launching.into_inner())
+        .await;
     // The nodes taken are exactly those of the commands in flight, whatever happened; the
     // decision below sees them taken (and the candidates just deleted as deleting).
     ctx.cluster
@@ -393,7 +462,7 @@ pub async fn pass<P: CloudProvider>(
             orchestrator.validated(now, outcome)
         }
     };
-    let done = ctx.carry_out(orchestrator, effects, &pools).await;
+    let done = ctx.carry_out(orchestrator, effects, &pools, &[]).await;
     ctx.cluster
         .set_marked_for_deletion(orchestrator.marked_for_deletion());
     done
@@ -453,16 +522,51 @@ async fn decide_now<P: CloudProvider>(
         .with(&[&reason, consolidation_type])
         .observe(started.elapsed().as_secs_f64());
     for (node, block) in &decision.blocked {
-        let Some(reason) = block.kind.event_reason() else {
-            continue;
-        };
-        let mut note = normal(reason, block.reason.clone());
-        if reason == "Unconsolidatable" {
-            note.dedupe = Duration::from_secs(15 * 60);
-        }
-        ctx.publish_on_node(node, note).await;
+        publish_blocked(ctx, node, block).await;
     }
     decision.commands.into_iter().next()
+}
+
+/// The disruption reason a budget block names ("… for reason Drifted in NodePool …").
+fn budget_reason(message: &str) -> Option<&str> {
+    let (_, rest) = message.split_once("for reason ")?;
+    rest.split_whitespace().next()
+}
+
+/// Upstream's event for a node the decision left alone: `Unconsolidatable` or
+/// `DisruptionBlocked` on the Node and its NodeClaim, or, when a budget is what stops it,
+/// `DisruptionBlocked` on its NodePool (deduplicated by the pool and the reason).
+async fn publish_blocked<P: CloudProvider>(ctx: &Context<P>, node: &str, block: &Block) {
+    match block.kind {
+        Blocked::Budget => {
+            let pool = ctx
+                .cluster
+                .nodes
+                .get(node)
+                .and_then(|n| n.labels().get(NODE_POOL_LABEL).cloned())
+                .and_then(|p| ctx.cluster.node_pools.get(&p));
+            if let (Some(pool), Some(reason)) = (pool, budget_reason(&block.reason)) {
+                let uid = pool.uid().unwrap_or_default();
+                ctx.recorder
+                    .publish(&*pool, catalog::nodepool_blocked_for_reason(&uid, reason))
+                    .await;
+            }
+        }
+        kind => {
+            let Some(reason) = kind.event_reason() else {
+                return;
+            };
+            let message = catalog::sentence(&block.reason);
+            ctx.publish_on_candidate(node, |_, uid| {
+                if reason == catalog::reason::UNCONSOLIDATABLE {
+                    catalog::unconsolidatable(uid, &message)
+                } else {
+                    catalog::disruption_blocked(uid, &message)
+                }
+            })
+            .await;
+        }
+    }
 }
 
 /// Runs disruption until `shutdown`: commands in flight move along every `resync`, a fresh
@@ -507,5 +611,25 @@ pub async fn run<P: CloudProvider>(
         {
             tracing::warn!(error = %e, "disruption pass");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::budget_reason;
+
+    #[test]
+    fn budget_blocks_name_their_reason() {
+        assert_eq!(
+            budget_reason("no allowed disruptions for reason Underutilized in NodePool \"a\""),
+            Some("Underutilized")
+        );
+        assert_eq!(
+            budget_reason(
+                "drifted, but no allowed disruptions for reason Drifted in NodePool \"a\""
+            ),
+            Some("Drifted")
+        );
+        assert_eq!(budget_reason("Node is nominated"), None);
     }
 }

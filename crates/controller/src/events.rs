@@ -1,6 +1,9 @@
-//! Kubernetes events with upstream's reasons, deduplicated as upstream's recorder does (the
-//! same reason and message for the same object at most once per window) and rate-limited for
-//! the per-pod `Nominated` flood.
+//! Kubernetes events with upstream's reasons, deduplicated as upstream's recorder does (one
+//! event per reason and dedupe values — usually the object's UID — per window, whatever the
+//! message) and rate-limited for the per-pod `Nominated` flood. [`catalog`] builds every event
+//! upstream publishes, with its type, message and dedupe.
+
+pub mod catalog;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -84,10 +87,48 @@ pub struct Note<'a> {
     pub reason: &'a str,
     /// The message.
     pub message: String,
-    /// Identical events within this window are dropped.
+    /// Events with the same reason and dedupe values within this window are dropped.
     pub dedupe: Duration,
+    /// What makes two events the same for dedupe, with the reason (upstream's
+    /// `DedupeValues`). Empty: the object and the message do, as the events providers
+    /// publish without values have always been deduplicated.
+    pub dedupe_values: Vec<String>,
     /// Whether the event shares the rate limit (5/s, burst 10) of the per-pod events.
     pub rate_limited: bool,
+}
+
+impl Note<'_> {
+    /// The key two events share when they are the same for dedupe: upstream's
+    /// `lowercase(reason)-values…`, or, without values, the object, reason and message.
+    pub fn dedupe_key(&self, reference: &ObjectReference) -> String {
+        if self.dedupe_values.is_empty() {
+            return format!(
+                "{}/{:?}/{}/{}/{}",
+                reference.kind.as_deref().unwrap_or_default(),
+                reference.namespace,
+                reference.name.as_deref().unwrap_or_default(),
+                self.reason,
+                self.message
+            );
+        }
+        format!(
+            "{}-{}",
+            self.reason.to_lowercase(),
+            self.dedupe_values.join("-")
+        )
+    }
+
+    /// The same note deduplicated by `values` (upstream's `DedupeValues`).
+    pub fn deduped_by(mut self, values: &[&str]) -> Self {
+        self.dedupe_values = values.iter().map(|v| v.to_string()).collect();
+        self
+    }
+
+    /// The same note with its own dedupe window (upstream's `DedupeTimeout`).
+    pub fn for_window(mut self, window: Duration) -> Self {
+        self.dedupe = window;
+        self
+    }
 }
 
 impl Recorder {
@@ -118,13 +159,7 @@ impl Recorder {
     pub async fn publish_to(&self, reference: ObjectReference, note: Note<'_>) {
         let name = reference.name.clone().unwrap_or_default();
         let namespace = reference.namespace.clone();
-        let key = format!(
-            "{}/{:?}/{name}/{}/{}",
-            reference.kind.as_deref().unwrap_or_default(),
-            namespace,
-            note.reason,
-            note.message
-        );
+        let key = note.dedupe_key(&reference);
         if !self.gate.admit(key, &note) {
             return;
         }
@@ -168,6 +203,7 @@ pub fn normal(reason: &str, message: impl Into<String>) -> Note<'_> {
         reason,
         message: message.into(),
         dedupe: DEFAULT_DEDUPE,
+        dedupe_values: Vec::new(),
         rate_limited: false,
     }
 }
@@ -201,5 +237,28 @@ mod tests {
             .filter(|&i| recorder.admit(format!("pod-{i}"), &limited(i)))
             .count();
         assert!((10..=11).contains(&admitted), "burst of 10, got {admitted}");
+    }
+
+    #[test]
+    fn dedupe_keys_are_upstreams_reason_and_values() {
+        let pod = ObjectReference {
+            kind: Some("Pod".into()),
+            name: Some("p".into()),
+            ..Default::default()
+        };
+        let a = normal("FailedScheduling", "one").deduped_by(&["uid-1"]);
+        let b = normal("FailedScheduling", "two").deduped_by(&["uid-1"]);
+        assert_eq!(a.dedupe_key(&pod), "failedscheduling-uid-1");
+        assert_eq!(
+            a.dedupe_key(&pod),
+            b.dedupe_key(&pod),
+            "another message is the same event"
+        );
+        let plain = |m: &str| normal("R", m).dedupe_key(&pod);
+        assert_ne!(
+            plain("one"),
+            plain("two"),
+            "without values the message counts"
+        );
     }
 }

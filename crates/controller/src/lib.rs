@@ -9,6 +9,7 @@ pub mod admin;
 pub mod clock;
 pub mod cloudprovider;
 pub mod conditions;
+pub mod consistency;
 pub mod disruption;
 pub mod drift;
 pub mod dry_run;
@@ -272,6 +273,10 @@ impl<P: CloudProvider> Controller<P> {
         loops.spawn(watched(
             "nodeclaim.lifecycle",
             Box::pin(lifecycle::run(ctx.clone(), shutdown.clone())),
+        ));
+        loops.spawn(watched(
+            "nodeclaim.consistency",
+            Box::pin(consistency::run(ctx.clone(), shutdown.clone())),
         ));
         loops.spawn(watched(
             "nodepool.status",

@@ -27,7 +27,7 @@ use serde_json::json;
 
 use crate::cloudprovider::{CloudProvider, CloudProviderError};
 use crate::conditions;
-use crate::events::warning;
+use crate::events::catalog;
 use crate::state::Cluster;
 use crate::writes::{allow_missing_write, without_finalizer};
 use crate::{Context, Error, queue};
@@ -99,11 +99,40 @@ fn same_taint(a: &Taint, b: &Taint) -> bool {
     a.key == b.key && a.effect == b.effect
 }
 
+/// The dependents of a NodeClaim's `Ready` condition (upstream's `NewReadyConditions`).
+pub const READY_DEPENDENTS: [&str; 3] = [LAUNCHED, REGISTERED, INITIALIZED];
+
+/// What an unset condition reads until its controller looks (operatorpkg's `SetUnknown`).
+const AWAITING: (&str, &str) = (
+    "AwaitingReconciliation",
+    "object is awaiting reconciliation",
+);
+
+/// Writes `status`, its `Ready` condition recomputed from its dependents first.
 async fn patch_status<P: CloudProvider>(
     ctx: &Context<P>,
     claim: &NodeClaim,
     status: &karpenter_api::NodeClaimStatus,
 ) -> Result<(), Error> {
+    let mut status = status.clone();
+    for dependent in READY_DEPENDENTS {
+        if conditions::get(&status.conditions, dependent).is_none() {
+            conditions::set(
+                &mut status.conditions,
+                dependent,
+                "Unknown",
+                AWAITING.0,
+                AWAITING.1,
+                ctx.clock.now(),
+            );
+        }
+    }
+    conditions::set_root(
+        &mut status.conditions,
+        READY,
+        &READY_DEPENDENTS,
+        ctx.clock.now(),
+    );
     let patch =
         json!({"metadata": {"resourceVersion": claim.resource_version()}, "status": status});
     ctx.patch_claim_status(&claim.name_any(), patch).await
@@ -185,22 +214,16 @@ async fn launch<P: CloudProvider>(
                     e @ (CloudProviderError::InsufficientCapacity(_)
                     | CloudProviderError::NodeClassNotReady(_)),
                 ) => {
-                    let reason = if matches!(e, CloudProviderError::InsufficientCapacity(_)) {
-                        "InsufficientCapacityError"
-                    } else {
-                        "NodeClassNotReady"
-                    };
-                    ctx.recorder
-                        .publish(
-                            claim,
-                            warning(reason, format!("NodeClaim {} event: {e}", claim.name_any())),
-                        )
-                        .await;
-                    let metric_reason = if reason == "NodeClassNotReady" {
-                        "nodeclass_not_ready"
-                    } else {
-                        "insufficient_capacity"
-                    };
+                    let (name, uid) = (claim.name_any(), uid.clone());
+                    let (note, metric_reason) =
+                        if matches!(e, CloudProviderError::InsufficientCapacity(_)) {
+                            let note = catalog::insufficient_capacity(&name, &uid, &e.to_string());
+                            (note, "insufficient_capacity")
+                        } else {
+                            let note = catalog::node_class_not_ready(&name, &uid, &e.to_string());
+                            (note, "nodeclass_not_ready")
+                        };
+                    ctx.recorder.publish(claim, note).await;
                     return delete_claim(ctx, claim, metric_reason).await;
                 }
                 Err(e) => {
@@ -213,7 +236,10 @@ async fn launch<P: CloudProvider>(
                         }
                         other => ("LaunchFailed", other.to_string()),
                     };
-                    let message: String = message.chars().take(300).collect();
+                    let message = match &e {
+                        CloudProviderError::Create { .. } => message,
+                        _ => catalog::truncate(&message),
+                    };
                     if conditions::set(
                         &mut status.conditions,
                         LAUNCHED,
@@ -259,22 +285,6 @@ async fn launch<P: CloudProvider>(
         "Node not registered with cluster",
         now,
     );
-    conditions::set(
-        &mut status.conditions,
-        INITIALIZED,
-        "Unknown",
-        "NotInitialized",
-        "",
-        now,
-    );
-    conditions::set(
-        &mut status.conditions,
-        READY,
-        "Unknown",
-        "NotInitialized",
-        "",
-        now,
-    );
     patch_status(ctx, &claim, &status).await?;
     tracing::info!(nodeclaim = %claim.name_any(), provider_id = ?status.provider_id, "launched nodeclaim");
     Ok(())
@@ -297,6 +307,26 @@ async fn register<P: CloudProvider>(
         return Ok(());
     };
     let node_name = node.name_any();
+    if !node.labels().contains_key(NODE_REGISTERED_LABEL)
+        && !node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|t| {
+                t.iter()
+                    .any(|t| t.key == UNREGISTERED_TAINT_KEY && t.effect == "NoExecute")
+            })
+    {
+        tracing::error!(nodeclaim = %claim.name_any(), node = %node_name, taint = UNREGISTERED_TAINT_KEY, "node claim registration error: missing taint prevents registration-related race conditions on Karpenter-managed nodes");
+        let uid = claim.uid().unwrap_or_default();
+        ctx.recorder
+            .publish(claim, catalog::unregistered_taint_missing(&uid))
+            .await;
+    }
+    // The NodeClaim's annotations (its NodePool template's, and the provider's) join the
+    // Node's, the claim's winning, as upstream's registration syncs them.
+    let mut annotations = node.annotations().clone();
+    annotations.extend(claim.annotations().clone());
     let mut labels = node.labels().clone();
     labels.extend(claim.labels().clone());
     labels.insert(NODE_REGISTERED_LABEL.into(), "true".into());
@@ -333,7 +363,7 @@ async fn register<P: CloudProvider>(
         });
     }
     let patch = json!({
-        "metadata": {"labels": labels, "finalizers": finalizers, "ownerReferences": owners, "resourceVersion": node.resource_version()},
+        "metadata": {"labels": labels, "annotations": annotations, "finalizers": finalizers, "ownerReferences": owners, "resourceVersion": node.resource_version()},
         "spec": {"taints": taints},
     });
     ctx.patch_node(&node_name, patch).await?;
@@ -371,6 +401,14 @@ fn record_registration<P>(ctx: &Context<P>, claim: &NodeClaim, registered: bool)
     }
 }
 
+/// A taint as upstream's messages print it: `key=value:effect`, or `key:effect`.
+pub fn format_taint(t: &Taint) -> String {
+    match t.value.as_deref() {
+        Some(v) if !v.is_empty() => format!("{}={v}:{}", t.key, t.effect),
+        _ => format!("{}:{}", t.key, t.effect),
+    }
+}
+
 /// Why a registered node is not initialized yet, in upstream's reasons.
 pub fn not_initialized(claim: &NodeClaim, node: &Node) -> Option<(&'static str, String)> {
     if !karpenter_core::state::node_ready(node) {
@@ -387,13 +425,13 @@ pub fn not_initialized(claim: &NodeClaim, node: &Node) -> Option<(&'static str, 
     {
         return Some((
             "StartupTaintsExist",
-            format!("StartupTaint \"{}\" still exists", t.key),
+            format!("StartupTaint \"{}\" still exists", format_taint(t)),
         ));
     }
     if let Some(t) = taints.iter().find(|t| is_ephemeral_taint(t)) {
         return Some((
             "KnownEphemeralTaintsExist",
-            format!("KnownEphemeralTaint \"{}\" still exists", t.key),
+            format!("KnownEphemeralTaint \"{}\" still exists", format_taint(t)),
         ));
     }
     let requested = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
@@ -420,15 +458,24 @@ async fn initialize<P: CloudProvider>(
     claim: &NodeClaim,
     now: Timestamp,
 ) -> Result<(), Error> {
-    let status = claim.status.clone().unwrap_or_default();
+    let mut status = claim.status.clone().unwrap_or_default();
     let Some(node) = status
         .provider_id
         .as_deref()
         .and_then(|id| ctx.cluster.node_for_provider_id(id))
     else {
+        if conditions::set(
+            &mut status.conditions,
+            INITIALIZED,
+            "Unknown",
+            "NodeNotFound",
+            "Node not registered with cluster",
+            now,
+        ) {
+            patch_status(ctx, claim, &status).await?;
+        }
         return Ok(());
     };
-    let mut status = status;
     if let Some((reason, message)) = not_initialized(claim, &node) {
         if conditions::set(
             &mut status.conditions,
@@ -452,7 +499,6 @@ async fn initialize<P: CloudProvider>(
         "",
         now,
     );
-    conditions::set(&mut status.conditions, READY, "True", READY, "", now);
     patch_status(ctx, claim, &status).await?;
     tracing::info!(nodeclaim = %claim.name_any(), node = %node.name_any(), "initialized nodeclaim");
     Ok(())
@@ -477,8 +523,18 @@ async fn finalize<P: CloudProvider>(
             .0
             .saturating_add(SignedDuration::try_from(tgp.0).unwrap_or(SignedDuration::MAX))
             .unwrap_or(deleted.0);
-        let patch = json!({"metadata": {"annotations": {NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION: deadline.to_string()}}});
-        return ctx.patch_claim(&claim.name_any(), patch).await;
+        let at = deadline.to_string();
+        let patch =
+            json!({"metadata": {"annotations": {NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION: at}}});
+        ctx.patch_claim(&claim.name_any(), patch).await?;
+        tracing::info!(nodeclaim = %claim.name_any(), termination_timestamp = %at, "annotated nodeclaim");
+        ctx.recorder
+            .publish(
+                claim,
+                catalog::termination_grace_period_expiring(&claim.name_any(), &at),
+            )
+            .await;
+        return Ok(());
     }
     let status = claim.status.clone().unwrap_or_default();
     if let Some(provider_id) = status.provider_id.as_deref() {
@@ -571,7 +627,7 @@ pub const IDLE_RESYNC: Duration = Duration::from_secs(5 * 60);
 
 /// The NodeClaims a change of the Node named `node` concerns: its claim by providerID, or, once
 /// the Node is gone, the claims that registered it.
-fn claims_of_node(cluster: &Cluster, node: &str) -> Vec<String> {
+pub(crate) fn claims_of_node(cluster: &Cluster, node: &str) -> Vec<String> {
     let by_provider_id = cluster
         .nodes
         .get(node)
@@ -604,4 +660,27 @@ fn next_look(options: &crate::Options, claim: &NodeClaim, now: Timestamp) -> Dur
             after.saturating_sub(since(claim.metadata.creation_timestamp.as_ref(), now))
         });
     expires_in.map_or(IDLE_RESYNC, |left| left.min(IDLE_RESYNC))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn taints_print_as_upstreams_messages() {
+        let taint = |key: &str, value: Option<&str>, effect: &str| Taint {
+            key: key.into(),
+            value: value.map(str::to_string),
+            effect: effect.into(),
+            time_added: None,
+        };
+        assert_eq!(
+            format_taint(&taint("example.com/boot", Some("pending"), "NoSchedule")),
+            "example.com/boot=pending:NoSchedule"
+        );
+        assert_eq!(
+            format_taint(&taint("node.kubernetes.io/not-ready", None, "NoExecute")),
+            "node.kubernetes.io/not-ready:NoExecute"
+        );
+    }
 }

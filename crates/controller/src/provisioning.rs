@@ -21,7 +21,7 @@ use kube::Api;
 use kube::api::PostParams;
 
 use crate::cloudprovider::CloudProvider;
-use crate::events::{Note, normal, warning};
+use crate::events::{Note, catalog};
 use crate::state::StoredPod;
 use crate::{Context, Error};
 
@@ -174,15 +174,18 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
     })
 }
 
-/// Upstream's `FailedScheduling` pod event, at most once per 5 minutes per reason.
-fn failed_scheduling(reason: &str) -> Note<'static> {
-    Note {
-        dedupe: Duration::from_secs(300),
-        ..warning(
-            "FailedScheduling",
-            format!("Failed to schedule pod, {reason}"),
-        )
-    }
+/// Upstream's `FailedScheduling` on the pod `reference` names: once per pod per 5 minutes.
+fn failed_scheduling(reference: &ObjectReference, reason: &str) -> Note<'static> {
+    catalog::failed_scheduling(reference.uid.as_deref().unwrap_or_default(), reason)
+}
+
+/// Upstream's `Nominated` on the pod `reference` names.
+fn nominated(
+    reference: &ObjectReference,
+    claim: Option<&str>,
+    node: Option<&str>,
+) -> Note<'static> {
+    catalog::nominated(reference.uid.as_deref().unwrap_or_default(), claim, node)
 }
 
 /// One provisioning round over the current state.
@@ -215,9 +218,8 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         }
     }
     for (pod, why) in rejected {
-        ctx.recorder
-            .publish_to(pod, failed_scheduling(&format!("ignoring pod, {why}")))
-            .await;
+        let note = failed_scheduling(&pod, &format!("ignoring pod, {why}"));
+        ctx.recorder.publish_to(pod, note).await;
     }
     if batch.is_empty() {
         return Ok(Provisioned::default());
@@ -242,10 +244,9 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         "computed new nodeclaim(s) to fit pod(s)"
     );
     for (i, reason) in &results.pod_errors {
-        let note = failed_scheduling(reason);
-        ctx.recorder
-            .publish_to(pods::reference(&batch[*i]), note)
-            .await;
+        let pod = pods::reference(&batch[*i]);
+        let note = failed_scheduling(&pod, reason);
+        ctx.recorder.publish_to(pod, note).await;
     }
     // Upstream's window: twice the longest batch, at least 10 s.
     let window = (ctx.options.batch_max_duration * 2).max(Duration::from_secs(10));
@@ -254,13 +255,9 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
             ctx.cluster.nominations.nominate(node, window);
         }
         for &i in pods {
-            let note = Note {
-                rate_limited: true,
-                ..normal("Nominated", format!("Pod should schedule on: node/{node}"))
-            };
-            ctx.recorder
-                .publish_to(pods::reference(&batch[i]), note)
-                .await;
+            let pod = pods::reference(&batch[i]);
+            let note = nominated(&pod, None, Some(node));
+            ctx.recorder.publish_to(pod, note).await;
         }
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
@@ -292,16 +289,9 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
             ])
             .inc();
         for &i in &claim.pods {
-            let note = Note {
-                rate_limited: true,
-                ..normal(
-                    "Nominated",
-                    format!("Pod should schedule on: nodeclaim/{name}"),
-                )
-            };
-            ctx.recorder
-                .publish_to(pods::reference(&batch[i]), note)
-                .await;
+            let pod = pods::reference(&batch[i]);
+            let note = nominated(&pod, Some(&name), None);
+            ctx.recorder.publish_to(pod, note).await;
         }
         tracing::info!(nodeclaim = %name, nodepool = %claim.node_pool, pods = claim.pods.len(), "created nodeclaim");
         created.push(name);

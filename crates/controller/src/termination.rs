@@ -29,7 +29,7 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::cloudprovider::{CloudProvider, CloudProviderError};
-use crate::events::{normal, warning};
+use crate::events::catalog;
 use crate::state::StoredPod;
 use crate::writes::{allow_missing_write, without_finalizer};
 use crate::{Context, Error, queue};
@@ -160,12 +160,25 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
         return ctx.patch_node(&name, patch).await;
     }
     let deadline = termination_deadline(claim.as_deref()).map(|d| d.as_second());
+    if let Some(at) = claim.as_deref().and_then(|c| {
+        c.annotations()
+            .get(NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION)
+    }) {
+        ctx.recorder
+            .publish(node, catalog::termination_grace_period_expiring(&name, at))
+            .await;
+    }
     let on_node = ctx.cluster.pods_on(&name);
     let on_node: Vec<&StoredPod> = on_node.iter().map(|p| &**p).collect();
     let step = termination::drain_step(&on_node, deadline, now.as_second());
     if step.waiting > 0 {
         ctx.drains.reset(&name);
+        let waiting = step.waiting;
         drain(ctx, node, step, deadline, now.as_second()).await;
+        let why = format!("{waiting} pods are waiting to be evicted");
+        ctx.recorder
+            .publish(node, catalog::failed_draining(&name, &why))
+            .await;
         return Ok(());
     }
     let now_instant = ctx.clock.instant();
@@ -189,16 +202,12 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
             now.as_second(),
         );
         if !blocking.is_empty() {
-            let message = format!(
-                "Awaiting deletion of bound volumeattachments ({})",
-                blocking
-                    .iter()
-                    .map(|a| a.metadata.name.clone().unwrap_or_default())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+            let names: Vec<String> = blocking
+                .iter()
+                .map(|a| a.metadata.name.clone().unwrap_or_default())
+                .collect();
             ctx.recorder
-                .publish(node, normal("AwaitingVolumeDetachment", message))
+                .publish(node, catalog::awaiting_volume_detachment(&name, &names))
                 .await;
             return Ok(());
         }
@@ -264,6 +273,13 @@ fn eviction_reason<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> String {
         .map_or("Forceful Termination".into(), |c| c.reason.clone())
 }
 
+/// A time as Go prints a UTC `time.Time` with `%v` (upstream's `Disrupted` message).
+fn go_time(unix_seconds: i64) -> String {
+    Timestamp::from_second(unix_seconds)
+        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string())
+        .unwrap_or_default()
+}
+
 fn pod_name(pod: &StoredPod) -> String {
     pod.metadata.name.clone().unwrap_or_default()
 }
@@ -287,15 +303,13 @@ async fn drain<P: CloudProvider>(
             ..Default::default()
         };
         if api.delete(&pod_name(pod), &params).await.is_ok() {
-            ctx.recorder
-                .publish_to(
-                    pod.reference(),
-                    normal(
-                        "Disrupted",
-                        "Deleting the pod to accommodate the terminationTime of the node",
-                    ),
-                )
-                .await;
+            let note = catalog::disrupted_pod_delete(
+                &pod_name(pod),
+                &deadline.map(go_time).unwrap_or_default(),
+                i64::from(grace),
+                pod.spec.spec.termination_grace_period_seconds.unwrap_or(0),
+            );
+            ctx.recorder.publish_to(pod.reference(), note).await;
             ctx.metrics
                 .pods_drained
                 .with(&[&eviction_reason(ctx, node)])
@@ -345,30 +359,25 @@ async fn drain<P: CloudProvider>(
         }
         match result {
             Ok(_) => {
+                let reason = eviction_reason(ctx, node);
                 ctx.recorder
-                    .publish_to(pod.reference(), normal("Evicted", "Evicted pod"))
+                    .publish_to(pod.reference(), catalog::evicted(&pod_name(pod), &reason))
                     .await;
-                ctx.metrics
-                    .pods_drained
-                    .with(&[&eviction_reason(ctx, node)])
-                    .inc();
+                ctx.metrics.pods_drained.with(&[&reason]).inc();
             }
             Err(kube::Error::Api(e)) if e.code == 429 => {
-                let message = format!(
-                    "Failed to drain node, evicting pod {} violates a PDB",
-                    pod.key()
-                );
+                let why = format!("evicting pod violates a PDB (Pod={})", pod.key());
                 ctx.recorder
-                    .publish(node, warning("FailedDraining", message))
+                    .publish(node, catalog::failed_draining(&node.name_any(), &why))
                     .await;
             }
             Err(kube::Error::Api(e)) if e.message.contains("more than one PodDisruptionBudget") => {
-                let message = format!(
-                    "Failed to drain node, pod {} has more than one PodDisruptionBudget; eviction does not support multiple PDBs",
+                let why = format!(
+                    "eviction does not support multiple PDBs (Pod={})",
                     pod.key()
                 );
                 ctx.recorder
-                    .publish(node, warning("FailedDraining", message))
+                    .publish(node, catalog::failed_draining(&node.name_any(), &why))
                     .await;
             }
             Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
@@ -408,6 +417,12 @@ pub async fn run<P: CloudProvider>(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn times_print_as_gos_time_does() {
+        // 2026-01-01T00:10:00Z, as upstream's `Disrupted` message prints the node's deadline.
+        assert_eq!(go_time(1_767_226_200), "2026-01-01 00:10:00 +0000 UTC");
+    }
 
     fn pod(name: &str, critical: bool, daemonset: bool) -> StoredPod {
         stored(raw(name, critical, daemonset))

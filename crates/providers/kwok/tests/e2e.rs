@@ -688,10 +688,27 @@ async fn a_do_not_disrupt_pod_is_deleted_at_the_grace_period_not_evicted() {
     );
     let disrupted = events_named(&server, "Disrupted");
     assert!(
-        disrupted
-            .iter()
-            .any(|e| e.involved_object.name.as_deref() == Some("guarded")),
+        disrupted.iter().any(|e| {
+            e.involved_object.name.as_deref() == Some("guarded")
+                && e.message.as_deref().is_some_and(|m| {
+                    m.starts_with("Deleting the pod to accommodate the terminationTime ")
+                        && m.ends_with(" of its 0 terminationGracePeriodSeconds. This bypasses the PDB of the pod and the do-not-disrupt annotation.")
+                })
+        }),
         "the guarded pod was deleted at the deadline: {disrupted:?}"
+    );
+    // Upstream warns on the NodeClaim when it stamps the deadline and on the Node as it drains,
+    // deduplicated by name alone: KWOK names the Node as its NodeClaim, so one event stands.
+    let expiring = events_named(&server, "TerminationGracePeriodExpiring");
+    assert_eq!(expiring.len(), 1, "{expiring:?}");
+    let e = &expiring[0];
+    assert_eq!(e.involved_object.kind.as_deref(), Some("NodeClaim"));
+    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    assert!(
+        e.message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("All pods will be deleted by ")),
+        "{expiring:?}"
     );
     running.stop().await;
 }
@@ -1003,10 +1020,22 @@ async fn an_empty_node_is_removed_after_validation() {
     })
     .await
     .expect("the empty node and its claim go");
-    let terminating = events_named(&server, "DisruptionTerminating");
+    let mut terminating: Vec<(Option<String>, Option<String>)> =
+        events_named(&server, "DisruptionTerminating")
+            .into_iter()
+            .map(|e| (e.involved_object.kind, e.message))
+            .collect();
+    terminating.sort();
     assert_eq!(
-        terminating[0].message.as_deref(),
-        Some("Disrupting Node: Empty")
+        terminating,
+        [
+            (Some("Node".into()), Some("Disrupting Node: Empty".into())),
+            (
+                Some("NodeClaim".into()),
+                Some("Disrupting NodeClaim: Empty".into())
+            ),
+        ],
+        "upstream's event on the candidate's Node and NodeClaim"
     );
     let metrics = running.ctx.metrics.encode();
     assert!(
@@ -1077,6 +1106,31 @@ async fn an_underutilized_node_is_replaced_by_a_cheaper_one_before_it_goes() {
         .into_iter()
         .find(|c| c.metadata.name != big.metadata.name)
         .expect("a replacement");
+    assert_eq!(
+        (
+            launching[0].involved_object.kind.as_deref(),
+            &launching[0].involved_object.name
+        ),
+        (Some("NodeClaim"), &replacement.metadata.name),
+        "upstream publishes DisruptionLaunching on the replacement"
+    );
+    // The candidate's DisruptionReason condition is what its pods' evictions are named by.
+    let evicted = events_named(&server, "Evicted");
+    assert!(
+        evicted.iter().any(|e| {
+            e.involved_object.name.as_deref() == Some("p0")
+                && e.message.as_deref() == Some("Evicted pod: Underutilized")
+        }),
+        "p0 evicted for the command's reason: {evicted:?}"
+    );
+    assert!(
+        running
+            .ctx
+            .metrics
+            .encode()
+            .contains("karpenter_pods_drained_total{reason=\"Underutilized\"} 1"),
+        "pods_drained by the DisruptionReason"
+    );
     let small_type =
         replacement.metadata.labels.as_ref().unwrap()["node.kubernetes.io/instance-type"].clone();
     assert_ne!(small_type, big_type);
@@ -1103,20 +1157,29 @@ async fn do_not_disrupt_blocks_disruption_with_an_event() {
     eventually(WAIT, || (ready_claims(&server).len() == 1).then_some(()))
         .await
         .expect("a node");
-    // (Before the node initializes, it is blocked for that reason first.)
-    eventually(WAIT, || {
+    // Upstream dedupes DisruptionBlocked by the object alone for 2 minutes: the first reason
+    // stands, which is "not initialized" when a pass sees the node before it initializes.
+    let blocked = |kind: &str| {
         events_named(&server, "DisruptionBlocked")
             .into_iter()
-            .find(|e| {
-                e.message
-                    .as_deref()
-                    .is_some_and(|m| m.contains("do-not-disrupt"))
-            })
-    })
-    .await
-    .expect("a DisruptionBlocked event naming do-not-disrupt");
+            .filter(|e| e.involved_object.kind.as_deref() == Some(kind))
+            .collect::<Vec<_>>()
+    };
+    for kind in ["Node", "NodeClaim"] {
+        let first = eventually(WAIT, || blocked(kind).into_iter().next())
+            .await
+            .unwrap_or_else(|| panic!("a DisruptionBlocked event on the {kind}"));
+        let message = first.message.unwrap_or_default();
+        assert!(
+            message.contains("do-not-disrupt") || message.contains("initialized"),
+            "{message}"
+        );
+    }
     more_passes(&running, "disruption", 2).await;
     assert_eq!(server.list::<NodeClaim>().len(), 1, "the node stays");
+    for kind in ["Node", "NodeClaim"] {
+        assert_eq!(blocked(kind).len(), 1, "one event per {kind} per window");
+    }
     running.stop().await;
 }
 
@@ -1353,7 +1416,10 @@ async fn a_changed_nodepool_template_drifts_and_replaces_its_nodes() {
         "{metrics}"
     );
     assert_eq!(
-        events_named(&server, "DisruptionTerminating")[0]
+        events_named(&server, "DisruptionTerminating")
+            .into_iter()
+            .find(|e| e.involved_object.kind.as_deref() == Some("Node"))
+            .unwrap()
             .message
             .as_deref(),
         Some("Disrupting Node: Drifted")
@@ -1410,6 +1476,9 @@ struct Scripted {
     outdated: std::sync::Mutex<Vec<String>>,
     /// Launches fail with this while it is set.
     create_error: std::sync::Mutex<Option<CloudProviderError>>,
+    /// Launched nodes lose the `karpenter.sh/unregistered` taint before they register.
+    strip_unregistered_taint: std::sync::atomic::AtomicBool,
+    client: kube::Client,
     /// The provider's own loop: started, then stopped on shutdown.
     loop_started: Arc<std::sync::atomic::AtomicBool>,
     loop_stopped: Arc<std::sync::atomic::AtomicBool>,
@@ -1421,6 +1490,8 @@ impl Scripted {
             kwok: KwokProvider::new(server.client()),
             outdated: Default::default(),
             create_error: Default::default(),
+            strip_unregistered_taint: Default::default(),
+            client: server.client(),
             loop_started: Default::default(),
             loop_stopped: Default::default(),
         }
@@ -1468,7 +1539,24 @@ impl CloudProvider for Scripted {
         if let Some(e) = self.create_error.lock().unwrap().clone() {
             return Err(e);
         }
-        self.kwok.create(claim).await
+        let launched = self.kwok.create(claim).await?;
+        if self
+            .strip_unregistered_taint
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            let nodes: kube::Api<Node> = kube::Api::all(self.client.clone());
+            let provider_id = launched.status.as_ref().and_then(|s| s.provider_id.clone());
+            for node in nodes.list(&Default::default()).await.unwrap() {
+                if node.spec.as_ref().and_then(|s| s.provider_id.clone()) == provider_id {
+                    let patch = kube::api::Patch::Merge(json!({"spec": {"taints": []}}));
+                    nodes
+                        .patch(&node.metadata.name.unwrap(), &Default::default(), &patch)
+                        .await
+                        .unwrap();
+                }
+            }
+        }
+        Ok(launched)
     }
     async fn delete(&self, claim: &NodeClaim) -> CloudResult<()> {
         self.kwok.delete(claim).await
@@ -1730,6 +1818,129 @@ async fn nodepool_status_counts_its_nodes_and_a_pool_not_ready_launches_nothing(
             .get::<Pod>("default", "late")
             .and_then(|p| p.spec?.node_name)
             .is_none()
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registration_syncs_the_template_and_warns_of_a_missing_unregistered_taint() {
+    let server = setup(json!({"spec": {"template": {"metadata": {
+        "labels": {"team": "a"},
+        "annotations": {"example.com/owner": "team-a"},
+    }}}}));
+    let provider = Arc::new(Scripted::new(&server));
+    provider
+        .strip_unregistered_taint
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let running = start_with(&server, provider, options());
+    server
+        .create(&pod("p0", "1", json!({"app": "web"})))
+        .unwrap();
+    let claim = eventually(WAIT, || ready_claims(&server).into_iter().next())
+        .await
+        .expect("a ready claim");
+    let node = server
+        .get::<Node>(
+            "",
+            claim.status.as_ref().unwrap().node_name.as_deref().unwrap(),
+        )
+        .unwrap();
+    let annotations = node.metadata.annotations.clone().unwrap_or_default();
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        annotations.get("example.com/owner").map(String::as_str),
+        Some("team-a"),
+        "the template's annotations reach the Node: {annotations:?}"
+    );
+    assert_eq!(labels.get("team").map(String::as_str), Some("a"));
+    assert_eq!(
+        labels.get("karpenter.sh/registered").map(String::as_str),
+        Some("true")
+    );
+    let missing = events_named(&server, "UnregisteredTaintMissing");
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(
+        missing[0].involved_object.kind.as_deref(),
+        Some("NodeClaim")
+    );
+    assert_eq!(missing[0].type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        missing[0].message.as_deref(),
+        Some(
+            "Missing karpenter.sh/unregistered taint which prevents registration related race conditions on Karpenter-managed nodes"
+        )
+    );
+    // Upstream's conditions on a NodeClaim that made it: the root Ready as operatorpkg
+    // computes it, and the consistency check's verdict.
+    let ready = condition(&claim, "Ready").unwrap();
+    assert_eq!(
+        (ready.reason.as_str(), ready.message.as_str()),
+        ("Ready", "")
+    );
+    let consistent = eventually(WAIT, || {
+        let claim = server.get::<NodeClaim>("", claim.metadata.name.as_deref().unwrap())?;
+        condition(&claim, "ConsistentStateFound").cloned()
+    })
+    .await
+    .expect("the consistency check ran");
+    assert_eq!(consistent.status, "True");
+    assert!(events_named(&server, "FailedConsistencyCheck").is_empty());
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launching_claim_reads_as_upstreams_until_its_node_registers() {
+    let server = setup(json!({}));
+    let provider = Arc::new(Scripted::new(&server));
+    *provider.create_error.lock().unwrap() = Some(CloudProviderError::create(
+        "LaunchTemplateNotFound",
+        "launch template lt-1 was deleted",
+    ));
+    let running = start_with(&server, provider, options());
+    server
+        .create(&pod("p0", "1", json!({"app": "web"})))
+        .unwrap();
+    let claim = eventually(WAIT, || {
+        server
+            .list::<NodeClaim>()
+            .into_iter()
+            .find(|c| condition(c, "Ready").is_some())
+    })
+    .await
+    .expect("a claim with conditions");
+    let read = |t: &str| {
+        let c = condition(&claim, t).unwrap();
+        (c.status.clone(), c.reason.clone(), c.message.clone())
+    };
+    let unknown = |r: &str, m: &str| ("Unknown".to_string(), r.to_string(), m.to_string());
+    assert_eq!(
+        read("Launched"),
+        unknown("LaunchTemplateNotFound", "launch template lt-1 was deleted")
+    );
+    for t in ["Registered", "Initialized"] {
+        assert_eq!(
+            read(t),
+            unknown(
+                "AwaitingReconciliation",
+                "object is awaiting reconciliation"
+            ),
+            "{t}"
+        );
+    }
+    let (status, reason, message) = read("Ready");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("Unknown", "ReconcilingDependents")
+    );
+    let mut listed: Vec<&str> = message.split(", ").collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            "Initialized=Unknown",
+            "Launched=Unknown",
+            "Registered=Unknown"
+        ]
     );
     running.stop().await;
 }
