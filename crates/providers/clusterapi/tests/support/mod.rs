@@ -298,6 +298,8 @@ pub struct Made {
     pub created: Vec<String>,
     /// Machines deleted, by name.
     pub deleted: Vec<String>,
+    /// Of those, the ones deleted because they carried `cluster.x-k8s.io/delete-machine`.
+    pub marked: Vec<String>,
 }
 
 /// Cluster API's MachineDeployment and MachineSet controllers, reduced: for each
@@ -310,18 +312,47 @@ pub fn spawn_machine_sets(
     provider_ids: ProviderIds,
     stop: CancellationToken,
 ) -> (Arc<Mutex<Made>>, tokio::task::JoinHandle<()>) {
+    spawn_machine_sets_on(
+        clusters.management.client(),
+        clusters.version,
+        None,
+        provider_ids,
+        Duration::from_millis(30),
+        stop,
+    )
+}
+
+/// The same stand-in against any API server `client` reaches (a real one too): only the
+/// MachineDeployments of `namespace` (every namespace when `None`), a pass every `every`.
+pub fn spawn_machine_sets_on(
+    client: kube::Client,
+    version: Version,
+    namespace: Option<&str>,
+    provider_ids: ProviderIds,
+    every: Duration,
+    stop: CancellationToken,
+) -> (Arc<Mutex<Made>>, tokio::task::JoinHandle<()>) {
     let made = Arc::new(Mutex::new(Made::default()));
-    let client = clusters.management.client();
-    let version = clusters.version;
     let out = made.clone();
+    let namespace = namespace.map(str::to_string);
     let task = tokio::spawn(async move {
         let counter = AtomicUsize::new(0);
+        let mds: Api<DynamicObject> = match &namespace {
+            Some(ns) => {
+                Api::namespaced_with(client.clone(), ns, &resource(version, "MachineDeployment"))
+            }
+            None => Api::all_with(client.clone(), &resource(version, "MachineDeployment")),
+        };
         while !stop.is_cancelled() {
-            if let Err(e) = machine_set_pass(&client, version, provider_ids, &counter, &made).await
+            if let Err(e) =
+                machine_set_pass(&client, &mds, version, provider_ids, &counter, &made).await
             {
                 eprintln!("machineset stand-in: {e}");
             }
-            tokio::time::sleep(Duration::from_millis(30)).await;
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
         }
     });
     (out, task)
@@ -329,13 +360,12 @@ pub fn spawn_machine_sets(
 
 async fn machine_set_pass(
     client: &kube::Client,
+    mds: &Api<DynamicObject>,
     version: Version,
     provider_ids: ProviderIds,
     counter: &AtomicUsize,
     made: &Mutex<Made>,
 ) -> Result<(), kube::Error> {
-    let mds: Api<DynamicObject> =
-        Api::all_with(client.clone(), &resource(version, "MachineDeployment"));
     for md in mds.list(&ListParams::default()).await?.items {
         let ns = md.metadata.namespace.clone().unwrap_or_default();
         let name = md.metadata.name.clone().unwrap_or_default();
@@ -422,7 +452,11 @@ async fn machine_set_pass(
             });
             for m in live.drain(..live.len() - replicas).collect::<Vec<_>>() {
                 machines.delete(m.name(), &DeleteParams::default()).await?;
-                made.lock().unwrap().deleted.push(m.name().to_string());
+                let mut made = made.lock().unwrap();
+                made.deleted.push(m.name().to_string());
+                if marked(&m) {
+                    made.marked.push(m.name().to_string());
+                }
             }
         }
         let md_api: Api<DynamicObject> =
