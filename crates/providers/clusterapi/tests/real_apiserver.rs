@@ -79,8 +79,14 @@ fn machine_deployment(
     (cpu, memory): (&str, &str),
     price: &str,
 ) -> Value {
-    let mut md =
-        support::machine_deployment(version, name, (name, "zone-a"), (cpu, memory), price, json!({}));
+    let mut md = support::machine_deployment(
+        version,
+        name,
+        (name, "zone-a"),
+        (cpu, memory),
+        price,
+        json!({}),
+    );
     md["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"] = json!(NAME);
     md["apiVersion"] = json!(format!("{}/{}", capi::CAPI_GROUP, version.as_str()));
     md["kind"] = json!("MachineDeployment");
@@ -105,7 +111,12 @@ async fn clean(client: &Client) {
     let claims: Api<NodeClaim> = Api::all(client.clone());
     let selector = ListParams::default().labels(&format!("{NODE_POOL_LABEL}={NAME}"));
     let no_finalizers = Patch::Merge(json!({"metadata": {"finalizers": null}}));
-    for claim in claims.list(&selector).await.map(|l| l.items).unwrap_or_default() {
+    for claim in claims
+        .list(&selector)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
         let name = claim.metadata.name.unwrap();
         let _ = claims
             .patch(&name, &PatchParams::default(), &no_finalizers)
@@ -149,7 +160,13 @@ async fn clean(client: &Client) {
             let _ = pods.delete_collection(&now, &ListParams::default()).await;
             let namespace_gone = namespaces.get_opt(NS).await.ok()?.is_none();
             let claims_gone = claims.list(&selector).await.ok()?.items.is_empty();
-            let nodes_gone = !nodes.list(&ListParams::default()).await.ok()?.items.iter().any(ours);
+            let nodes_gone = !nodes
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .iter()
+                .any(ours);
             let class_gone = classes.get_opt(NAME).await.ok()?.is_none();
             (namespace_gone && claims_gone && nodes_gone && class_gone).then_some(())
         }
@@ -165,7 +182,11 @@ async fn clean(client: &Client) {
 /// kubeadm's join would), with the `karpenter.sh/unregistered` taint, the labels and capacity
 /// its MachineDeployment's scale-from-zero annotations give, Ready; its lease and Ready
 /// condition are renewed while it lives.
-fn kubelets(client: Client, version: Version, stop: CancellationToken) -> Vec<tokio::task::JoinHandle<()>> {
+fn kubelets(
+    client: Client,
+    version: Version,
+    stop: CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
     let renew = real::renew_nodes(client.clone(), ours, stop.clone());
     let register = tokio::spawn(async move {
         let kubelet_version = client
@@ -187,8 +208,7 @@ fn kubelets(client: Client, version: Version, stop: CancellationToken) -> Vec<to
                     let Some(provider_id) = m.provider_id() else {
                         continue;
                     };
-                    if m.metadata.deletion_timestamp.is_some() || registered.contains(provider_id)
-                    {
+                    if m.metadata.deletion_timestamp.is_some() || registered.contains(provider_id) {
                         continue;
                     }
                     let Some(md) = mds
@@ -268,7 +288,9 @@ fn pod_reaper(client: Client, stop: CancellationToken) -> tokio::task::JoinHandl
                 .unwrap_or_default()
             {
                 if pod.metadata.deletion_timestamp.is_some() {
-                    let _ = pods.delete(pod.metadata.name.as_deref().unwrap(), &now).await;
+                    let _ = pods
+                        .delete(pod.metadata.name.as_deref().unwrap(), &now)
+                        .await;
                 }
             }
             tokio::select! {
@@ -313,7 +335,9 @@ async fn apply(client: &Client, version: Version) {
         .patch(
             NS,
             &apply,
-            &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+            ),
         )
         .await
         .expect("the namespace applies");
@@ -384,6 +408,10 @@ async fn apply(client: &Client, version: Version) {
         .expect("the Deployment applies");
 }
 
+/// Short loops, but upstream's 15 s consolidation validation: the real scheduler retries an
+/// unschedulable pod with a backoff of up to 10 s, so a new node stays empty for seconds after
+/// it registers, and only the validation (which finds the pod bound by then) keeps emptiness
+/// from taking it back first, as in upstream.
 fn options() -> Options {
     Options {
         disable_leader_election: true,
@@ -393,13 +421,15 @@ fn options() -> Options {
         instance_launch_grace: Duration::from_secs(5),
         disruption_poll: Duration::from_secs(1),
         drift_poll: Duration::from_secs(1),
-        consolidation_validation: Duration::from_secs(2),
         min_drain_time: Duration::from_millis(500),
         ..Options::default()
     }
 }
 
-fn is_ready(conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition], type_: &str) -> bool {
+fn is_ready(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    type_: &str,
+) -> bool {
     conditions
         .iter()
         .any(|c| c.type_ == type_ && c.status == "True")
@@ -429,7 +459,10 @@ async fn a_deployment_scales_a_machine_deployment_up_and_back_on_a_real_control_
     assert_eq!(version, Version::V1beta2);
     apply(&client, version).await;
     check_scale_subresource(&management).await;
-    eprintln!("[{:>5.1}s] CRDs, objects, scale subresource", started.elapsed().as_secs_f64());
+    eprintln!(
+        "[{:>5.1}s] CRDs, objects, scale subresource",
+        started.elapsed().as_secs_f64()
+    );
 
     let stop = CancellationToken::new();
     let (made, machine_sets): (Arc<Mutex<Made>>, _) = support::spawn_machine_sets_on(
@@ -473,7 +506,10 @@ async fn a_deployment_scales_a_machine_deployment_up_and_back_on_a_real_control_
         "the ClusterAPINodeClass goes Ready through the real status subresource: {:?}",
         classes.get(NAME).await.map(|c| c.status)
     );
-    eprintln!("[{:>5.1}s] NodeClass Ready", started.elapsed().as_secs_f64());
+    eprintln!(
+        "[{:>5.1}s] NodeClass Ready",
+        started.elapsed().as_secs_f64()
+    );
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let node_name = eventually(|| {
@@ -489,7 +525,10 @@ async fn a_deployment_scales_a_machine_deployment_up_and_back_on_a_real_control_
     })
     .await
     .expect("the real scheduler binds the pod to a new node");
-    eprintln!("[{:>5.1}s] pod bound to {node_name}", started.elapsed().as_secs_f64());
+    eprintln!(
+        "[{:>5.1}s] pod bound to {node_name}",
+        started.elapsed().as_secs_f64()
+    );
 
     // The node is a Machine of the cheaper MachineDeployment that the provider claimed for
     // the NodeClaim naming it.
@@ -516,7 +555,10 @@ async fn a_deployment_scales_a_machine_deployment_up_and_back_on_a_real_control_
             .contains_key(capi::MEMBER_LABEL),
         "claimed with the member label"
     );
-    let claim_name = machine.node_claim().expect("claimed for a NodeClaim").to_string();
+    let claim_name = machine
+        .node_claim()
+        .expect("claimed for a NodeClaim")
+        .to_string();
     let claim = Api::<NodeClaim>::all(client.clone())
         .get(&claim_name)
         .await
@@ -551,8 +593,11 @@ async fn a_deployment_scales_a_machine_deployment_up_and_back_on_a_real_control_
             management.clone(),
             made.clone(),
         );
-        let (machine_name, node_name, claim_name) =
-            (machine.name().to_string(), node_name.clone(), claim_name.clone());
+        let (machine_name, node_name, claim_name) = (
+            machine.name().to_string(),
+            node_name.clone(),
+            claim_name.clone(),
+        );
         async move {
             let machine_gone = machines.get_opt(&machine_name).await.ok()?.is_none();
             let node_gone = nodes.get_opt(&node_name).await.ok()?.is_none();
@@ -566,10 +611,11 @@ async fn a_deployment_scales_a_machine_deployment_up_and_back_on_a_real_control_
     assert!(
         consolidated.is_some(),
         "the node is consolidated: its Machine marked and deleted, {CHEAP} back at 0 (Machines {:?}, replicas {:?}, made {:?} deleted {:?} marked {:?})",
-        machines
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items.into_iter().map(|m| m.metadata.name).collect::<Vec<_>>()),
+        machines.list(&ListParams::default()).await.map(|l| l
+            .items
+            .into_iter()
+            .map(|m| m.metadata.name)
+            .collect::<Vec<_>>()),
         management.scale(NS, CHEAP).await.map(|s| s.0).ok(),
         made.lock().unwrap().created,
         made.lock().unwrap().deleted,

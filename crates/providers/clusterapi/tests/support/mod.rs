@@ -376,7 +376,9 @@ async fn machine_set_pass(
         let sets: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &ns, &resource(version, "MachineSet"));
         if sets.get_opt(&set_name).await?.is_none() {
+            // apiVersion and kind: a real API server wants them in the body.
             let set: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": format!("{}/{}", capi::CAPI_GROUP, version.as_str()), "kind": "MachineSet",
                 "metadata": {"name": set_name, "namespace": ns, "labels": {capi::DEPLOYMENT_NAME_LABEL: name}},
                 "spec": {"clusterName": md.data["spec"]["clusterName"], "replicas": 0,
                          "template": md.data["spec"]["template"]},
@@ -424,6 +426,7 @@ async fn machine_set_pass(
                 _ => Value::Null,
             };
             let machine: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": format!("{}/{}", capi::CAPI_GROUP, version.as_str()), "kind": "Machine",
                 "metadata": {"name": machine_name, "namespace": ns, "labels": labels},
                 "spec": spec,
             }))
