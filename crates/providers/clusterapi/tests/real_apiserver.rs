@@ -145,13 +145,15 @@ async fn clean(client: &Client) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let _ = namespaces.delete(NS, &DeleteParams::default()).await;
     let classes: Api<ClusterAPINodeClass> = Api::all(client.clone());
+    let pools: Api<NodePool> = Api::all(client.clone());
     let gone = eventually(|| {
-        let (namespaces, claims, nodes, pods, classes) = (
+        let (namespaces, claims, nodes, pods, classes, pools) = (
             namespaces.clone(),
             claims.clone(),
             nodes.clone(),
             pods.clone(),
             classes.clone(),
+            pools.clone(),
         );
         let selector = selector.clone();
         let now = now.clone();
@@ -168,13 +170,14 @@ async fn clean(client: &Client) {
                 .iter()
                 .any(ours);
             let class_gone = classes.get_opt(NAME).await.ok()?.is_none();
-            (namespace_gone && claims_gone && nodes_gone && class_gone).then_some(())
+            let pool_gone = pools.get_opt(NAME).await.ok()?.is_none();
+            (namespace_gone && claims_gone && nodes_gone && class_gone && pool_gone).then_some(())
         }
     })
     .await;
     assert!(
         gone.is_some(),
-        "namespace {NS}, the NodeClass and this test's NodeClaims and Nodes are gone"
+        "namespace {NS}, the NodePool, the NodeClass and this test's NodeClaims and Nodes are gone"
     );
 }
 
@@ -636,6 +639,19 @@ async fn a_deployment_scales_a_machine_deployment_up_and_back_on_a_real_control_
         vec![machine.name().to_string()],
         "one Machine was made"
     );
+    // Nothing of the run is left for the clean-up to take: no NodeClaim, no Node, no replica.
+    let selector = ListParams::default().labels(&format!("{NODE_POOL_LABEL}={NAME}"));
+    assert!(claims.list(&selector).await.unwrap().items.is_empty());
+    assert!(
+        !nodes
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(ours)
+    );
+    assert_eq!(management.scale(NS, DEAR).await.unwrap().0, 0);
 
     stop.cancel();
     for task in tasks {

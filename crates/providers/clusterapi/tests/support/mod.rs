@@ -1,8 +1,9 @@
 //! What the Cluster API provider's tests share: two fake API servers (the management cluster
 //! with Cluster API's CRDs, the workload cluster with karpenter's), MachineDeployments made the
 //! way users annotate them, a stand-in for Cluster API's MachineDeployment and MachineSet
-//! controllers (Machines made and deleted as replicas change, each with a providerID), and a
-//! stand-in for the kubelets that register those Machines as Nodes.
+//! controllers (Machines made and deleted as replicas change, each with a providerID; it runs
+//! against a real API server too, see `spawn_machine_sets_on`), and a stand-in for the kubelets
+//! that register those Machines as Nodes.
 
 #![allow(dead_code)]
 
