@@ -439,7 +439,7 @@ async fn a_changed_template_drifts_the_node_and_replaces_it() {
     });
     let metrics = running.ctx.metrics.encode();
     assert!(
-        metrics.contains("karpenter_nodeclaims_drifted_total{type=\"MachineDeploymentDrift\",nodepool=\"default\"} 1"),
+        metrics.contains("karpenter_nodeclaims_drifted_total{nodepool=\"default\",type=\"MachineDeploymentDrift\"} 1"),
         "{metrics}"
     );
     let md = c.machine_deployment("small").await;
