@@ -1,8 +1,9 @@
 //! What the Cluster API provider's tests share: two fake API servers (the management cluster
 //! with Cluster API's CRDs, the workload cluster with karpenter's), MachineDeployments made the
 //! way users annotate them, a stand-in for Cluster API's MachineDeployment and MachineSet
-//! controllers (Machines made and deleted as replicas change, each with a providerID), and a
-//! stand-in for the kubelets that register those Machines as Nodes.
+//! controllers (Machines made and deleted as replicas change, each with a providerID; it runs
+//! against a real API server too, see `spawn_machine_sets_on`), and a stand-in for the kubelets
+//! that register those Machines as Nodes.
 
 #![allow(dead_code)]
 
@@ -298,6 +299,8 @@ pub struct Made {
     pub created: Vec<String>,
     /// Machines deleted, by name.
     pub deleted: Vec<String>,
+    /// Of those, the ones deleted because they carried `cluster.x-k8s.io/delete-machine`.
+    pub marked: Vec<String>,
 }
 
 /// Cluster API's MachineDeployment and MachineSet controllers, reduced: for each
@@ -310,18 +313,47 @@ pub fn spawn_machine_sets(
     provider_ids: ProviderIds,
     stop: CancellationToken,
 ) -> (Arc<Mutex<Made>>, tokio::task::JoinHandle<()>) {
+    spawn_machine_sets_on(
+        clusters.management.client(),
+        clusters.version,
+        None,
+        provider_ids,
+        Duration::from_millis(30),
+        stop,
+    )
+}
+
+/// The same stand-in against any API server `client` reaches (a real one too): only the
+/// MachineDeployments of `namespace` (every namespace when `None`), a pass every `every`.
+pub fn spawn_machine_sets_on(
+    client: kube::Client,
+    version: Version,
+    namespace: Option<&str>,
+    provider_ids: ProviderIds,
+    every: Duration,
+    stop: CancellationToken,
+) -> (Arc<Mutex<Made>>, tokio::task::JoinHandle<()>) {
     let made = Arc::new(Mutex::new(Made::default()));
-    let client = clusters.management.client();
-    let version = clusters.version;
     let out = made.clone();
+    let namespace = namespace.map(str::to_string);
     let task = tokio::spawn(async move {
         let counter = AtomicUsize::new(0);
+        let mds: Api<DynamicObject> = match &namespace {
+            Some(ns) => {
+                Api::namespaced_with(client.clone(), ns, &resource(version, "MachineDeployment"))
+            }
+            None => Api::all_with(client.clone(), &resource(version, "MachineDeployment")),
+        };
         while !stop.is_cancelled() {
-            if let Err(e) = machine_set_pass(&client, version, provider_ids, &counter, &made).await
+            if let Err(e) =
+                machine_set_pass(&client, &mds, version, provider_ids, &counter, &made).await
             {
                 eprintln!("machineset stand-in: {e}");
             }
-            tokio::time::sleep(Duration::from_millis(30)).await;
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
         }
     });
     (out, task)
@@ -329,13 +361,12 @@ pub fn spawn_machine_sets(
 
 async fn machine_set_pass(
     client: &kube::Client,
+    mds: &Api<DynamicObject>,
     version: Version,
     provider_ids: ProviderIds,
     counter: &AtomicUsize,
     made: &Mutex<Made>,
 ) -> Result<(), kube::Error> {
-    let mds: Api<DynamicObject> =
-        Api::all_with(client.clone(), &resource(version, "MachineDeployment"));
     for md in mds.list(&ListParams::default()).await?.items {
         let ns = md.metadata.namespace.clone().unwrap_or_default();
         let name = md.metadata.name.clone().unwrap_or_default();
@@ -346,7 +377,9 @@ async fn machine_set_pass(
         let sets: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &ns, &resource(version, "MachineSet"));
         if sets.get_opt(&set_name).await?.is_none() {
+            // apiVersion and kind: a real API server wants them in the body.
             let set: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": format!("{}/{}", capi::CAPI_GROUP, version.as_str()), "kind": "MachineSet",
                 "metadata": {"name": set_name, "namespace": ns, "labels": {capi::DEPLOYMENT_NAME_LABEL: name}},
                 "spec": {"clusterName": md.data["spec"]["clusterName"], "replicas": 0,
                          "template": md.data["spec"]["template"]},
@@ -394,6 +427,7 @@ async fn machine_set_pass(
                 _ => Value::Null,
             };
             let machine: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": format!("{}/{}", capi::CAPI_GROUP, version.as_str()), "kind": "Machine",
                 "metadata": {"name": machine_name, "namespace": ns, "labels": labels},
                 "spec": spec,
             }))
@@ -422,7 +456,11 @@ async fn machine_set_pass(
             });
             for m in live.drain(..live.len() - replicas).collect::<Vec<_>>() {
                 machines.delete(m.name(), &DeleteParams::default()).await?;
-                made.lock().unwrap().deleted.push(m.name().to_string());
+                let mut made = made.lock().unwrap();
+                made.deleted.push(m.name().to_string());
+                if marked(&m) {
+                    made.marked.push(m.name().to_string());
+                }
             }
         }
         let md_api: Api<DynamicObject> =
