@@ -58,6 +58,9 @@ pub enum Error {
     /// Cluster state is not complete enough to decide.
     #[error("cluster state not synced: {0}")]
     NotSynced(String),
+    /// A reconcile panicked (the loop caught it and retries the object).
+    #[error("panic: {0} [recovered]")]
+    Panicked(String),
 }
 
 impl Error {
