@@ -599,4 +599,115 @@ mod tests {
         shutdown.cancel();
         runner.await.unwrap();
     }
+
+    /// The loop's work-queue and controller-runtime metrics on tokio's paused clock: 70
+    /// objects of a second's work fill the 64 workers and leave 6 queued; a failing object
+    /// counts its retries; a panicking one counts the panic, fails and is retried.
+    #[tokio::test(start_paused = true)]
+    async fn the_queue_and_its_workers_are_measured_and_a_panic_is_retried() {
+        use k8s_openapi::api::core::v1::Node;
+        use tokio::sync::mpsc;
+
+        let ctx = crate::testing::context(crate::Options::default());
+        let (seen, mut calls) = mpsc::unbounded_channel::<(String, Instant)>();
+        let node = |name: &str| {
+            let mut n = Node::default();
+            n.metadata.name = Some(name.into());
+            n.metadata.resource_version = Some("1".into());
+            n
+        };
+        ctx.cluster.nodes.reset(
+            (0..70)
+                .map(|i| Arc::new(node(&format!("slow-{i}"))))
+                .collect(),
+        );
+        ctx.cluster.mark_listed();
+        let left = Arc::new(Mutex::new((2, 1)));
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let runner = tokio::spawn(run(
+            ctx.clone(),
+            shutdown.clone(),
+            "test",
+            |c| &c.nodes,
+            Vec::new(),
+            move |_, node: Arc<Node>| {
+                let seen = seen.clone();
+                let left = left.clone();
+                async move {
+                    let name = node.metadata.name.clone().unwrap_or_default();
+                    seen.send((name.clone(), Instant::now()))
+                        .expect("the test listens");
+                    if name.starts_with("slow-") {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    let mut left = left.lock().unwrap();
+                    match name.as_str() {
+                        "flaky" if left.0 > 0 => {
+                            left.0 -= 1;
+                            Err(Error::NotSynced("not yet".into()))
+                        }
+                        "boom" if left.1 > 0 => {
+                            left.1 -= 1;
+                            drop(left);
+                            panic!("boom");
+                        }
+                        _ => Ok(None),
+                    }
+                }
+            },
+        ));
+        let m = ctx.metrics.clone();
+        let r = &m.runtime;
+        let q = ["test", "test"];
+        let gauge = |f: &crate::metrics::Family<crate::metrics::Gauge>, v: &[&str]| {
+            f.value(v).expect("the series exists")
+        };
+        let counter = |f: &crate::metrics::Family<crate::metrics::Counter>, v: &[&str]| {
+            f.get(v).expect("the series exists").get()
+        };
+        // The first batch starts once the loop sees leadership and synced state.
+        let (_, t0) = next(&mut calls).await;
+        tokio::time::sleep_until(t0 + ms(750)).await;
+        assert_eq!(gauge(&r.max_concurrent, &["test"]), CONCURRENCY as f64);
+        assert_eq!(gauge(&r.active_workers, &["test"]), 64.0);
+        assert_eq!(gauge(&r.depth, &["test", "test", "0"]), 6.0, "six wait");
+        assert_eq!(counter(&r.adds, &q), 70);
+        assert_eq!(
+            gauge(&r.unfinished_work, &q),
+            64.0 * 0.5,
+            "as of the tick at 500 ms"
+        );
+        assert_eq!(gauge(&r.longest_running, &q), 0.5);
+
+        tokio::time::sleep_until(t0 + ms(2500)).await;
+        assert_eq!(gauge(&r.active_workers, &["test"]), 0.0);
+        assert_eq!(gauge(&r.depth, &["test", "test", "0"]), 0.0);
+        assert_eq!(gauge(&r.unfinished_work, &q), 0.0);
+        let waited = r.queue_duration.get(&q).expect("observed");
+        assert_eq!(waited.count(), 70);
+        assert_eq!(waited.count_le(0.1), 64, "six waited a second for a worker");
+        let worked = r.work_duration.get(&q).expect("observed");
+        assert_eq!((worked.count(), worked.count_le(1.0)), (70, 70));
+        assert_eq!(counter(&r.retries, &q), 0);
+        while calls.try_recv().is_ok() {}
+
+        ctx.cluster.nodes.apply(node("flaky"));
+        for _ in 0..3 {
+            assert_eq!(next(&mut calls).await.0, "flaky");
+        }
+        ctx.cluster.nodes.apply(node("boom"));
+        let (_, panicked) = next(&mut calls).await;
+        let (key, retried) = next(&mut calls).await;
+        assert_eq!(key, "boom", "the loop lives on and retries the object");
+        assert_eq!(retried - panicked, BACKOFF_BASE, "with backoff");
+        tokio::time::sleep(ms(10)).await;
+        assert_eq!(counter(&r.panics, &["test"]), 1);
+        assert_eq!(counter(&r.retries, &q), 3, "two failures and a panic");
+        assert_eq!(counter(&m.reconcile_errors, &["test"]), 3);
+        assert_eq!(counter(&r.adds, &q), 70 + 3 + 2);
+        assert_eq!(counter(&r.terminal_errors, &["test"]), 0);
+        assert_eq!(counter(&r.timeouts, &["test"]), 0);
+        shutdown.cancel();
+        runner.await.unwrap();
+    }
 }
