@@ -255,6 +255,7 @@ impl<P: CloudProvider> Controller<P> {
                     identity,
                     self.leader,
                     ctx.clock.clone(),
+                    ctx.metrics.clone(),
                     shutdown.clone(),
                 )),
             ));
