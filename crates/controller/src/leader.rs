@@ -176,18 +176,32 @@ pub async fn try_lead(
     }
 }
 
+/// The Lease a replica campaigns for, and who it is.
+#[derive(Clone, Debug)]
+pub struct LeaseRef {
+    /// The Lease's namespace.
+    pub namespace: String,
+    /// The Lease's name.
+    pub name: String,
+    /// This replica's identity, written as the holder.
+    pub identity: String,
+}
+
 /// Campaigns until `shutdown`, publishing leadership on `leader`. A leader that cannot renew
 /// within the lease duration steps down before anyone else may take over.
 pub async fn run(
     client: Client,
-    namespace: String,
-    name: String,
-    identity: String,
+    lease: LeaseRef,
     leader: watch::Sender<bool>,
     clock: Clock,
     metrics: std::sync::Arc<Metrics>,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
+    let LeaseRef {
+        namespace,
+        name,
+        identity,
+    } = lease;
     let api: Api<Lease> = Api::namespaced(client, &namespace);
     let mut last_renewal = clock.instant();
     let mut observed = Observed::default();

@@ -250,9 +250,11 @@ impl<P: CloudProvider> Controller<P> {
                 "leaderelection",
                 Box::pin(leader::run(
                     ctx.client.clone(),
-                    ctx.options.lease_namespace().to_string(),
-                    ctx.options.leader_election_name.clone(),
-                    identity,
+                    leader::LeaseRef {
+                        namespace: ctx.options.lease_namespace().to_string(),
+                        name: ctx.options.leader_election_name.clone(),
+                        identity,
+                    },
                     self.leader,
                     ctx.clock.clone(),
                     ctx.metrics.clone(),

@@ -109,9 +109,9 @@ impl<'a> Target<'a> {
     /// followed by more than a name is namespaced.
     pub fn parse(path: &'a str) -> Option<Self> {
         let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        let (group, rest) = match parts.first()? {
-            &"api" => ("", &parts[1..]),
-            &"apis" => (*parts.get(1)?, &parts[2..]),
+        let (group, rest) = match *parts.first()? {
+            "api" => ("", &parts[1..]),
+            "apis" => (*parts.get(1)?, &parts[2..]),
             _ => return None,
         };
         let (version, rest) = rest.split_first()?;
