@@ -582,6 +582,7 @@ pub async fn run<P: CloudProvider>(
         ctx.options.disruption_poll,
     );
     let origin = ctx.clock.instant();
+    let lm = ctx.metrics.runtime.controller("disruption", 1);
     loop {
         let now = origin.elapsed();
         let soonest = now + ctx.options.resync;
@@ -601,6 +602,7 @@ pub async fn run<P: CloudProvider>(
         }
         let started = ctx.clock.instant();
         let result = pass(&ctx, &mut orchestrator, origin.elapsed()).await;
+        lm.singleton_pass(started.elapsed());
         ctx.metrics.reconciled_in(
             "disruption",
             result.is_ok(),

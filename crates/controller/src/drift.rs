@@ -282,6 +282,7 @@ pub async fn run<P: CloudProvider>(
     shutdown: tokio_util::sync::CancellationToken,
 ) {
     let mut checks = Checks::default();
+    let lm = ctx.metrics.runtime.controller("nodeclaim.disruption", 1);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -290,7 +291,9 @@ pub async fn run<P: CloudProvider>(
         if !ctx.is_leader() {
             continue;
         }
+        let started = tokio::time::Instant::now();
         let result = reconcile(&ctx, &mut checks).await;
+        lm.singleton_pass(started.elapsed());
         ctx.metrics
             .reconciled("nodeclaim.disruption", result.is_ok());
         match result {

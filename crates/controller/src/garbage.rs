@@ -103,6 +103,10 @@ pub async fn run<P: CloudProvider>(
     ctx: Arc<Context<P>>,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
+    let lm = ctx
+        .metrics
+        .runtime
+        .controller("nodeclaim.garbagecollection", 1);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -111,7 +115,9 @@ pub async fn run<P: CloudProvider>(
         if !ctx.is_leader() {
             continue;
         }
+        let started = tokio::time::Instant::now();
         let result = collect(&ctx).await;
+        lm.singleton_pass(started.elapsed());
         ctx.metrics
             .reconciled("nodeclaim.garbagecollection", result.is_ok());
         if let Err(e) = result {

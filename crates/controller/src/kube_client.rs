@@ -1,6 +1,7 @@
 //! The controller's API client, rate-limited as client-go's is (`KUBE_CLIENT_QPS` requests per
 //! second on average, bursts of `KUBE_CLIENT_BURST`), so a busy controller cannot flood the API
 //! server: requests wait for a token rather than fail. A watch takes one token to start.
+//! Every request is counted and timed as client-go's are ([`MetricsLayer`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,6 +14,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::Options;
+use crate::metrics::client::ClientMetrics;
 
 /// A token bucket: `qps` tokens a second, at most `burst` kept.
 #[derive(Debug)]
@@ -121,6 +123,77 @@ where
     }
 }
 
+/// The layer putting [`Timed`] over a client's service.
+#[derive(Clone)]
+pub struct MetricsLayer {
+    metrics: ClientMetrics,
+}
+
+impl MetricsLayer {
+    /// Records into `metrics` (the controller's: [`ClientMetrics::global`]).
+    pub fn new(metrics: ClientMetrics) -> Self {
+        Self { metrics }
+    }
+}
+
+impl<S> Layer<S> for MetricsLayer {
+    type Service = Timed<S>;
+
+    fn layer(&self, inner: S) -> Timed<S> {
+        Timed {
+            inner,
+            metrics: self.metrics.clone(),
+            waiting_since: None,
+        }
+    }
+}
+
+/// A service that counts its requests by status and method and times them, from when the
+/// next request starts waiting to be let through (the rate limiter's wait, which client-go
+/// times too) to its response. Watches are counted, not timed: their response is a stream.
+pub struct Timed<S> {
+    inner: S,
+    metrics: ClientMetrics,
+    /// When the request about to be called started waiting for the service to be ready.
+    waiting_since: Option<Instant>,
+}
+
+impl<S, B, RB> Service<http::Request<B>> for Timed<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<RB>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.waiting_since.get_or_insert_with(Instant::now);
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let started = self.waiting_since.take().unwrap_or_else(Instant::now);
+        let method = request.method().as_str().to_string();
+        let path = request.uri().path().to_string();
+        let watch = request
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+        let metrics = self.metrics.clone();
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let result = response.await;
+            let code = result.as_ref().ok().map(|r| r.status().as_u16());
+            metrics.result(&method, code);
+            if !watch {
+                metrics.latency(&method, &path, started.elapsed().as_secs_f64());
+            }
+            result
+        })
+    }
+}
+
 /// The client of the cluster the kubeconfig or the pod's service account names, limited to
 /// `options`' rate.
 pub async fn client(options: &Options) -> Result<kube::Client, kube::Error> {
@@ -133,6 +206,8 @@ pub async fn client(options: &Options) -> Result<kube::Client, kube::Error> {
             options.kube_client_qps,
             options.kube_client_burst,
         ))
+        // Outside the rate limit, so a request's time includes its wait for a token.
+        .with_layer(&MetricsLayer::new(ClientMetrics::global().clone()))
         .build())
 }
 
@@ -195,5 +270,110 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 12);
         // Two at once, then ten at 5 a second: two seconds on the paused clock.
         assert_eq!(start.elapsed(), Duration::from_secs(2));
+    }
+
+    /// A fake API server: answers after `latency` with the status the path asks for
+    /// (`.../teapot` 418), or fails without a response for `.../down`.
+    #[derive(Clone)]
+    struct FakeApi {
+        latency: Duration,
+    }
+
+    impl Service<http::Request<()>> for FakeApi {
+        type Response = http::Response<()>;
+        type Error = &'static str;
+        type Future =
+            Pin<Box<dyn Future<Output = Result<http::Response<()>, &'static str>> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: http::Request<()>) -> Self::Future {
+            let latency = self.latency;
+            let path = request.uri().path().to_string();
+            Box::pin(async move {
+                tokio::time::sleep(latency).await;
+                let status = if path.ends_with("/teapot") {
+                    418
+                } else if path.ends_with("/down") {
+                    return Err("connection refused");
+                } else {
+                    200
+                };
+                Ok(http::Response::builder().status(status).body(()).unwrap())
+            })
+        }
+    }
+
+    async fn send<S: Service<http::Request<()>>>(s: &mut S, method: &str, uri: &str) {
+        std::future::poll_fn(|cx| s.poll_ready(cx)).await.ok();
+        let request = http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(())
+            .unwrap();
+        let _ = s.call(request).await;
+    }
+
+    /// Requests through the rate limit and the metrics layer on the paused clock: counted by
+    /// method and status, timed with their wait for a token, by verb and resource.
+    #[tokio::test(start_paused = true)]
+    async fn requests_are_counted_and_timed_with_their_wait_for_the_rate_limit() {
+        let metrics = ClientMetrics::new();
+        let api = FakeApi {
+            latency: Duration::from_millis(30),
+        };
+        let limited = RateLimitLayer::new(1, 1).layer(api);
+        let mut svc = MetricsLayer::new(metrics.clone()).layer(limited);
+        // The burst's one token: 30 ms. The next waits a second for its token.
+        send(&mut svc, "GET", "/api/v1/nodes/n1").await;
+        send(&mut svc, "GET", "/api/v1/nodes/n2").await;
+        send(
+            &mut svc,
+            "GET",
+            "/api/v1/namespaces/default/pods?watch=true&resourceVersion=1",
+        )
+        .await;
+        send(&mut svc, "POST", "/apis/karpenter.sh/v1/nodeclaims").await;
+        send(&mut svc, "PATCH", "/api/v1/nodes/n1/teapot").await;
+        send(&mut svc, "DELETE", "/api/v1/nodes/down").await;
+
+        let count =
+            |code: &str, method: &str| metrics.requests.get(&[code, method]).map(|c| c.get());
+        assert_eq!(count("200", "GET"), Some(3), "the watch is counted");
+        assert_eq!(count("200", "POST"), Some(1));
+        assert_eq!(count("418", "PATCH"), Some(1));
+        assert_eq!(count("<error>", "DELETE"), Some(1));
+
+        let gets = metrics
+            .duration
+            .get(&["GET", "", "v1", "nodes", ""])
+            .expect("gets of nodes timed");
+        assert_eq!(gets.count(), 2);
+        assert_eq!(gets.count_le(0.04), 1, "the first took its 30 ms");
+        assert!(
+            (gets.sum() - 1.03).abs() < 1e-6,
+            "the second waited ~970 ms for its token, then 30 ms: {}",
+            gets.sum()
+        );
+        assert!(
+            metrics
+                .duration
+                .get(&["LIST", "", "v1", "pods", ""])
+                .is_none(),
+            "a watch is not timed"
+        );
+        let creates = metrics
+            .duration
+            .get(&["CREATE", "karpenter.sh", "v1", "nodeclaims", ""])
+            .expect("create timed");
+        assert_eq!(creates.count(), 1);
+        assert!(
+            metrics
+                .duration
+                .get(&["PATCH", "", "v1", "nodes", "teapot"])
+                .is_some()
+        );
     }
 }

@@ -4,6 +4,10 @@
 //! their own clock from when they saw it change, never by comparing the holder's `renewTime`
 //! with their clock, so clock skew between nodes cannot make two leaders. Every replica keeps
 //! its state warm; only the leader acts.
+//!
+//! As client-go's, a leader whose lease is still valid renews by writing the lease as it last
+//! wrote it, without reading it first; only when that write fails does it read the lease and
+//! decide again — the slow path `leader_election_slowpath_total` counts.
 
 use std::time::Duration;
 
@@ -16,6 +20,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::Clock;
+use crate::metrics::Metrics;
 
 /// Upstream's Lease name.
 pub const LEASE_NAME: &str = "karpenter-leader-election";
@@ -65,6 +70,9 @@ pub fn decide(spec: Option<&LeaseSpec>, identity: &str, unchanged_for: Duration)
 pub struct Observed {
     record: Option<LeaseSpec>,
     since: Option<Instant>,
+    /// The lease as this replica last wrote it, and when: while it holds, the next renewal
+    /// writes over it without reading.
+    held: Option<(Lease, Instant)>,
 }
 
 impl Observed {
@@ -79,6 +87,14 @@ impl Observed {
                 Duration::ZERO
             }
         }
+    }
+}
+
+impl Observed {
+    /// Records the lease as this replica wrote it at `now`.
+    fn wrote(&mut self, lease: Lease, now: Instant) {
+        self.unchanged_for(lease.spec.as_ref(), now);
+        self.held = Some((lease, now));
     }
 }
 
@@ -100,16 +116,33 @@ fn spec(identity: &str, now: Timestamp, previous: Option<&LeaseSpec>) -> LeaseSp
     }
 }
 
-/// One round on the Lease `name`: reads it and renews or takes it when it may. Returns whether
-/// this replica leads. Writes carry the resourceVersion read, so of two replicas taking over
-/// only one wins.
+/// One round on the Lease `name`: renews the lease this replica holds without reading it
+/// (the fast path), or reads it and renews or takes it when it may (the slow path, counted in
+/// `metrics` when the fast one failed). Returns whether this replica leads. Writes carry the
+/// resourceVersion last seen, so of two replicas taking over only one wins.
 pub async fn try_lead(
     api: &Api<Lease>,
     name: &str,
     identity: &str,
     observed: &mut Observed,
     clock: &Clock,
+    metrics: &Metrics,
 ) -> Result<bool, kube::Error> {
+    if let Some((mut lease, at)) = observed.held.take()
+        && clock.instant().saturating_duration_since(at) < LEASE_DURATION
+    {
+        lease.spec = Some(spec(identity, clock.now(), lease.spec.as_ref()));
+        match api.replace(name, &PostParams::default(), &lease).await {
+            Ok(written) => {
+                observed.wrote(written, clock.instant());
+                return Ok(true);
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "renewing the lease as last written failed, reading it");
+                metrics.leader_election_slowpath.with(&[name]).inc();
+            }
+        }
+    }
     let current = api.get_opt(name).await?;
     let spec_read = current.as_ref().and_then(|l| l.spec.as_ref());
     let unchanged_for = observed.unchanged_for(spec_read, clock.instant());
@@ -132,8 +165,8 @@ pub async fn try_lead(
                 Some(_) => api.replace(name, &PostParams::default(), &lease).await,
             };
             match written {
-                Ok(_) => {
-                    observed.unchanged_for(Some(&spec), clock.instant());
+                Ok(written) => {
+                    observed.wrote(written, clock.instant());
                     Ok(true)
                 }
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
@@ -143,22 +176,37 @@ pub async fn try_lead(
     }
 }
 
+/// The Lease a replica campaigns for, and who it is.
+#[derive(Clone, Debug)]
+pub struct LeaseRef {
+    /// The Lease's namespace.
+    pub namespace: String,
+    /// The Lease's name.
+    pub name: String,
+    /// This replica's identity, written as the holder.
+    pub identity: String,
+}
+
 /// Campaigns until `shutdown`, publishing leadership on `leader`. A leader that cannot renew
 /// within the lease duration steps down before anyone else may take over.
 pub async fn run(
     client: Client,
-    namespace: String,
-    name: String,
-    identity: String,
+    lease: LeaseRef,
     leader: watch::Sender<bool>,
     clock: Clock,
+    metrics: std::sync::Arc<Metrics>,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
+    let LeaseRef {
+        namespace,
+        name,
+        identity,
+    } = lease;
     let api: Api<Lease> = Api::namespaced(client, &namespace);
     let mut last_renewal = clock.instant();
     let mut observed = Observed::default();
     loop {
-        match try_lead(&api, &name, &identity, &mut observed, &clock).await {
+        match try_lead(&api, &name, &identity, &mut observed, &clock, &metrics).await {
             Ok(true) => {
                 last_renewal = clock.instant();
                 if !*leader.borrow() {
@@ -273,5 +321,59 @@ mod tests {
         let renewed = spec("a", now, Some(&taken));
         assert_eq!(renewed.lease_transitions, Some(1));
         assert_eq!(renewed.acquire_time, taken.acquire_time);
+    }
+
+    /// Against the fake API server: the holder renews by writing over its last write without
+    /// reading; when someone else wrote the lease in between, that write fails, the slow path
+    /// reads it, is counted, and renews.
+    #[tokio::test]
+    async fn a_holder_renews_without_reading_until_its_write_fails() {
+        use karpenter_testkit::{FakeApiServer, Verb};
+
+        let server = FakeApiServer::new();
+        let api: Api<Lease> = Api::namespaced(server.client(), "kube-system");
+        let clock = Clock::system();
+        let metrics = Metrics::new();
+        let mut observed = Observed::default();
+        let lead = async |observed: &mut Observed| {
+            try_lead(&api, LEASE_NAME, "a", observed, &clock, &metrics)
+                .await
+                .expect("the server answers")
+        };
+        assert!(lead(&mut observed).await, "takes the free lease");
+        assert_eq!(server.count(Verb::Get, "leases"), 1);
+        assert!(lead(&mut observed).await);
+        assert!(lead(&mut observed).await);
+        assert_eq!(
+            server.count(Verb::Get, "leases"),
+            1,
+            "renewals write without reading"
+        );
+        assert_eq!(server.count(Verb::Update, "leases"), 2);
+        assert!(metrics.leader_election_slowpath.is_empty());
+
+        // Someone touches the lease: the write as last written is stale.
+        server
+            .merge::<Lease>(
+                "kube-system",
+                LEASE_NAME,
+                serde_json::json!({"metadata": {"labels": {"touched": "yes"}}}),
+            )
+            .expect("the lease exists");
+        assert!(lead(&mut observed).await, "still the holder, renewed");
+        assert_eq!(
+            server.count(Verb::Get, "leases"),
+            2,
+            "read on the slow path"
+        );
+        assert_eq!(
+            metrics
+                .leader_election_slowpath
+                .get(&[LEASE_NAME])
+                .map(|c| c.get()),
+            Some(1)
+        );
+        assert!(lead(&mut observed).await);
+        assert_eq!(server.count(Verb::Get, "leases"), 2, "fast again");
     }
 }

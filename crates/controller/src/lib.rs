@@ -58,6 +58,9 @@ pub enum Error {
     /// Cluster state is not complete enough to decide.
     #[error("cluster state not synced: {0}")]
     NotSynced(String),
+    /// A reconcile panicked (the loop caught it and retries the object).
+    #[error("panic: {0} [recovered]")]
+    Panicked(String),
 }
 
 impl Error {
@@ -247,11 +250,14 @@ impl<P: CloudProvider> Controller<P> {
                 "leaderelection",
                 Box::pin(leader::run(
                     ctx.client.clone(),
-                    ctx.options.lease_namespace().to_string(),
-                    ctx.options.leader_election_name.clone(),
-                    identity,
+                    leader::LeaseRef {
+                        namespace: ctx.options.lease_namespace().to_string(),
+                        name: ctx.options.leader_election_name.clone(),
+                        identity,
+                    },
                     self.leader,
                     ctx.clock.clone(),
+                    ctx.metrics.clone(),
                     shutdown.clone(),
                 )),
             ));

@@ -6,10 +6,12 @@
 //! cluster (nodes, pods, NodePools, status conditions) are recomputed from cluster state by
 //! [`observe::run`], as upstream's metrics controllers do.
 
+pub mod client;
 pub mod disruption;
 pub mod observe;
 pub mod pods;
 pub mod registry;
+pub mod runtime;
 pub mod state_gauges;
 pub mod status;
 
@@ -415,6 +417,13 @@ pub struct Metrics {
     pub reconcile_time: Family<Histogram>,
     /// `leader_election_master_status{name}`: 1 while this replica leads.
     pub leader_election_master_status: Family<Gauge>,
+    /// `leader_election_slowpath_total{name}`: renewals of a held lease that could not write
+    /// it as last written and had to read it again (client-go's slow path).
+    pub leader_election_slowpath: Family<Counter>,
+    /// controller-runtime's other controller metrics and the work queues'.
+    pub runtime: runtime::RuntimeMetrics,
+    /// The API client's (shared by every registry, see [`client::ClientMetrics::global`]).
+    pub client: client::ClientMetrics,
     /// `karpenter_interruption_received_messages_total{message_type}` (the AWS provider's)
     pub interruption_received_messages: Family<Counter>,
     /// `karpenter_interruption_deleted_messages_total` (the AWS provider's)
@@ -674,6 +683,14 @@ impl Metrics {
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.",
             &["name"],
         );
+        let leader_election_slowpath = b.counter(
+            "leader_election_slowpath_total",
+            "Total number of slow path exercised in renewing leader leases. 'name' is the string used to identify the lease. Please make sure to group by name.",
+            &["name"],
+        );
+        let runtime = runtime::RuntimeMetrics::register(&mut b);
+        let client = client::ClientMetrics::global().clone();
+        client.register(&mut b);
         let interruption_received_messages = b.counter(
             "karpenter_interruption_received_messages_total",
             "Count of messages received from the SQS queue. Broken down by message type and whether the message was actionable.",
@@ -736,6 +753,9 @@ impl Metrics {
             reconcile_errors,
             reconcile_time,
             leader_election_master_status,
+            leader_election_slowpath,
+            runtime,
+            client,
             interruption_received_messages,
             interruption_deleted_messages,
             interruption_message_queue_duration,

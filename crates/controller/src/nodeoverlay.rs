@@ -161,8 +161,11 @@ pub async fn run<P: CloudProvider>(ctx: Arc<Context<P>>, shutdown: CancellationT
         shutdown.cancelled().await;
         return;
     }
+    let lm = ctx.metrics.runtime.controller("nodeoverlay", 1);
     loop {
+        let started = tokio::time::Instant::now();
         let result = reconcile(&ctx).await;
+        lm.singleton_pass(started.elapsed());
         ctx.metrics.reconciled("nodeoverlay", result.is_ok());
         if let Err(e) = result {
             tracing::warn!(error = %e, "nodeoverlay status");

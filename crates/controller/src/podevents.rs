@@ -120,6 +120,7 @@ pub async fn run<P: CloudProvider>(
 ) {
     let events = ctx.cluster.pod_events.clone();
     let mut retry = BTreeSet::new();
+    let lm = ctx.metrics.runtime.controller("nodeclaim.podevents", 1);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -132,6 +133,7 @@ pub async fn run<P: CloudProvider>(
             continue;
         }
         nodes.append(&mut retry);
+        let started = tokio::time::Instant::now();
         let mut ok = true;
         for node in nodes {
             if let Err(e) = stamp(&ctx, &node).await {
@@ -140,6 +142,7 @@ pub async fn run<P: CloudProvider>(
                 ok = false;
             }
         }
+        lm.singleton_pass(started.elapsed());
         ctx.metrics.reconciled("nodeclaim.podevents", ok);
     }
 }

@@ -317,6 +317,7 @@ pub async fn run<P: CloudProvider>(
     );
     let origin = Instant::now();
     let mut changes = ctx.cluster.subscribe();
+    let lm = ctx.metrics.runtime.controller("provisioner", 1);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -347,6 +348,7 @@ pub async fn run<P: CloudProvider>(
         }
         let started = Instant::now();
         let result = provision(&ctx).await;
+        lm.singleton_pass(started.elapsed());
         ctx.metrics.reconciled_in(
             "provisioner",
             result.is_ok(),

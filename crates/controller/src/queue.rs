@@ -8,11 +8,12 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::cloudprovider::CloudProvider;
+use crate::metrics::runtime::{LoopMetrics, UNFINISHED_WORK_PERIOD};
 use crate::state::{Cluster, Index, Stored};
 use crate::{Context, Error};
 
@@ -21,7 +22,7 @@ pub const BACKOFF_BASE: Duration = Duration::from_millis(100);
 /// The longest wait between retries of a failing object.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(5 * 60);
 /// How many objects of one loop are reconciled at once.
-const CONCURRENCY: usize = 64;
+pub const CONCURRENCY: usize = 64;
 
 /// Which objects are due when: each key at most once, at its earliest time, with a count of
 /// its consecutive failures.
@@ -45,17 +46,22 @@ impl WorkQueue {
         self.due.insert((when, key.to_string()));
     }
 
-    /// The keys due at `now`, removed from the queue.
-    pub fn pop_due(&mut self, now: Instant) -> Vec<String> {
+    /// The keys due at `now` with the time each became due, removed from the queue.
+    pub fn pop_due(&mut self, now: Instant) -> Vec<(String, Instant)> {
         let mut out = Vec::new();
         while let Some((when, _)) = self.due.first()
             && *when <= now
         {
-            let (_, key) = self.due.pop_first().expect("checked above");
+            let (when, key) = self.due.pop_first().expect("checked above");
             self.at.remove(&key);
-            out.push(key);
+            out.push((key, when));
         }
         out
+    }
+
+    /// How many keys are due at `now`.
+    pub fn due_at(&self, now: Instant) -> usize {
+        self.due.iter().take_while(|(when, _)| *when <= now).count()
     }
 
     /// When the next key is due.
@@ -262,6 +268,7 @@ async fn run_objects<P, K, R, Fut>(
 {
     let own = objects.get(&ctx.cluster).subscribe();
     let mut queue = WorkQueue::default();
+    let lm = ctx.metrics.runtime.controller(name, CONCURRENCY);
     // Everything is looked at once this replica leads with synced state.
     let mut everything = true;
     loop {
@@ -305,26 +312,18 @@ async fn run_objects<P, K, R, Fut>(
                 queue.add(&object.key(), now);
             }
         }
-        let due: Vec<(String, Arc<K>)> = queue
+        let due: Vec<(String, Instant, Arc<K>)> = queue
             .pop_due(now)
             .into_iter()
-            .filter_map(|key| match objects.get(&ctx.cluster).get(&key) {
-                Some(object) => Some((key, object)),
+            .filter_map(|(key, when)| match objects.get(&ctx.cluster).get(&key) {
+                Some(object) => Some((key, when, object)),
                 None => {
                     queue.forget(&key);
                     None
                 }
             })
             .collect();
-        let results: Vec<(String, Result<Requeue, Error>, f64)> = futures::stream::iter(due)
-            .map(|(key, object)| {
-                let done = crate::metrics::in_controller(name, reconcile(ctx.clone(), object));
-                let started = ctx.clock.instant();
-                async move { (key, done.await, started.elapsed().as_secs_f64()) }
-            })
-            .buffer_unordered(CONCURRENCY)
-            .collect()
-            .await;
+        let results = work(&ctx, &queue, &lm, name, due, &reconcile).await;
         let now = ctx.clock.instant();
         for (key, result, took) in results {
             ctx.metrics.reconciled_in(name, result.is_ok(), took);
@@ -333,10 +332,12 @@ async fn run_objects<P, K, R, Fut>(
                     queue.succeeded(&key);
                     if let Some(after) = requeue {
                         queue.add(&key, now + after);
+                        lm.retried();
                     }
                 }
                 Err(e) => {
                     let retry = queue.failed(&key, now);
+                    lm.retried();
                     if e.is_conflict() {
                         tracing::debug!(controller = name, key = %key, "conflict, retrying");
                     } else {
@@ -346,6 +347,95 @@ async fn run_objects<P, K, R, Fut>(
             }
         }
     }
+}
+
+/// What a batch has in hand: objects due and waiting for a worker, and since when each
+/// running reconcile runs.
+#[derive(Default)]
+struct InFlight {
+    waiting: usize,
+    running: HashMap<String, Instant>,
+}
+
+/// Reconciles the objects `due` (with the time each became due), [`CONCURRENCY`] at a time,
+/// keeping the loop's work-queue metrics; a reconcile that panics is counted and fails.
+async fn work<P, K, R, Fut>(
+    ctx: &Arc<Context<P>>,
+    queue: &WorkQueue,
+    lm: &LoopMetrics,
+    name: &'static str,
+    due: Vec<(String, Instant, Arc<K>)>,
+    reconcile: &R,
+) -> Vec<(String, Result<Requeue, Error>, f64)>
+where
+    P: CloudProvider,
+    K: Stored + Send + Sync + 'static,
+    R: Fn(Arc<Context<P>>, Arc<K>) -> Fut,
+    Fut: Future<Output = Result<Requeue, Error>>,
+{
+    let in_flight = Mutex::new(InFlight {
+        waiting: due.len(),
+        running: HashMap::new(),
+    });
+    let lock = || in_flight.lock().unwrap_or_else(|e| e.into_inner());
+    lm.added(due.len());
+    lm.depth(due.len() + queue.due_at(ctx.clock.instant()));
+    let batch = futures::stream::iter(due)
+        .map(|(key, due_at, object)| {
+            let started = ctx.clock.instant();
+            {
+                let mut f = lock();
+                f.waiting -= 1;
+                f.running.insert(key.clone(), started);
+                lm.depth(f.waiting);
+            }
+            lm.started(started.saturating_duration_since(due_at));
+            let done = std::panic::AssertUnwindSafe(crate::metrics::in_controller(
+                name,
+                reconcile(ctx.clone(), object),
+            ))
+            .catch_unwind();
+            async move {
+                let result = done.await.unwrap_or_else(|panic| {
+                    lm.panicked();
+                    let why = panic_message(&*panic);
+                    tracing::error!(controller = name, key = %key, panic = %why, "reconcile panicked");
+                    Err(Error::Panicked(why))
+                });
+                let took = started.elapsed();
+                lock().running.remove(&key);
+                lm.finished(took);
+                (key, result, took.as_secs_f64())
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<_>>();
+    tokio::pin!(batch);
+    // The reconciles' running time is brought up to date while they run, as client-go's
+    // queue does, so a stuck one shows before it ends.
+    let results = loop {
+        tokio::select! {
+            results = &mut batch => break results,
+            _ = tokio::time::sleep(UNFINISHED_WORK_PERIOD) => {
+                let now = ctx.clock.instant();
+                let f = lock();
+                lm.in_flight(f.running.values().map(|s| now.saturating_duration_since(*s)));
+                lm.depth(f.waiting + queue.due_at(now));
+            }
+        }
+    };
+    lm.in_flight([]);
+    lm.depth(queue.due_at(ctx.clock.instant()));
+    results
+}
+
+/// What a panic said, when it said it with a string.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 #[cfg(test)]
@@ -366,7 +456,13 @@ mod tests {
         q.add("a", t0 + ms(200));
         assert_eq!(q.next_due(), Some(t0 + ms(100)));
         assert!(q.pop_due(t0 + ms(50)).is_empty());
-        assert_eq!(q.pop_due(t0 + ms(300)), ["b", "a"]);
+        assert_eq!(
+            q.pop_due(t0 + ms(300)),
+            [
+                ("b".to_string(), t0 + ms(100)),
+                ("a".to_string(), t0 + ms(200))
+            ]
+        );
         assert!(
             q.pop_due(t0 + ms(10_000)).is_empty(),
             "the later times went with it"
@@ -500,6 +596,117 @@ mod tests {
         ctx.cluster.nodes.apply(node("steady", "4"));
         let (key, _) = next(&mut calls).await;
         assert_eq!(key, "steady", "a settled object comes back when it changes");
+        shutdown.cancel();
+        runner.await.unwrap();
+    }
+
+    /// The loop's work-queue and controller-runtime metrics on tokio's paused clock: 70
+    /// objects of a second's work fill the 64 workers and leave 6 queued; a failing object
+    /// counts its retries; a panicking one counts the panic, fails and is retried.
+    #[tokio::test(start_paused = true)]
+    async fn the_queue_and_its_workers_are_measured_and_a_panic_is_retried() {
+        use k8s_openapi::api::core::v1::Node;
+        use tokio::sync::mpsc;
+
+        let ctx = crate::testing::context(crate::Options::default());
+        let (seen, mut calls) = mpsc::unbounded_channel::<(String, Instant)>();
+        let node = |name: &str| {
+            let mut n = Node::default();
+            n.metadata.name = Some(name.into());
+            n.metadata.resource_version = Some("1".into());
+            n
+        };
+        ctx.cluster.nodes.reset(
+            (0..70)
+                .map(|i| Arc::new(node(&format!("slow-{i}"))))
+                .collect(),
+        );
+        ctx.cluster.mark_listed();
+        let left = Arc::new(Mutex::new((2, 1)));
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let runner = tokio::spawn(run(
+            ctx.clone(),
+            shutdown.clone(),
+            "test",
+            |c| &c.nodes,
+            Vec::new(),
+            move |_, node: Arc<Node>| {
+                let seen = seen.clone();
+                let left = left.clone();
+                async move {
+                    let name = node.metadata.name.clone().unwrap_or_default();
+                    seen.send((name.clone(), Instant::now()))
+                        .expect("the test listens");
+                    if name.starts_with("slow-") {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    let mut left = left.lock().unwrap();
+                    match name.as_str() {
+                        "flaky" if left.0 > 0 => {
+                            left.0 -= 1;
+                            Err(Error::NotSynced("not yet".into()))
+                        }
+                        "boom" if left.1 > 0 => {
+                            left.1 -= 1;
+                            drop(left);
+                            panic!("boom");
+                        }
+                        _ => Ok(None),
+                    }
+                }
+            },
+        ));
+        let m = ctx.metrics.clone();
+        let r = &m.runtime;
+        let q = ["test", "test"];
+        let gauge = |f: &crate::metrics::Family<crate::metrics::Gauge>, v: &[&str]| {
+            f.value(v).expect("the series exists")
+        };
+        let counter = |f: &crate::metrics::Family<crate::metrics::Counter>, v: &[&str]| {
+            f.get(v).expect("the series exists").get()
+        };
+        // The first batch starts once the loop sees leadership and synced state.
+        let (_, t0) = next(&mut calls).await;
+        tokio::time::sleep_until(t0 + ms(750)).await;
+        assert_eq!(gauge(&r.max_concurrent, &["test"]), CONCURRENCY as f64);
+        assert_eq!(gauge(&r.active_workers, &["test"]), 64.0);
+        assert_eq!(gauge(&r.depth, &["test", "test", "0"]), 6.0, "six wait");
+        assert_eq!(counter(&r.adds, &q), 70);
+        assert_eq!(
+            gauge(&r.unfinished_work, &q),
+            64.0 * 0.5,
+            "as of the tick at 500 ms"
+        );
+        assert_eq!(gauge(&r.longest_running, &q), 0.5);
+
+        tokio::time::sleep_until(t0 + ms(2500)).await;
+        assert_eq!(gauge(&r.active_workers, &["test"]), 0.0);
+        assert_eq!(gauge(&r.depth, &["test", "test", "0"]), 0.0);
+        assert_eq!(gauge(&r.unfinished_work, &q), 0.0);
+        let waited = r.queue_duration.get(&q).expect("observed");
+        assert_eq!(waited.count(), 70);
+        assert_eq!(waited.count_le(0.1), 64, "six waited a second for a worker");
+        let worked = r.work_duration.get(&q).expect("observed");
+        assert_eq!((worked.count(), worked.count_le(1.0)), (70, 70));
+        assert_eq!(counter(&r.retries, &q), 0);
+        while calls.try_recv().is_ok() {}
+
+        ctx.cluster.nodes.apply(node("flaky"));
+        for _ in 0..3 {
+            assert_eq!(next(&mut calls).await.0, "flaky");
+        }
+        ctx.cluster.nodes.apply(node("boom"));
+        let (_, panicked) = next(&mut calls).await;
+        let (key, retried) = next(&mut calls).await;
+        assert_eq!(key, "boom", "the loop lives on and retries the object");
+        assert_eq!(retried - panicked, BACKOFF_BASE, "with backoff");
+        tokio::time::sleep(ms(10)).await;
+        assert_eq!(counter(&r.panics, &["test"]), 1);
+        assert_eq!(counter(&r.retries, &q), 3, "two failures and a panic");
+        assert_eq!(counter(&m.reconcile_errors, &["test"]), 3);
+        assert_eq!(counter(&r.adds, &q), 70 + 3 + 2);
+        assert_eq!(counter(&r.terminal_errors, &["test"]), 0);
+        assert_eq!(counter(&r.timeouts, &["test"]), 0);
         shutdown.cancel();
         runner.await.unwrap();
     }

@@ -35,58 +35,6 @@ const NOT_YET: &[(&str, &str)] = &[
         "karpenter_scheduler_pending_pods_by_effective_zone_count",
         "the scheduling simulation does not report each pending pod's effective zone yet",
     ),
-    (
-        "controller_runtime_terminal_reconcile_errors_total",
-        "no controller-runtime: our loops have no terminal errors to count",
-    ),
-    (
-        "controller_runtime_reconcile_panics_total",
-        "no controller-runtime: a panicking loop is not recovered and counted",
-    ),
-    (
-        "controller_runtime_reconcile_timeouts_total",
-        "no controller-runtime: reconciles have no timeout",
-    ),
-    (
-        "controller_runtime_max_concurrent_reconciles",
-        "no controller-runtime worker pools",
-    ),
-    (
-        "controller_runtime_active_workers",
-        "no controller-runtime worker pools",
-    ),
-    (
-        "controller_runtime_conversion_webhook_panics_total",
-        "no conversion webhook",
-    ),
-    ("workqueue_depth", "no client-go workqueues"),
-    ("workqueue_adds_total", "no client-go workqueues"),
-    (
-        "workqueue_queue_duration_seconds",
-        "no client-go workqueues",
-    ),
-    ("workqueue_work_duration_seconds", "no client-go workqueues"),
-    (
-        "workqueue_unfinished_work_seconds",
-        "no client-go workqueues",
-    ),
-    (
-        "workqueue_longest_running_processor_seconds",
-        "no client-go workqueues",
-    ),
-    ("workqueue_retries_total", "no client-go workqueues"),
-    (
-        "leader_election_slowpath_total",
-        "our lease renewal has no slow path to count",
-    ),
-    (
-        "client_go_request_duration_seconds",
-        "kube-rs requests are not timed yet",
-    ),
-    (
-        "client_go_request_total",
-        "kube-rs requests are not counted yet",
-    ),
 ];
 
 /// Metrics of ours upstream's core does not have, and why.

@@ -218,6 +218,7 @@ fn clear(m: &Metrics) {
 
 /// Runs the pass every [`PERIOD`] until `shutdown`.
 pub async fn run<P: CloudProvider>(ctx: Arc<Context<P>>, shutdown: CancellationToken) {
+    let lm = ctx.metrics.runtime.controller("metrics", 1);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -225,6 +226,7 @@ pub async fn run<P: CloudProvider>(ctx: Arc<Context<P>>, shutdown: CancellationT
         }
         let started = Instant::now();
         pass(&ctx);
+        lm.singleton_pass(started.elapsed());
         ctx.metrics
             .reconciled_in("metrics", true, started.elapsed().as_secs_f64());
     }
