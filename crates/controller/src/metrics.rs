@@ -439,9 +439,6 @@ impl Default for Metrics {
     }
 }
 
-/// The lease upstream's leader election holds, which names its `leader_election_*` series.
-pub const LEADER_ELECTION_LEASE: &str = "karpenter-leader-election";
-
 impl Metrics {
     /// A registry with every metric registered, for a provider that adds no labels.
     pub fn new() -> Self {

@@ -10,9 +10,9 @@ use karpenter_api::NodePool;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::Metrics;
 use super::state_gauges::{self, BudgetNode, NodeView};
 use super::status::{KindMetrics, StatusObject};
-use super::{LEADER_ELECTION_LEASE, Metrics};
 use crate::Context;
 use crate::cloudprovider::CloudProvider;
 use crate::nodepool_status::usage;
@@ -76,7 +76,7 @@ pub fn pass<P: CloudProvider>(ctx: &Context<P>) {
     cluster_state(ctx);
     if !ctx.options.disable_leader_election {
         m.leader_election_master_status.set(
-            &[LEADER_ELECTION_LEASE],
+            &[ctx.options.leader_election_name.as_str()],
             f64::from(u8::from(ctx.is_leader())),
         );
     }
