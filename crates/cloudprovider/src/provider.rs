@@ -9,7 +9,7 @@ use karpenter_core::cloudprovider::InstanceType;
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::repair::RepairPolicy;
+use crate::RepairPolicy;
 
 /// What a provider reports of a NodeClass: whether NodePools that use it may launch.
 #[derive(Clone, Debug, PartialEq, Eq)]
