@@ -283,13 +283,16 @@ mod tests {
                 Duration::from_secs(30 * 60),
             ),
         ];
-        let cases: &[(
-            &str,
-            &[RepairPolicy],
-            &[(&str, &str)],
+        // (case, policies, the node's conditions, minute looked at, the policy repaired or
+        // the minute to look again)
+        type Case<'a> = (
+            &'a str,
+            &'a [RepairPolicy],
+            &'a [(&'a str, &'a str)],
             i64,
-            Result<&str, Option<i64>>,
-        )] = &[
+            Result<&'a str, Option<i64>>,
+        );
+        let cases: &[Case] = &[
             (
                 "unhealthy past the toleration is repaired",
                 &bad_node(),
@@ -371,7 +374,8 @@ mod tests {
     fn circuit_breaker_cases_are_upstreams() {
         let policies = bad_node();
         // (case, nodes, unhealthy, NodePool of the claims, which nodes to look at, blocked)
-        let cases: &[(&str, usize, usize, Option<&str>, &[usize], bool)] = &[
+        type Case<'a> = (&'a str, usize, usize, Option<&'a str>, &'a [usize], bool);
+        let cases: &[Case] = &[
             (
                 "3 of 10 in a NodePool: blocked",
                 10,
