@@ -17,16 +17,16 @@ pub mod fake;
 pub mod http;
 mod provider;
 mod registration;
-mod repair;
 pub mod resolved;
 pub mod settings;
 pub mod unavailable;
 
 pub use catalog::Catalog;
 pub use error::{BoxError, Cause, CloudProviderError, Result};
-pub use karpenter_core::cloudprovider::{InstanceType, Offering, Overhead, Reservation};
+pub use karpenter_core::cloudprovider::{
+    InstanceType, Offering, Overhead, RepairPolicy, Reservation,
+};
 pub use provider::{CloudProvider, NodeClassReadiness};
 pub use registration::{NodeClassConversion, Registration};
-pub use repair::RepairPolicy;
 pub use resolved::ResolvedTypes;
 pub use settings::SettingsError;

@@ -8,8 +8,8 @@ use karpenter_api::{NodeClaim, NodeClassReference, NodePool};
 use karpenter_core::cloudprovider::InstanceType;
 use serde_json::Value;
 
+use crate::RepairPolicy;
 use crate::error::Result;
-use crate::repair::RepairPolicy;
 
 /// What a provider reports of a NodeClass: whether NodePools that use it may launch.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -27,6 +27,7 @@ pub mod options;
 pub mod podevents;
 pub mod provisioning;
 pub mod queue;
+pub mod repair;
 pub mod state;
 pub mod termination;
 #[cfg(test)]
@@ -321,6 +322,15 @@ impl<P: CloudProvider> Controller<P> {
                 disruption::run(ctx.clone(), shutdown.clone()),
             )),
         ));
+        if ctx.options.feature_gates.node_repair && !ctx.provider.repair_policies().is_empty() {
+            loops.spawn(watched(
+                "node.health",
+                Box::pin(in_controller(
+                    "node.health",
+                    repair::run(ctx.clone(), shutdown.clone()),
+                )),
+            ));
+        }
         loops.spawn(watched(
             "metrics",
             Box::pin(metrics::observe::run(ctx.clone(), shutdown.clone())),

@@ -335,6 +335,9 @@ pub struct Metrics {
     /// `karpenter_pods_disruption_initiated_total`, labelled as `nodeclaims_disrupted`: the
     /// reschedulable pods on each disrupted NodeClaim.
     pub pods_disruption_initiated: Family<Counter>,
+    /// `karpenter_nodeclaims_unhealthy_disrupted_total{condition,nodepool,capacity_type,image_id}`:
+    /// NodeClaims node repair deleted, by the node condition they failed (snake_case).
+    pub nodeclaims_unhealthy_disrupted: Family<Counter>,
     /// `karpenter_nodeclaims_drifted_total{type,nodepool}`: ours, kept for dashboards built
     /// on it (upstream dropped it in v1.0).
     pub nodeclaims_drifted: Family<Counter>,
@@ -491,6 +494,11 @@ impl Metrics {
             "karpenter_pods_disruption_initiated_total",
             "Number of pod disruptions initiated in total by Karpenter, incremented by the reschedulable pod count whenever the underlying nodeclaim is disrupted. Pods owned by DaemonSets and mirror pods are excluded.",
             &disrupted_labels,
+        );
+        let nodeclaims_unhealthy_disrupted = b.counter(
+            "karpenter_nodeclaims_unhealthy_disrupted_total",
+            "Number of unhealthy nodeclaims disrupted in total by Karpenter. Labeled by condition on the node was disrupted, the owning nodepool, and the image ID.",
+            &["condition", "nodepool", "capacity_type", "image_id"],
         );
         let nodeclaims_drifted = b.counter(
             "karpenter_nodeclaims_drifted_total",
@@ -712,6 +720,7 @@ impl Metrics {
             nodeclaims_terminated,
             nodeclaims_disrupted,
             pods_disruption_initiated,
+            nodeclaims_unhealthy_disrupted,
             nodeclaims_drifted,
             nodeclaims_termination_duration,
             nodeclaims_instance_termination_duration,

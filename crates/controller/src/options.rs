@@ -104,6 +104,9 @@ pub struct Options {
     /// How often NodePool hashes and NodeClaim drift are re-checked.
     #[arg(skip = Duration::from_secs(10))]
     pub drift_poll: Duration,
+    /// How often node repair looks at every node (feature gate `NodeRepair`).
+    #[arg(skip = crate::repair::POLL)]
+    pub repair_poll: Duration,
     /// How long the provider's drift answer for a NodeClaim stands (upstream: 5m).
     #[arg(skip = crate::drift::PROVIDER_CHECK_EVERY)]
     pub provider_drift_check: Duration,
@@ -147,6 +150,7 @@ impl Default for Options {
             registration_timeout: crate::lifecycle::REGISTRATION_TIMEOUT,
             disruption_poll: Duration::from_secs(10),
             drift_poll: Duration::from_secs(10),
+            repair_poll: crate::repair::POLL,
             provider_drift_check: crate::drift::PROVIDER_CHECK_EVERY,
             consolidation_validation: crate::disruption::VALIDATION_DELAY,
             resync: Duration::from_secs(1),

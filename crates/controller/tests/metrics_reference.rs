@@ -28,10 +28,6 @@ const NOT_YET: &[(&str, &str)] = &[
         "the core's Balanced consolidation does not hand its approved and rejected moves out yet",
     ),
     (
-        "karpenter_nodeclaims_unhealthy_disrupted_total",
-        "no node repair controller yet (upstream's NodeRepair feature gate, off by default)",
-    ),
-    (
         "karpenter_scheduler_pending_pods_by_effective_zone_count",
         "the scheduling simulation does not report each pending pod's effective zone yet",
     ),

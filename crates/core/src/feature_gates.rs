@@ -8,7 +8,7 @@ use std::str::FromStr;
 pub struct FeatureGates {
     /// Replace spot nodes with cheaper spot nodes (off upstream).
     pub spot_to_spot_consolidation: bool,
-    /// Replace unhealthy nodes (off upstream; not acted on yet).
+    /// Replace unhealthy nodes (off upstream; see `disruption::repair`).
     pub node_repair: bool,
     /// Launch into capacity reservations (on upstream; not acted on yet).
     pub reserved_capacity: bool,
@@ -24,7 +24,6 @@ impl FeatureGates {
     /// The gates that are on but that nothing here acts on yet (logged at startup).
     pub fn not_acted_on(&self) -> Vec<&'static str> {
         [
-            ("NodeRepair", self.node_repair),
             ("StaticCapacity", self.static_capacity),
             ("CapacityBuffer", self.capacity_buffer),
         ]

@@ -34,7 +34,7 @@ pub mod reason {
     pub const NO_COMPATIBLE_INSTANCE_TYPES: &str = "NoCompatibleInstanceTypes";
     /// A pod should schedule on a node or NodeClaim.
     pub const NOMINATED: &str = "Nominated";
-    /// Node repair is blocked (NodeRepair feature; not yet here).
+    /// Node repair is blocked by its circuit breaker (feature gate `NodeRepair`).
     pub const NODE_REPAIR_BLOCKED: &str = "NodeRepairBlocked";
     /// A pod was deleted at the node's terminationGracePeriod.
     pub const DISRUPTED: &str = "Disrupted";
@@ -308,6 +308,14 @@ pub fn termination_grace_period_expiring(name: &str, at: &str) -> Note<'static> 
     .deduped_by(&[name])
 }
 
+/// `NodeRepairBlocked` on a Node whose repair the circuit breaker holds back, once per node
+/// per 15 minutes (`message`: `karpenter_core::disruption::repair::Scope::blocked_message`).
+pub fn node_repair_blocked(node_uid: &str, message: &str) -> Note<'static> {
+    warning(NODE_REPAIR_BLOCKED, message)
+        .deduped_by(&[node_uid])
+        .for_window(15 * MINUTE)
+}
+
 /// `FailedConsistencyCheck` on a NodeClaim, one per issue.
 pub fn failed_consistency_check(claim_uid: &str, issue: &str) -> Note<'static> {
     warning(FAILED_CONSISTENCY_CHECK, issue).deduped_by(&[claim_uid, issue])
@@ -533,6 +541,14 @@ mod tests {
                 "Deleting the pod to accommodate the terminationTime 2026-01-01 00:10:00 +0000 UTC of the node. The pod was granted 30 seconds of grace-period of its 60 terminationGracePeriodSeconds. This bypasses the PDB of the pod and the do-not-disrupt annotation.",
                 &["web-1"],
                 120,
+            ),
+            (
+                node_repair_blocked("n1", "more than 20% nodes are unhealthy in the nodepool"),
+                NODE_REPAIR_BLOCKED,
+                Warning,
+                "more than 20% nodes are unhealthy in the nodepool",
+                &["n1"],
+                900,
             ),
             (
                 failed_draining("node-1", "evicting pod violates a PDB (Pod=default/web-1)"),

@@ -3,8 +3,11 @@
 
 pub mod fake;
 pub mod overlay;
+mod repair;
 
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
+
+pub use repair::RepairPolicy;
 
 use crate::resources::Resources;
 use crate::scheduling::Requirements;

@@ -12,6 +12,7 @@ pub mod drift;
 mod methods;
 pub mod orchestration;
 pub mod pdb;
+pub mod repair;
 mod validation;
 
 use std::collections::BTreeMap;

@@ -1944,3 +1944,196 @@ async fn a_launching_claim_reads_as_upstreams_until_its_node_registers() {
     );
     running.stop().await;
 }
+
+fn repairing() -> Options {
+    let mut o = Options {
+        repair_poll: Duration::from_millis(200),
+        ..options()
+    };
+    o.feature_gates.node_repair = true;
+    o
+}
+
+/// Sets `node`'s `Ready` condition to `status`, transitioned `minutes_ago`.
+fn set_ready(server: &FakeApiServer, node: &str, status: &str, minutes_ago: i64) {
+    let at = k8s_openapi::jiff::Timestamp::now()
+        - k8s_openapi::jiff::SignedDuration::from_secs(minutes_ago * 60);
+    let at = k8s_openapi::jiff::Timestamp::from_second(at.as_second()).unwrap();
+    server
+        .merge::<Node>(
+            "",
+            node,
+            json!({"status": {"conditions": [{"type": "Ready", "status": status, "reason": "KubeletNotReady", "lastTransitionTime": at.to_string()}]}}),
+        )
+        .unwrap();
+}
+
+fn node_of(claim: &NodeClaim) -> String {
+    claim.status.clone().unwrap().node_name.unwrap()
+}
+
+/// Upstream's node health suite end to end: a node NotReady within KWOK's 10-minute toleration
+/// stays; past it, its NodeClaim goes at once — though its NodePool's budget allows no
+/// disruption and the node is `do-not-disrupt` — its pod deleted at the termination time
+/// rather than evicted, and the disruption is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unhealthy_node_is_repaired_forcefully_after_its_toleration() {
+    let server = setup(json!({"spec": {"disruption": {"budgets": [{"nodes": "0"}]}}}));
+    let running = start(&server, repairing());
+    let claim = one_ready_node(&server).await;
+    let name = claim.metadata.name.clone().unwrap();
+    let node = node_of(&claim);
+    server
+        .merge::<Node>(
+            "",
+            &node,
+            json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
+        )
+        .unwrap();
+
+    set_ready(&server, &node, "False", 5);
+    more_passes(&running, "node.health", 3).await;
+    let kept = server.get::<NodeClaim>("", &name).expect("still there");
+    assert!(
+        kept.metadata.deletion_timestamp.is_none(),
+        "within the toleration"
+    );
+    assert!(annotation(&kept, "karpenter.sh/nodeclaim-termination-timestamp").is_none());
+
+    let before = server.requests().len();
+    set_ready(&server, &node, "False", 11);
+    let gone = eventually(WAIT, || {
+        (server.get::<NodeClaim>("", &name).is_none() && server.get::<Node>("", &node).is_none())
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the unhealthy node and its claim went");
+    // The claim was annotated with its termination deadline (now) before it was deleted.
+    // (A KWOK node is its own instance: once it is NotReady and deleting, termination finds
+    // the instance gone and skips the drain, so the forced pod deletion is not seen here.)
+    let calls: Vec<Verb> = server.requests()[before..]
+        .iter()
+        .filter(|r| {
+            r.plural == "nodeclaims" && r.name.as_deref() == Some(&*name) && r.subresource.is_none()
+        })
+        .map(|r| r.verb)
+        .filter(|v| matches!(v, Verb::Patch | Verb::Delete))
+        .collect();
+    assert_eq!(
+        calls.get(..2),
+        Some(&[Verb::Patch, Verb::Delete][..]),
+        "{calls:?}"
+    );
+    let metrics = running.ctx.metrics.encode();
+    for (metric, label) in [
+        (
+            "karpenter_nodeclaims_unhealthy_disrupted_total",
+            "condition=\"ready\"",
+        ),
+        (
+            "karpenter_nodeclaims_disrupted_total",
+            "reason=\"unhealthy\"",
+        ),
+        (
+            "karpenter_pods_disruption_initiated_total",
+            "reason=\"unhealthy\"",
+        ),
+    ] {
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with(&format!("{metric}{{"))
+                    && l.contains(label)
+                    && l.contains("nodepool=\"default\"")
+                    && l.ends_with(" 1")),
+            "{metric}{{{label}}}: {metrics}"
+        );
+    }
+    assert!(events_named(&server, "NodeRepairBlocked").is_empty());
+    running.stop().await;
+}
+
+/// Upstream's circuit breaker end to end: with both nodes of a NodePool unhealthy (over
+/// 20%, rounded up: 1 of 2) neither is repaired and each gets `NodeRepairBlocked`; once one
+/// recovers, the other is repaired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_circuit_breaker_holds_repair_back_until_the_nodepool_recovers() {
+    let server = setup(json!({}));
+    let running = start(&server, repairing());
+    for i in 0..2 {
+        let mut p = pod(&format!("solo{i}"), "1", json!({"app": "solo"}));
+        p.spec.as_mut().unwrap().affinity = Some(
+            serde_json::from_value(json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "solo"}}, "topologyKey": "kubernetes.io/hostname"},
+            ]}}))
+            .unwrap(),
+        );
+        server.create(&p).unwrap();
+    }
+    let claims = eventually(WAIT, || {
+        let ready = ready_claims(&server);
+        (ready.len() == 2).then_some(ready)
+    })
+    .await
+    .expect("two nodes");
+    for c in &claims {
+        set_ready(&server, &node_of(c), "Unknown", 30);
+    }
+    let blocked = eventually(WAIT, || {
+        let events = events_named(&server, "NodeRepairBlocked");
+        (events.len() == 2).then_some(events)
+    })
+    .await
+    .expect("both nodes blocked");
+    for e in &blocked {
+        assert_eq!(e.involved_object.kind.as_deref(), Some("Node"));
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+        assert_eq!(
+            e.message.as_deref(),
+            Some("more than 20% nodes are unhealthy in the nodepool")
+        );
+    }
+    more_passes(&running, "node.health", 3).await;
+    for c in &claims {
+        let c = server
+            .get::<NodeClaim>("", c.metadata.name.as_deref().unwrap())
+            .expect("kept");
+        assert!(c.metadata.deletion_timestamp.is_none(), "blocked");
+    }
+    assert_eq!(
+        events_named(&server, "NodeRepairBlocked").len(),
+        2,
+        "once per node per 15 minutes"
+    );
+
+    set_ready(&server, &node_of(&claims[0]), "True", 0);
+    let sick = claims[1].metadata.name.clone().unwrap();
+    eventually(WAIT, || {
+        server.get::<NodeClaim>("", &sick).is_none().then_some(())
+    })
+    .await
+    .expect("the one still unhealthy is repaired");
+    assert!(
+        server
+            .get::<NodeClaim>("", claims[0].metadata.name.as_deref().unwrap())
+            .is_some(),
+        "the recovered one stays"
+    );
+    running.stop().await;
+}
+
+/// Without the gate (upstream's default) nothing is repaired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_gate_unhealthy_nodes_stay() {
+    let server = setup(json!({}));
+    let running = start(&server, drifting());
+    let claim = one_ready_node(&server).await;
+    set_ready(&server, &node_of(&claim), "False", 60);
+    more_passes(&running, "nodeclaim.disruption", 3).await;
+    assert!(running.ctx.metrics.reconciles("node.health") == 0);
+    let kept = server
+        .get::<NodeClaim>("", claim.metadata.name.as_deref().unwrap())
+        .expect("kept");
+    assert!(kept.metadata.deletion_timestamp.is_none());
+    running.stop().await;
+}
