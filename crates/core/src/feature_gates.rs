@@ -14,7 +14,7 @@ pub struct FeatureGates {
     pub reserved_capacity: bool,
     /// NodeOverlay price and capacity overrides (off upstream).
     pub node_overlay: bool,
-    /// Static NodePools with `replicas` (off upstream; not acted on yet).
+    /// Static NodePools with `replicas` (off upstream).
     pub static_capacity: bool,
     /// CapacityBuffer headroom (off upstream; not acted on yet).
     pub capacity_buffer: bool,
@@ -25,7 +25,6 @@ impl FeatureGates {
     pub fn not_acted_on(&self) -> Vec<&'static str> {
         [
             ("NodeRepair", self.node_repair),
-            ("StaticCapacity", self.static_capacity),
             ("CapacityBuffer", self.capacity_buffer),
         ]
         .into_iter()
