@@ -5,19 +5,15 @@
 //! the NodeClaims they ask for (built by `node_claim_for`, as provisioning builds them) and
 //! deletes the surplus ones (termination drains them).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use karpenter_api::labels::NODE_POOL_LABEL;
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::provisioning::node_claim_for;
 use karpenter_core::provisioning::nodepools::launchable;
 use karpenter_core::provisioning::scheduling::NodePoolInput;
-use karpenter_core::provisioning::static_capacity::{
-    self, ClaimState, Counts, ScaleUp, StaticClaim,
-};
+use karpenter_core::provisioning::static_capacity::{self, Action};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 
@@ -34,17 +30,6 @@ pub struct Reconciled {
     pub created: Vec<String>,
     /// NodeClaims deleted.
     pub deleted: Vec<String>,
-}
-
-/// Where each NodeClaim of `pool` stands: deleting when it is being deleted or its node is
-/// marked for deletion by disruption (whose replacement is then active).
-fn claim_state(claim: &NodeClaim, marked: &BTreeSet<String>) -> ClaimState {
-    let node = claim.status.as_ref().and_then(|s| s.node_name.as_deref());
-    if claim.metadata.deletion_timestamp.is_some() || node.is_some_and(|n| marked.contains(n)) {
-        ClaimState::Deleting
-    } else {
-        ClaimState::Active
-    }
 }
 
 /// The static NodePool `pool` with its instance types (overlaid when `NodeOverlay` is on), as
@@ -96,28 +81,29 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>) -> Result<Reconciled,
     }
     let marked = ctx.cluster.marked_for_deletion();
     let claims = ctx.cluster.node_claims.all();
+    let refs: Vec<&NodeClaim> = claims.iter().map(|c| &**c).collect();
+    let pods_on = |node: &str| -> Vec<Pod> {
+        ctx.cluster
+            .pods_on(node)
+            .iter()
+            .map(|p| p.to_pod())
+            .collect()
+    };
+    let now = ctx.clock.now().as_second();
     let mut done = Reconciled::default();
     let mut failed = None;
     for pool in ctx.cluster.node_pools.all() {
-        if !static_capacity::is_static(&pool) || pool.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let name = pool.name_any();
-        let own: Vec<&Arc<NodeClaim>> = claims
-            .iter()
-            .filter(|c| c.labels().get(NODE_POOL_LABEL) == Some(&name))
-            .collect();
-        let counts = Counts::of(own.iter().map(|c| claim_state(c, &marked)));
-        let result = match static_capacity::scale_up(&pool, counts) {
-            ScaleUp::Create(n) if launchable(&pool) => scale_up(ctx, &pool, n, &mut done).await,
-            ScaleUp::NodeLimitReached => {
-                tracing::info!(nodepool = %name, "nodepool node limit reached");
+        let result = match static_capacity::decide(&pool, &refs, &marked, &pods_on, now) {
+            Action::None => Ok(()),
+            Action::NodeLimitReached => {
+                tracing::info!(nodepool = pool.name_any(), "nodepool node limit reached");
                 Ok(())
             }
-            _ => scale_down(ctx, &pool, &own, &marked, &mut done).await,
+            Action::Create(n) => scale_up(ctx, &pool, n, &mut done).await,
+            Action::Delete(names) => scale_down(ctx, &pool, names, &mut done).await,
         };
         if let Err(e) = result {
-            tracing::error!(nodepool = %name, error = %e, "static capacity");
+            tracing::error!(nodepool = pool.name_any(), error = %e, "static capacity");
             failed.get_or_insert(e);
         }
     }
@@ -169,46 +155,9 @@ async fn scale_up<P: CloudProvider>(
 async fn scale_down<P: CloudProvider>(
     ctx: &Context<P>,
     pool: &NodePool,
-    own: &[&Arc<NodeClaim>],
-    marked: &BTreeSet<String>,
+    going: Vec<String>,
     done: &mut Reconciled,
 ) -> Result<(), Error> {
-    let pods: Vec<Vec<Pod>> = own
-        .iter()
-        .map(|c| {
-            c.status
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .map(|node| {
-                    ctx.cluster
-                        .pods_on(node)
-                        .iter()
-                        .map(|p| p.to_pod())
-                        .collect()
-                })
-                .unwrap_or_default()
-        })
-        .collect();
-    let claims: Vec<StaticClaim<'_>> = own
-        .iter()
-        .zip(&pods)
-        .map(|(c, pods)| StaticClaim {
-            name: c.metadata.name.as_deref().unwrap_or_default(),
-            state: claim_state(c, marked),
-            launched: c.status.as_ref().is_some_and(|s| s.provider_id.is_some()),
-            pods: pods.iter().collect(),
-            created_at: c
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map_or(0, |t| t.0.as_second()),
-            expire_after: c.spec.expire_after.0.map(|d| d.as_secs() as i64),
-        })
-        .collect();
-    let going = static_capacity::scale_down(pool, &claims, ctx.clock.now().as_second());
-    if going.is_empty() {
-        return Ok(());
-    }
     tracing::info!(
         nodepool = pool.name_any(),
         desired = pool.spec.replicas,
@@ -217,13 +166,13 @@ async fn scale_down<P: CloudProvider>(
     );
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     for name in going {
-        match api.delete(name, &DeleteParams::default()).await {
+        match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => return Err(e.into()),
         }
         tracing::info!(nodeclaim = %name, nodepool = pool.name_any(), "deleting nodeclaim");
-        done.deleted.push(name.to_string());
+        done.deleted.push(name);
     }
     Ok(())
 }

@@ -262,6 +262,88 @@ pub fn node_claim(pool: &NodePoolInput, provider_labels: &[String]) -> Option<Ne
     })
 }
 
+/// What static capacity does now for one static NodePool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing: it has its replicas (or is not static, or is being deleted).
+    None,
+    /// Create this many NodeClaims ([`node_claim`] says which).
+    Create(usize),
+    /// It lacks NodeClaims but `limits.nodes` allows no more.
+    NodeLimitReached,
+    /// Delete these surplus NodeClaims, in this order.
+    Delete(Vec<String>),
+}
+
+/// The decision for `pool` over every NodeClaim in the cluster (those of other NodePools are
+/// skipped): `marked` holds the nodes disruption took (their NodeClaims count as deleting),
+/// `pods_on` the pods bound to a node. A scale-up waits while the NodePool is not `Ready`
+/// (`launchable`); a scale-down never does. The controller, the simulator and `plan` all
+/// decide through this.
+pub fn decide(
+    pool: &NodePool,
+    claims: &[&karpenter_api::NodeClaim],
+    marked: &std::collections::BTreeSet<String>,
+    pods_on: &dyn Fn(&str) -> Vec<Pod>,
+    now: i64,
+) -> Action {
+    if !is_static(pool) || pool.metadata.deletion_timestamp.is_some() {
+        return Action::None;
+    }
+    let name = pool.metadata.name.as_deref().unwrap_or_default();
+    let own: Vec<&karpenter_api::NodeClaim> = claims
+        .iter()
+        .copied()
+        .filter(|c| {
+            c.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(karpenter_api::labels::NODE_POOL_LABEL))
+                .is_some_and(|p| p == name)
+        })
+        .collect();
+    let node_of =
+        |c: &karpenter_api::NodeClaim| c.status.as_ref().and_then(|s| s.node_name.clone());
+    let state = |c: &karpenter_api::NodeClaim| {
+        if c.metadata.deletion_timestamp.is_some()
+            || node_of(c).is_some_and(|n| marked.contains(&n))
+        {
+            ClaimState::Deleting
+        } else {
+            ClaimState::Active
+        }
+    };
+    match scale_up(pool, Counts::of(own.iter().map(|c| state(c)))) {
+        ScaleUp::Create(n) if super::nodepools::launchable(pool) => return Action::Create(n),
+        ScaleUp::NodeLimitReached => return Action::NodeLimitReached,
+        _ => {}
+    }
+    let pods: Vec<Vec<Pod>> = own
+        .iter()
+        .map(|c| node_of(c).map(|n| pods_on(&n)).unwrap_or_default())
+        .collect();
+    let static_claims: Vec<StaticClaim<'_>> = own
+        .iter()
+        .zip(&pods)
+        .map(|(c, pods)| StaticClaim {
+            name: c.metadata.name.as_deref().unwrap_or_default(),
+            state: state(c),
+            launched: c.status.as_ref().is_some_and(|s| s.provider_id.is_some()),
+            pods: pods.iter().collect(),
+            created_at: c
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map_or(0, |t| t.0.as_second()),
+            expire_after: c.spec.expire_after.0.map(|d| d.as_secs() as i64),
+        })
+        .collect();
+    match scale_down(pool, &static_claims, now) {
+        going if going.is_empty() => Action::None,
+        going => Action::Delete(going.into_iter().map(str::to_string).collect()),
+    }
+}
+
 #[cfg(test)]
 #[path = "static_capacity_tests.rs"]
 mod tests;

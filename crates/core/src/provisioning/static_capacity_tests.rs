@@ -377,3 +377,59 @@ fn the_node_claim_lists_compatible_types_cheapest_first() {
     };
     assert!(node_claim(&none, &[]).is_none());
 }
+
+#[test]
+fn decide_over_cluster_objects() {
+    use karpenter_api::NodeClaim;
+    let nc = |name: &str, pool: &str, node: Option<&str>, deleting: bool| -> NodeClaim {
+        let mut c: NodeClaim = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool}},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": []},
+        }))
+        .unwrap();
+        if let Some(n) = node {
+            c.status = Some(
+                serde_json::from_value(json!({"nodeName": n, "providerID": format!("fake://{n}")}))
+                    .unwrap(),
+            );
+        }
+        if deleting {
+            c.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ));
+        }
+        c
+    };
+    let claims = [
+        nc("a", "static", Some("na"), false),
+        nc("b", "static", Some("nb"), false),
+        nc("c", "static", None, true),
+        nc("x", "other", Some("nx"), false),
+    ];
+    let refs: Vec<&NodeClaim> = claims.iter().collect();
+    let busy = pod("app", json!({}));
+    let pods_on = |n: &str| {
+        if n == "na" {
+            vec![busy.clone()]
+        } else {
+            vec![]
+        }
+    };
+    let none = std::collections::BTreeSet::new();
+    let d = |replicas, marked: &std::collections::BTreeSet<String>| {
+        decide(&pool(Some(replicas), None), &refs, marked, &pods_on, 0)
+    };
+    assert_eq!(d(2, &none), Action::None);
+    assert_eq!(d(4, &none), Action::Create(2));
+    // The empty node goes first.
+    assert_eq!(d(1, &none), Action::Delete(vec!["b".into()]));
+    // A node disruption took counts as deleting: its replacement is created.
+    let marked = ["nb".to_string()].into();
+    assert_eq!(d(2, &marked), Action::Create(1));
+    assert_eq!(
+        decide(&pool(None, None), &refs, &none, &pods_on, 0),
+        Action::None
+    );
+}
