@@ -102,16 +102,19 @@ fn drifted_static_nodes_are_replaced_one_for_one() {
 
 /// Upstream's "Limits and Scaling" and budget cases: (replicas, nodes limit, Drifted budget,
 /// drifted nodes, of which deleting) → whether a replacement starts, and why not.
+/// (replicas, nodes limit, Drifted budget, drifted nodes, of which deleting, why it waits).
+type Case = (
+    i64,
+    Option<&'static str>,
+    Option<&'static str>,
+    usize,
+    usize,
+    Option<Blocked>,
+);
+
 #[test]
 fn static_drift_respects_budgets_limits_and_scale_down() {
-    let cases: [(
-        i64,
-        Option<&str>,
-        Option<&str>,
-        usize,
-        usize,
-        Option<Blocked>,
-    ); 7] = [
+    let cases: [Case; 7] = [
         // "should not drift nodes when we cannot acquire limits"
         (5, Some("5"), None, 5, 0, Some(Blocked::Budget)),
         // "should drift nodes when we can acquire limits"
