@@ -434,7 +434,7 @@ pub async fn pass<P: CloudProvider>(
     if matches!(due, Due::Decision) {
         release_stale_taints(ctx, &orchestrator.marked_for_deletion()).await?;
     }
-    let pools = pool_inputs(ctx).await;
+    let pools = crate::static_capacity::with_static_pools(ctx, pool_inputs(ctx).await).await;
     let launching = std::cell::RefCell::new(Vec::new());
     let advanced = orchestrator.advance(now, |name| {
         let state = ctx.replacement(name);

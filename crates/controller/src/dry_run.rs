@@ -19,7 +19,9 @@ pub struct DryRun {
 pub async fn dry_run<P: CloudProvider>(ctx: &Context<P>) -> Result<DryRun, Error> {
     ctx.cluster.list(&ctx.client).await?;
     let provisioning = schedule(ctx).await?;
-    let disruption = disruption::decision(ctx, &provisioning.pools);
+    // Disruption sees the static NodePools too, as its loop does.
+    let pools = crate::static_capacity::with_static_pools(ctx, provisioning.pools.clone()).await;
+    let disruption = disruption::decision(ctx, &pools);
     Ok(DryRun {
         provisioning,
         disruption,

@@ -29,6 +29,7 @@ pub mod provisioning;
 pub mod queue;
 pub mod repair;
 pub mod state;
+pub mod static_capacity;
 pub mod termination;
 #[cfg(test)]
 mod testing;
@@ -293,6 +294,12 @@ impl<P: CloudProvider> Controller<P> {
             "nodeoverlay",
             Box::pin(nodeoverlay::run(ctx.clone(), shutdown.clone())),
         ));
+        if ctx.options.feature_gates.static_capacity {
+            loops.spawn(watched(
+                "static.provisioning",
+                Box::pin(static_capacity::run(ctx.clone(), shutdown.clone())),
+            ));
+        }
         loops.spawn(watched(
             "node.termination",
             Box::pin(termination::run(ctx.clone(), shutdown.clone())),

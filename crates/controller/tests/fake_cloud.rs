@@ -40,6 +40,11 @@ fn options() -> Options {
 impl Harness {
     /// A cluster with one NodePool (`default`, on-demand amd64 Linux, patched by `pool`).
     fn start(pool: serde_json::Value) -> Self {
+        Self::start_with(pool, options())
+    }
+
+    /// [`Harness::start`] with the controller's `options`.
+    fn start_with(pool: serde_json::Value, options: Options) -> Self {
         let clock = Clock::following_tokio();
         let server = FakeApiServer::new();
         let stamps = clock.clone();
@@ -59,7 +64,7 @@ impl Harness {
         server.create(&pool).expect("created");
         let cloud = Arc::new(FakeCloudProvider::default());
         let controller =
-            Controller::with_clock(server.client(), cloud.clone(), options(), clock.clone());
+            Controller::with_clock(server.client(), cloud.clone(), options, clock.clone());
         let stop = CancellationToken::new();
         let kubelets = Arc::new(AtomicBool::new(true));
         let tasks = vec![
@@ -640,5 +645,53 @@ async fn ignored_pods_say_why_and_a_pod_gets_a_node_once_its_claim_exists() {
         "where its volume will be"
     );
     assert_eq!(h.cloud.created().len(), 1, "still none for the pinned pod");
+    h.stop().await;
+}
+
+/// Static capacity (upstream's static provisioning and deprovisioning suites, end to end): a
+/// NodePool with `replicas` gets that many NodeClaims with no pod at all, more when the
+/// replicas go up (within `limits.nodes`), and loses the surplus when they go down.
+#[tokio::test(start_paused = true)]
+async fn a_static_node_pool_keeps_its_replicas() {
+    let mut options = options();
+    options.feature_gates = "StaticCapacity=true".parse().unwrap();
+    let h = Harness::start_with(
+        json!({"spec": {"replicas": 2, "limits": {"nodes": "3"}}}),
+        options,
+    );
+    let live = |h: &Harness| {
+        h.server
+            .list::<NodeClaim>()
+            .into_iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .count()
+    };
+    h.until(minutes(1), || (live(&h) == 2).then_some(())).await;
+    // Up to 5, but `limits.nodes` holds it at 3.
+    h.server
+        .merge::<NodePool>("", "default", json!({"spec": {"replicas": 5}}))
+        .unwrap();
+    h.until(minutes(1), || (live(&h) == 3).then_some(())).await;
+    tokio::time::sleep(minutes(2)).await;
+    assert_eq!(live(&h), 3, "never past limits.nodes");
+    // Down to 1: two go, and their instances with them.
+    h.server
+        .merge::<NodePool>("", "default", json!({"spec": {"replicas": 1}}))
+        .unwrap();
+    h.until(minutes(5), || {
+        (h.server.list::<NodeClaim>().len() == 1).then_some(())
+    })
+    .await;
+    h.until(minutes(5), || (h.cloud.deleted().len() == 2).then_some(()))
+        .await;
+    h.stop().await;
+}
+
+/// With the gate off a static NodePool is ignored, as before.
+#[tokio::test(start_paused = true)]
+async fn without_the_gate_a_static_node_pool_gets_nothing() {
+    let h = Harness::start(json!({"spec": {"replicas": 2}}));
+    tokio::time::sleep(minutes(2)).await;
+    assert!(h.server.list::<NodeClaim>().is_empty());
     h.stop().await;
 }

@@ -14,7 +14,7 @@ pub struct FeatureGates {
     pub reserved_capacity: bool,
     /// NodeOverlay price and capacity overrides (off upstream).
     pub node_overlay: bool,
-    /// Static NodePools with `replicas` (off upstream; not acted on yet).
+    /// Static NodePools with `replicas` (off upstream).
     pub static_capacity: bool,
     /// CapacityBuffer headroom (off upstream; not acted on yet).
     pub capacity_buffer: bool,
@@ -23,13 +23,10 @@ pub struct FeatureGates {
 impl FeatureGates {
     /// The gates that are on but that nothing here acts on yet (logged at startup).
     pub fn not_acted_on(&self) -> Vec<&'static str> {
-        [
-            ("StaticCapacity", self.static_capacity),
-            ("CapacityBuffer", self.capacity_buffer),
-        ]
-        .into_iter()
-        .filter_map(|(name, on)| on.then_some(name))
-        .collect()
+        [("CapacityBuffer", self.capacity_buffer)]
+            .into_iter()
+            .filter_map(|(name, on)| on.then_some(name))
+            .collect()
     }
 }
 

@@ -14,10 +14,11 @@ use karpenter_core::cloudprovider::cheapest_launch;
 use karpenter_core::disruption::{self, Decision};
 use karpenter_core::feature_gates::FeatureGates;
 use karpenter_core::provisioning::node_claim_for;
-use karpenter_core::provisioning::nodepools::provisionable;
+use karpenter_core::provisioning::nodepools::{launchable, provisionable};
 use karpenter_core::provisioning::scheduling::{
     NewNodeClaim, NodePoolInput, Results, Scheduler, SchedulerOptions,
 };
+use karpenter_core::provisioning::static_capacity;
 use karpenter_core::state::pods::{self, ObservedPod};
 use karpenter_core::state::{Counts, Observed, Snapshot};
 use serde::Serialize;
@@ -124,11 +125,35 @@ pub struct Disruption {
     pub blocked: Vec<Kept>,
 }
 
+/// What static capacity would do (the `StaticCapacity` gate): NodeClaims to create for static
+/// NodePools short of their replicas, and surplus ones to delete.
+#[derive(Clone, Debug, Serialize, PartialEq, Default)]
+pub struct StaticCapacity {
+    /// NodeClaims to create.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodeclaims: Vec<PlannedNodeClaim>,
+    /// NodeClaims to delete, by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deleted: Vec<String>,
+    /// Static NodePools short of replicas that `limits.nodes` holds back.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_limit_reached: Vec<String>,
+}
+
+impl StaticCapacity {
+    fn is_empty(&self) -> bool {
+        self.nodeclaims.is_empty() && self.deleted.is_empty() && self.node_limit_reached.is_empty()
+    }
+}
+
 /// The plan.
 #[derive(Clone, Debug, Serialize, PartialEq, Default)]
 pub struct Plan {
     /// Provisioning decisions.
     pub provisioning: Provisioning,
+    /// Static capacity decisions (only with the `StaticCapacity` gate on).
+    #[serde(skip_serializing_if = "StaticCapacity::is_empty")]
+    pub static_capacity: StaticCapacity,
     /// Disruption decisions.
     pub disruption: Disruption,
     /// What the snapshot held.
@@ -253,7 +278,9 @@ pub fn plan(
     let mut pools: Vec<NodePoolInput> = objects
         .node_pools
         .iter()
-        .filter(|np| provisionable(np))
+        // Static NodePools too: disruption replaces their drifted nodes, static capacity keeps
+        // their size (the scheduler never launches from them).
+        .filter(|np| provisionable(np) || (static_capacity::is_static(np) && launchable(np)))
         .map(|np| NodePoolInput {
             node_pool: np.clone(),
             instance_types: catalog.instance_types.clone(),
@@ -344,6 +371,47 @@ pub fn plan_objects(
         decision,
     )
     .ignoring(ignored)
+    .with_static_capacity(if feature_gates.static_capacity {
+        static_capacity_plan(objects, pools, provider_labels, now)
+    } else {
+        StaticCapacity::default()
+    })
+}
+
+/// What static capacity would do over `objects`, through the controller's decision.
+fn static_capacity_plan(
+    objects: &ClusterObjects,
+    pools: &[NodePoolInput],
+    provider_labels: &[String],
+    now: i64,
+) -> StaticCapacity {
+    let claims: Vec<&karpenter_api::NodeClaim> = objects.node_claims.iter().collect();
+    let pods_on = |node: &str| -> Vec<Pod> {
+        objects
+            .pods
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .cloned()
+            .collect()
+    };
+    let mut out = StaticCapacity::default();
+    for pool in pools {
+        let marked = BTreeSet::new();
+        match static_capacity::decide(&pool.node_pool, &claims, &marked, &pods_on, now) {
+            static_capacity::Action::Create(n) => {
+                if let Some(claim) = static_capacity::node_claim(pool, provider_labels) {
+                    let planned = planned(&claim, pools, Vec::new());
+                    out.nodeclaims.extend(std::iter::repeat_n(planned, n));
+                }
+            }
+            static_capacity::Action::Delete(names) => out.deleted.extend(names),
+            static_capacity::Action::NodeLimitReached => out
+                .node_limit_reached
+                .push(pool.node_pool.name().to_string()),
+            static_capacity::Action::None => {}
+        }
+    }
+    out
 }
 
 impl SnapshotSummary {
@@ -391,6 +459,12 @@ fn planned(claim: &NewNodeClaim, pools: &[NodePoolInput], pods: Vec<String>) -> 
 }
 
 impl Plan {
+    /// The plan, with what static capacity would do.
+    pub fn with_static_capacity(mut self, decided: StaticCapacity) -> Self {
+        self.static_capacity = decided;
+        self
+    }
+
     /// The plan, with the pending pods provisioning ignores and why.
     pub fn ignoring(mut self, ignored: Vec<Unschedulable>) -> Self {
         self.provisioning.ignored = ignored;
@@ -459,6 +533,7 @@ impl Plan {
         };
         Plan {
             provisioning,
+            static_capacity: StaticCapacity::default(),
             disruption,
             snapshot,
         }
@@ -540,6 +615,26 @@ impl Plan {
             let _ = writeln!(out, "\nPods ignored: {}", p.ignored.len());
             for u in &p.ignored {
                 let _ = writeln!(out, "  {}: {}", u.pod, u.reason);
+            }
+        }
+        let st = &self.static_capacity;
+        if !st.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nStatic capacity: launch {} NodeClaim(s), delete {}",
+                st.nodeclaims.len(),
+                st.deleted.len()
+            );
+            for c in &st.nodeclaims {
+                let price = c.price_per_hour.map_or("?".into(), |p| format!("{p:.4}/h"));
+                let first = c.instance_types.first().map_or("?", String::as_str);
+                let _ = writeln!(out, "  nodepool {}: from {price} ({first})", c.nodepool);
+            }
+            if !st.deleted.is_empty() {
+                let _ = writeln!(out, "  deleting {}", st.deleted.join(", "));
+            }
+            for p in &st.node_limit_reached {
+                let _ = writeln!(out, "  nodepool {p}: node limit reached");
             }
         }
         let d = &self.disruption;

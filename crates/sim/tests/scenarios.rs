@@ -910,3 +910,74 @@ fn node_overlay_price_changes_the_instance_type_chosen() {
             .collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn static_capacity_keeps_a_static_node_pool_at_its_replicas() {
+    let report = run_file("static-capacity.yaml");
+    let statics: Vec<_> = report
+        .nodeclaims
+        .iter()
+        .filter(|n| n.name.starts_with("static-"))
+        .collect();
+    assert_eq!(statics.len(), 5, "3, then 2 more: {statics:?}");
+    assert!(
+        statics
+            .iter()
+            .all(|n| n.instance_type == "c-4x-amd64-linux")
+    );
+
+    // With the gate off the static NodePool is ignored: no node until the pods come, and
+    // those from the default NodePool.
+    let mut s = scenario::load(&example("static-capacity.yaml"), &crds()).unwrap();
+    s.spec.feature_gates.static_capacity = false;
+    s.spec.expect.clear();
+    let off = run(&s);
+    assert!(
+        off.nodeclaims
+            .iter()
+            .all(|n| !n.name.starts_with("static-")),
+        "{:?}",
+        off.nodeclaims
+    );
+}
+
+#[test]
+fn plan_reports_static_capacity() {
+    let text = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: static}
+spec:
+  replicas: 2
+  limits: {nodes: "5"}
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [c-4x-amd64-linux]}
+"#;
+    let path = Path::new("static.yaml");
+    let gates = "StaticCapacity=true".parse().unwrap();
+    let plan =
+        karpenter_sim::plan::plan(path, text, &karpenter_kwok::catalog::catalog(), NOW, gates)
+            .unwrap();
+    assert_eq!(plan.static_capacity.nodeclaims.len(), 2);
+    assert_eq!(
+        plan.static_capacity.nodeclaims[0].instance_types,
+        ["c-4x-amd64-linux"]
+    );
+    assert!(plan.provisioning.nodeclaims.is_empty());
+    assert!(
+        plan.to_text()
+            .contains("Static capacity: launch 2 NodeClaim(s)")
+    );
+    let off = karpenter_sim::plan::plan(
+        path,
+        text,
+        &karpenter_kwok::catalog::catalog(),
+        NOW,
+        Default::default(),
+    )
+    .unwrap();
+    assert!(off.static_capacity.nodeclaims.is_empty());
+}

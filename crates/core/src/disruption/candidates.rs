@@ -173,6 +173,11 @@ impl Candidate<'_> {
         self.pool.node_pool.name()
     }
 
+    /// Its NodePool is static (`spec.replicas`): only static drift takes it.
+    pub(super) fn is_static(&self) -> bool {
+        crate::provisioning::static_capacity::is_static(&self.pool.node_pool)
+    }
+
     pub(super) fn consolidatable(&self, now: i64) -> bool {
         self.pool
             .node_pool

@@ -341,6 +341,13 @@ pub(super) fn ineligible_for_consolidation(
     c: &Candidate<'_>,
     now: i64,
 ) -> Option<(Blocked, String)> {
+    // Static NodePools keep their size: never consolidated (no event, as upstream).
+    if c.is_static() {
+        return Some((
+            Blocked::Ineligible,
+            format!("NodePool {:?} is static, never consolidated", c.pool_name()),
+        ));
+    }
     // Pricing a node needs its type, capacity type and zone (upstream's checks).
     if let Some(why) = unpriceable(c) {
         return Some((Blocked::Unconsolidatable, why));

@@ -27,6 +27,7 @@ pub(super) trait DisruptionMethod {
 pub(super) fn method(method: Method) -> &'static dyn DisruptionMethod {
     match method {
         Method::Emptiness => &Emptiness,
+        Method::StaticDrift => &StaticDrift,
         Method::Drift => &Drift,
         Method::MultiNodeConsolidation => &MultiNodeConsolidation,
         Method::SingleNodeConsolidation => &SingleNodeConsolidation,
@@ -39,7 +40,11 @@ struct Emptiness;
 /// Whether emptiness may take the candidate (upstream's `ShouldDisrupt` for emptiness): empty,
 /// nothing blocking it, consolidation enabled and `consolidateAfter` passed.
 pub(super) fn emptiness_eligible(c: &Candidate<'_>, now: i64) -> bool {
-    c.pod_blocker.is_none() && !no_consolidation(c) && is_empty(c.node) && c.consolidatable(now)
+    !c.is_static()
+        && c.pod_blocker.is_none()
+        && !no_consolidation(c)
+        && is_empty(c.node)
+        && c.consolidatable(now)
 }
 
 impl DisruptionMethod for Emptiness {
@@ -80,8 +85,10 @@ impl DisruptionMethod for Drift {
         decision: &mut Decision,
     ) -> Option<Command> {
         let mut budget = budget_mapping(input, DisruptionReason::Drifted);
-        let mut drifted: Vec<&Candidate<'_>> =
-            candidates.iter().filter(|c| c.node.drifted).collect();
+        let mut drifted: Vec<&Candidate<'_>> = candidates
+            .iter()
+            .filter(|c| c.node.drifted && !c.is_static())
+            .collect();
         drifted.sort_by(|a, b| {
             (a.node.drifted_at, &a.node.name).cmp(&(b.node.drifted_at, &b.node.name))
         });
@@ -138,6 +145,101 @@ impl DisruptionMethod for Drift {
                 method: Method::Drift,
                 candidates: vec![c.node.name.clone()],
                 replacements,
+                savings_per_hour: 0.0,
+            });
+        }
+        None
+    }
+}
+
+/// Upstream's static drift: a drifted node of a static NodePool is replaced by one new node of
+/// its NodePool (its pods are not simulated: the replacement is a replica, not a place for
+/// them), within the Drifted budget and `limits.nodes` (the replacement must fit beside it),
+/// and not while the NodePool is above its replicas (the scale-down goes first). One node per
+/// pass; drifted nodes in the order they were found drifted.
+struct StaticDrift;
+
+impl DisruptionMethod for StaticDrift {
+    fn compute(
+        &self,
+        input: &Input<'_>,
+        candidates: &[Candidate<'_>],
+        decision: &mut Decision,
+    ) -> Option<Command> {
+        use crate::provisioning::static_capacity::{self, ClaimState, Counts};
+        let budget = budget_mapping(input, DisruptionReason::Drifted);
+        let mut drifted: Vec<&Candidate<'_>> = candidates
+            .iter()
+            .filter(|c| c.node.drifted && c.is_static())
+            .collect();
+        drifted.sort_by(|a, b| {
+            (a.node.drifted_at, &a.node.name).cmp(&(b.node.drifted_at, &b.node.name))
+        });
+        for c in drifted {
+            let pool = &c.pool.node_pool;
+            let counts = Counts::of(
+                input
+                    .nodes
+                    .iter()
+                    .filter(|n| n.node_pool.as_deref() == Some(c.pool_name()))
+                    .map(|n| {
+                        if n.deleting {
+                            ClaimState::Deleting
+                        } else {
+                            ClaimState::Active
+                        }
+                    }),
+            );
+            let replicas = pool.spec.replicas.unwrap_or_default().max(0) as usize;
+            let blocked = if budget.get(c.pool_name()).copied().unwrap_or(0) == 0 {
+                Some((
+                    Blocked::Budget,
+                    format!(
+                        "drifted, but no allowed disruptions for reason Drifted in NodePool {:?}",
+                        c.pool_name()
+                    ),
+                ))
+            } else if counts.active + counts.pending_disruption > replicas {
+                Some((
+                    Blocked::Waiting,
+                    format!(
+                        "drifted, waiting for NodePool {:?} to scale down to its replicas",
+                        c.pool_name()
+                    ),
+                ))
+            } else if static_capacity::within_node_limit(pool, counts, 1) == 0 {
+                Some((
+                    Blocked::Budget,
+                    format!(
+                        "drifted, but NodePool {:?} is at its node limit, no room for a replacement",
+                        c.pool_name()
+                    ),
+                ))
+            } else {
+                None
+            };
+            if let Some((kind, why)) = blocked {
+                decision.block(&c.node.name, kind, why);
+                continue;
+            }
+            let Some(replacement) =
+                static_capacity::node_claim(c.pool, &input.options.provider_labels)
+            else {
+                decision.block(
+                    &c.node.name,
+                    Blocked::Unconsolidatable,
+                    format!(
+                        "drifted, but no instance type can launch for NodePool {:?}",
+                        c.pool_name()
+                    ),
+                );
+                continue;
+            };
+            return Some(Command {
+                reason: DisruptionReason::Drifted,
+                method: Method::StaticDrift,
+                candidates: vec![c.node.name.clone()],
+                replacements: vec![replacement],
                 savings_per_hour: 0.0,
             });
         }

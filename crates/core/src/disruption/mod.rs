@@ -88,11 +88,15 @@ pub struct Command {
     pub savings_per_hour: f64,
 }
 
-/// Upstream's disruption methods, in the order a pass tries them.
+/// Upstream's disruption methods, in the order a pass tries them. Static NodePools' nodes are
+/// only ever taken by [`Method::StaticDrift`]: never by emptiness, consolidation or the
+/// rescheduling drift, as upstream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Method {
     /// Empty nodes go, every one the budgets allow, in one command.
     Emptiness,
+    /// A drifted node of a static NodePool (`spec.replicas`) is replaced one for one.
+    StaticDrift,
     /// A drifted node is replaced.
     Drift,
     /// Several nodes go at once, with at most one cheaper replacement.
@@ -103,8 +107,9 @@ pub enum Method {
 
 impl Method {
     /// Every method, in the order a pass tries them.
-    pub const ALL: [Method; 4] = [
+    pub const ALL: [Method; 5] = [
         Method::Emptiness,
+        Method::StaticDrift,
         Method::Drift,
         Method::MultiNodeConsolidation,
         Method::SingleNodeConsolidation,
@@ -114,6 +119,7 @@ impl Method {
     pub fn as_str(self) -> &'static str {
         match self {
             Method::Emptiness => "emptiness",
+            Method::StaticDrift => "static drift",
             Method::Drift => "drift",
             Method::MultiNodeConsolidation => "multi-node consolidation",
             Method::SingleNodeConsolidation => "single-node consolidation",
@@ -124,7 +130,7 @@ impl Method {
     pub fn consolidation_type(self) -> &'static str {
         match self {
             Method::Emptiness => "empty",
-            Method::Drift => "",
+            Method::StaticDrift | Method::Drift => "",
             Method::MultiNodeConsolidation => "multi",
             Method::SingleNodeConsolidation => "single",
         }

@@ -64,7 +64,7 @@ impl std::fmt::Display for Invalid {
 /// (emptiness may keep only some of its candidates) or why it is no longer valid.
 pub fn validate(input: &Input<'_>, command: &Command) -> Result<Command, Invalid> {
     match command.method {
-        Method::Drift => Ok(command.clone()),
+        Method::Drift | Method::StaticDrift => Ok(command.clone()),
         Method::Emptiness => validate_emptiness(input, command),
         Method::SingleNodeConsolidation | Method::MultiNodeConsolidation => {
             validate_consolidation(input, command)

@@ -5,6 +5,7 @@ pub mod batcher;
 mod nodeclaim;
 pub mod nodepools;
 pub mod scheduling;
+pub mod static_capacity;
 
 pub use batcher::Batcher;
 pub use nodeclaim::node_claim_for;

@@ -9,8 +9,13 @@ use karpenter_api::nodepool::condition::READY;
 /// (runtime validation failed or its NodeClass is not ready). A status not written yet — a
 /// NodePool just created, or one in a scenario file — does not block launches.
 pub fn provisionable(pool: &NodePool) -> bool {
+    pool.spec.replicas.is_none() && launchable(pool)
+}
+
+/// Whether anything may launch from `pool` at all, dynamic or static (`spec.replicas`): not
+/// being deleted, and not reported not `Ready`.
+pub fn launchable(pool: &NodePool) -> bool {
     pool.metadata.deletion_timestamp.is_none()
-        && pool.spec.replicas.is_none()
         && pool
             .status
             .as_ref()

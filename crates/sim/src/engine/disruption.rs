@@ -233,13 +233,13 @@ impl Simulation {
             .collect()
     }
 
-    fn node_index(&self, name: &str) -> Option<usize> {
+    pub(super) fn node_index(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.alive() && n.name == name)
     }
 
     /// Starts draining node `n`; its NodePool's `terminationGracePeriod` sets when the pods
     /// left are forced out.
-    fn start_drain(&mut self, n: usize) {
+    pub(super) fn start_drain(&mut self, n: usize) {
         let grace = self.nodes[n]
             .node_pool
             .as_ref()

@@ -18,10 +18,11 @@ use karpenter_api::duration::parse_go_duration;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, ZONE_LABEL};
 use karpenter_core::cloudprovider::cheapest_launch;
 use karpenter_core::disruption::drift::node_pool_hash_annotations;
-use karpenter_core::provisioning::nodepools::provisionable;
+use karpenter_core::provisioning::nodepools::{launchable, provisionable};
 use karpenter_core::provisioning::scheduling::{
     BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
 };
+use karpenter_core::provisioning::static_capacity::is_static;
 use karpenter_core::provisioning::{Batcher, node_claim_for};
 use karpenter_core::resources::{Resources, pod_requests};
 use karpenter_core::scheduling::Requirements;
@@ -30,6 +31,7 @@ use karpenter_core::scheduling::requirements::node_claim_labels;
 pub mod cluster_autoscaler;
 mod disruption;
 mod objects;
+mod static_capacity;
 
 use crate::catalog::Catalog;
 use crate::report::{Event, LaunchedNodeClaim, Report, Sample, Summary};
@@ -743,13 +745,15 @@ impl Simulation {
         (inputs, index)
     }
 
-    /// The NodePools, each offering the whole catalog, with the NodeOverlays applied when the
+    /// The NodePools (static ones included), each offering the whole catalog, with the NodeOverlays applied when the
     /// `NodeOverlay` gate is on.
     fn pool_inputs(&self) -> Vec<NodePoolInput> {
         let mut pools: Vec<NodePoolInput> = self
             .pools
             .values()
-            .filter(|np| provisionable(np))
+            // Static NodePools too: disruption replaces their drifted nodes, static capacity
+            // keeps their size (the scheduler never launches from them).
+            .filter(|np| provisionable(np) || (is_static(np) && launchable(np)))
             .map(|np| NodePoolInput {
                 node_pool: np.clone(),
                 instance_types: self.catalog.instance_types.clone(),
@@ -1077,6 +1081,7 @@ impl Simulation {
             match self.autoscaler {
                 Autoscaler::Karpenter => {
                     self.provision();
+                    self.static_capacity();
                     self.disrupt();
                 }
                 Autoscaler::ClusterAutoscaler(_) => self.cluster_autoscaler_scan(),
