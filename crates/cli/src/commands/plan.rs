@@ -39,11 +39,13 @@ pub fn from_cluster(
 ) -> anyhow::Result<Plan> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
-        let client = kube::Client::try_default().await.map_err(|e| {
-            anyhow::anyhow!(
-                "no cluster to plan from (kubeconfig or in-cluster; -f plans from a dump): {e}"
-            )
-        })?;
+        let client = karpenter_controller::kube_client::client(&options)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "no cluster to plan from (kubeconfig or in-cluster; -f plans from a dump): {e}"
+                )
+            })?;
         crate::registry::plan_live(provider, client, settings, options).await
     })
 }
