@@ -17,6 +17,11 @@ pub const API_VERSION: &str = "karpenter.sh/v1alpha1";
 pub const PRICE_OVERLAY_APPLIED_ANNOTATION: &str = "karpenter.sh/price-overlay-applied";
 /// Annotation on NodeClaims launched with a capacity overlay among their instance types.
 pub const CAPACITY_OVERLAY_APPLIED_ANNOTATION: &str = "karpenter.sh/capacity-overlay-applied";
+/// Annotation on NodeClaims launched while the `NodeOverlay` gate was on: a hash of the
+/// extended resources the overlays gave the launched instance type in its NodePool. Overlay
+/// drift compares it with what the overlays give that type now; upstream has no such drift
+/// (it leaves overlay changes to consolidation), so the key is this project's own.
+pub const CAPACITY_OVERLAY_HASH_ANNOTATION: &str = "karpenter-rs.dev/capacity-overlay-hash";
 
 /// Resources an overlay's `capacity` may not set: it only adds extended resources.
 pub const RESTRICTED_CAPACITY: [&str; 4] = ["cpu", "memory", "ephemeral-storage", "pods"];

@@ -345,6 +345,24 @@ impl Evaluation {
     pub fn is_empty(&self) -> bool {
         self.updates.is_empty()
     }
+
+    /// What the overlays make of `instance_type`'s capacity in `pool`, as the value of
+    /// [`CAPACITY_OVERLAY_HASH_ANNOTATION`](karpenter_api::nodeoverlay::CAPACITY_OVERLAY_HASH_ANNOTATION):
+    /// a hash of the extended resources set (the same value when none is). Prices are left
+    /// out: a new price changes what a node costs, not what it is.
+    pub fn capacity_hash(&self, pool: &str, instance_type: &str) -> String {
+        let mut hasher = karpenter_api::hash::Fnv::default();
+        let capacity = self
+            .updates
+            .get(pool)
+            .and_then(|u| u.get(instance_type))
+            .map(|u| &u.capacity);
+        for (name, milli) in capacity.into_iter().flatten() {
+            hasher.str(name);
+            hasher.str(&milli.to_string());
+        }
+        format!("{:016x}", hasher.0)
+    }
 }
 
 /// Evaluates `overlays` over `pools` and replaces each NodePool's instance types with the

@@ -15,9 +15,11 @@ use karpenter_api::labels::{
     NODE_POOL_HASH_VERSION_ANNOTATION, ZONE_LABEL,
 };
 use karpenter_api::nodeclaim::condition::{DRIFTED, LAUNCHED};
+use karpenter_api::nodeoverlay::CAPACITY_OVERLAY_HASH_ANNOTATION;
 use karpenter_api::{NodeClaim, NodePool};
 
 use crate::cloudprovider::InstanceType;
+use crate::cloudprovider::overlay::Evaluation;
 use crate::scheduling::{AllowUndefined, Requirements};
 
 /// Why a NodeClaim drifted (the `Drifted` condition's reason).
@@ -29,6 +31,9 @@ pub enum DriftReason {
     RequirementsDrifted,
     /// The claim's instance type, or every offering of it its labels allow, is gone.
     InstanceTypeNotFound,
+    /// The NodeOverlays now give the claim's instance type other extended resources than it
+    /// was launched with (see [`overlay_drift`]).
+    NodeOverlayDrifted,
     /// The provider's reason (`AMIDrift`, `SubnetDrift`, …).
     Provider(String),
 }
@@ -40,6 +45,7 @@ impl DriftReason {
             Self::NodePoolDrifted => "NodePoolDrifted",
             Self::RequirementsDrifted => "RequirementsDrifted",
             Self::InstanceTypeNotFound => "InstanceTypeNotFound",
+            Self::NodeOverlayDrifted => "NodeOverlayDrifted",
             Self::Provider(reason) => reason,
         }
     }
@@ -130,6 +136,19 @@ pub fn instance_type_not_found(
             })
     });
     (!offered).then_some(DriftReason::InstanceTypeNotFound)
+}
+
+/// Overlay drift (gate `NodeOverlay`): the claim was launched with the overlays' capacity for
+/// its instance type recorded ([`CAPACITY_OVERLAY_HASH_ANNOTATION`]), and what `overlays`
+/// give that type in `pool` now differs, so a node launched now would advertise other
+/// extended resources. Claims without the record (launched with the gate off, before it, or
+/// by upstream) are never judged, so turning the gate on drifts nothing. Price overlays never
+/// drift a node: consolidation weighs prices.
+pub fn overlay_drift(overlays: &Evaluation, pool: &str, claim: &NodeClaim) -> Option<DriftReason> {
+    let recorded = annotation(&claim.metadata, CAPACITY_OVERLAY_HASH_ANNOTATION)?;
+    let instance_type = claim.metadata.labels.as_ref()?.get(INSTANCE_TYPE_LABEL)?;
+    (overlays.capacity_hash(pool, instance_type) != recorded)
+        .then_some(DriftReason::NodeOverlayDrifted)
 }
 
 /// Static and requirement drift, in upstream's order.
