@@ -20,7 +20,7 @@ use karpenter_core::disruption::consolidatable::{Consolidatable, consolidatable}
 use karpenter_core::disruption::drift::{
     DriftReason, INSTANCE_TYPE_CHECK_AFTER_SECONDS, INSTANCE_TYPE_CHECK_EVERY_SECONDS,
     has_drifted_condition, instance_type_not_found, is_launched, node_claim_hash_annotations,
-    node_pool_hash_annotations, template_drift,
+    node_pool_hash_annotations, overlay_drift, template_drift,
 };
 use kube::ResourceExt;
 use serde_json::json;
@@ -142,6 +142,12 @@ async fn verdict<P: CloudProvider>(
         return Verdict::NotDrifted;
     }
     if let Some(reason) = template_drift(pool, claim) {
+        return Verdict::Drifted(reason);
+    }
+    if ctx.options.feature_gates.node_overlay
+        && let Some(eval) = ctx.overlays.evaluation(pool.name())
+        && let Some(reason) = overlay_drift(&eval, pool.name(), claim)
+    {
         return Verdict::Drifted(reason);
     }
     let uid = claim.uid().unwrap_or_default();

@@ -13,13 +13,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use karpenter_api::NodeClaim;
 use karpenter_api::labels::{
-    NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION, NODE_DO_NOT_SYNC_TAINTS_LABEL,
-    NODE_INITIALIZED_LABEL, NODE_POOL_LABEL, NODE_REGISTERED_LABEL, TERMINATION_FINALIZER,
-    UNREGISTERED_TAINT_KEY,
+    INSTANCE_TYPE_LABEL, NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION,
+    NODE_DO_NOT_SYNC_TAINTS_LABEL, NODE_INITIALIZED_LABEL, NODE_POOL_LABEL, NODE_REGISTERED_LABEL,
+    TERMINATION_FINALIZER, UNREGISTERED_TAINT_KEY,
 };
 use karpenter_api::nodeclaim::condition::{
     INITIALIZED, INSTANCE_TERMINATING, LAUNCHED, READY, REGISTERED,
 };
+use karpenter_api::nodeoverlay::CAPACITY_OVERLAY_HASH_ANNOTATION;
 use karpenter_core::resources::Resources;
 use kube::api::DeleteParams;
 use kube::{Resource, ResourceExt};
@@ -261,6 +262,9 @@ async fn launch<P: CloudProvider>(
     claim_labels.extend(claim.labels().clone());
     let mut claim_annotations: BTreeMap<String, String> = claim.annotations().clone();
     claim_annotations.extend(launched.annotations().clone());
+    if let Some(hash) = overlay_capacity_hash(ctx, claim, &claim_labels) {
+        claim_annotations.insert(CAPACITY_OVERLAY_HASH_ANNOTATION.into(), hash);
+    }
     if claim_labels != *claim.labels() || claim_annotations != *claim.annotations() {
         let patch = json!({"metadata": {"labels": claim_labels, "annotations": claim_annotations}});
         ctx.patch_claim(&claim.name_any(), patch).await?;
@@ -288,6 +292,23 @@ async fn launch<P: CloudProvider>(
     patch_status(ctx, &claim, &status).await?;
     tracing::info!(nodeclaim = %claim.name_any(), provider_id = ?status.provider_id, "launched nodeclaim");
     Ok(())
+}
+
+/// What the overlays gave the launched instance type, recorded so overlay drift can tell
+/// when they change it (gate `NodeOverlay`; nothing while the claim's NodePool has not been
+/// evaluated, as after a restart before the first provisioning round).
+fn overlay_capacity_hash<P: CloudProvider>(
+    ctx: &Context<P>,
+    claim: &NodeClaim,
+    labels: &BTreeMap<String, String>,
+) -> Option<String> {
+    if !ctx.options.feature_gates.node_overlay {
+        return None;
+    }
+    let pool = claim.labels().get(NODE_POOL_LABEL)?;
+    let instance_type = labels.get(INSTANCE_TYPE_LABEL)?;
+    let eval = ctx.overlays.evaluation(pool)?;
+    Some(eval.capacity_hash(pool, instance_type))
 }
 
 async fn register<P: CloudProvider>(

@@ -9,6 +9,7 @@
 //! `karpenter_core::cloudprovider::overlay`, shared with the simulator and `plan`; [`status`]
 //! is pure.
 
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -35,19 +36,44 @@ pub const RESYNC: Duration = Duration::from_secs(10);
 /// The parts `Ready` summarises.
 const READY_DEPENDENTS: [&str; 1] = [VALIDATION_SUCCEEDED];
 
-/// The NodeOverlays last listed; `None` until the first list.
+/// The NodeOverlays last listed (`None` until the first list), and, per NodePool, the last
+/// evaluation of them that covered its instance types.
 #[derive(Debug, Default)]
-pub struct OverlayStore(RwLock<Option<Arc<Vec<NodeOverlay>>>>);
+pub struct OverlayStore {
+    overlays: RwLock<Option<Arc<Vec<NodeOverlay>>>>,
+    evaluations: RwLock<HashMap<String, Arc<Evaluation>>>,
+}
 
 impl OverlayStore {
     /// The overlays last listed, if they have been.
     pub fn get(&self) -> Option<Arc<Vec<NodeOverlay>>> {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.overlays
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Replaces the overlays.
     pub fn set(&self, overlays: Vec<NodeOverlay>) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(overlays));
+        *self.overlays.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(overlays));
+    }
+
+    /// The last evaluation that covered `pool`: what the last decision about it overlaid its
+    /// instance types with. Launches record from it, and overlay drift compares with it.
+    pub fn evaluation(&self, pool: &str) -> Option<Arc<Evaluation>> {
+        self.evaluations
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(pool)
+            .cloned()
+    }
+
+    fn set_evaluation(&self, pools: &[NodePoolInput], eval: Evaluation) {
+        let eval = Arc::new(eval);
+        let mut evaluations = self.evaluations.write().unwrap_or_else(|e| e.into_inner());
+        for pool in pools {
+            evaluations.insert(pool.node_pool.name().to_string(), eval.clone());
+        }
     }
 }
 
@@ -111,6 +137,7 @@ pub(crate) async fn overlaid<P: CloudProvider>(
         },
     };
     let eval = apply_to_pools(&overlays, &mut pools);
+    ctx.overlays.set_evaluation(&pools, eval.clone());
     Some((pools, eval))
 }
 
@@ -172,7 +199,7 @@ pub async fn run<P: CloudProvider>(ctx: Arc<Context<P>>, shutdown: CancellationT
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(RESYNC) => {}
+            _ = tokio::time::sleep(ctx.options.overlay_poll) => {}
         }
     }
 }

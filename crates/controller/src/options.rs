@@ -104,6 +104,9 @@ pub struct Options {
     /// How often NodePool hashes and NodeClaim drift are re-checked.
     #[arg(skip = Duration::from_secs(10))]
     pub drift_poll: Duration,
+    /// How often NodeOverlays are listed, evaluated and their statuses written.
+    #[arg(skip = crate::nodeoverlay::RESYNC)]
+    pub overlay_poll: Duration,
     /// How often node repair looks at every node (feature gate `NodeRepair`).
     #[arg(skip = crate::repair::POLL)]
     pub repair_poll: Duration,
@@ -150,6 +153,7 @@ impl Default for Options {
             registration_timeout: crate::lifecycle::REGISTRATION_TIMEOUT,
             disruption_poll: Duration::from_secs(10),
             drift_poll: Duration::from_secs(10),
+            overlay_poll: crate::nodeoverlay::RESYNC,
             repair_poll: crate::repair::POLL,
             provider_drift_check: crate::drift::PROVIDER_CHECK_EVERY,
             consolidation_validation: crate::disruption::VALIDATION_DELAY,

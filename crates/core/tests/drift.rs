@@ -559,7 +559,10 @@ fn claims_of_another_hash_version_are_restamped_not_drifted() {
 }
 
 /// A NodeOverlay over `TYPE` (and only it) with `change` (`capacity`, `price`, …).
-fn overlay_on_type(name: &str, change: serde_json::Value) -> karpenter_api::nodeoverlay::NodeOverlay {
+fn overlay_on_type(
+    name: &str,
+    change: serde_json::Value,
+) -> karpenter_api::nodeoverlay::NodeOverlay {
     let mut spec = serde_json::json!({
         "requirements": [{"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [TYPE]}],
     });
@@ -590,27 +593,70 @@ fn overlay_capacity_changes_drift_nodes_launched_under_the_gate() {
     use serde_json::json;
 
     let np = pool();
-    let fuse = |n: u32| overlay_on_type("fuse", json!({"capacity": {"smarter-devices/fuse": n.to_string()}}));
+    let fuse = |n: u32| {
+        overlay_on_type(
+            "fuse",
+            json!({"capacity": {"smarter-devices/fuse": n.to_string()}}),
+        )
+    };
     let price = |p: &str| overlay_on_type("price", json!({"price": p}));
     // Overlays when the claim launched (`None`: launched without the record), the overlays
     // now, and whether the claim has drifted.
     let cases: Vec<(&str, Option<Vec<_>>, Vec<_>, bool)> = vec![
-        ("unchanged capacity overlay", Some(vec![fuse(1)]), vec![fuse(1)], false),
-        ("capacity overlay changed", Some(vec![fuse(1)]), vec![fuse(2)], true),
-        ("capacity overlay removed", Some(vec![fuse(1)]), vec![], true),
+        (
+            "unchanged capacity overlay",
+            Some(vec![fuse(1)]),
+            vec![fuse(1)],
+            false,
+        ),
+        (
+            "capacity overlay changed",
+            Some(vec![fuse(1)]),
+            vec![fuse(2)],
+            true,
+        ),
+        (
+            "capacity overlay removed",
+            Some(vec![fuse(1)]),
+            vec![],
+            true,
+        ),
         ("capacity overlay added", Some(vec![]), vec![fuse(1)], true),
-        ("only a price changed", Some(vec![price("1.0")]), vec![price("2.0")], false),
-        ("price overlay added beside the capacity one", Some(vec![fuse(1)]), vec![fuse(1), price("2.0")], false),
-        ("launched without the record (gate off, before, upstream)", None, vec![fuse(2)], false),
+        (
+            "only a price changed",
+            Some(vec![price("1.0")]),
+            vec![price("2.0")],
+            false,
+        ),
+        (
+            "price overlay added beside the capacity one",
+            Some(vec![fuse(1)]),
+            vec![fuse(1), price("2.0")],
+            false,
+        ),
+        (
+            "launched without the record (gate off, before, upstream)",
+            None,
+            vec![fuse(2)],
+            false,
+        ),
     ];
     for (name, launched_with, now, drifted) in cases {
         let mut c = claim(&np, &[]);
         if let Some(overlays) = launched_with {
             let hash = evaluation(&np, &overlays).capacity_hash("default", TYPE);
-            set_annotation(&mut c.metadata, CAPACITY_OVERLAY_HASH_ANNOTATION, Some(&hash));
+            set_annotation(
+                &mut c.metadata,
+                CAPACITY_OVERLAY_HASH_ANNOTATION,
+                Some(&hash),
+            );
         }
         let expected = drifted.then_some(DriftReason::NodeOverlayDrifted);
-        assert_eq!(overlay_drift(&evaluation(&np, &now), "default", &c), expected, "{name}");
+        assert_eq!(
+            overlay_drift(&evaluation(&np, &now), "default", &c),
+            expected,
+            "{name}"
+        );
     }
 }
 
@@ -623,15 +669,26 @@ fn overlay_drift_judges_the_claims_own_nodepool_and_type() {
     let none = evaluation(&np, &[]).capacity_hash("default", TYPE);
     let now = evaluation(
         &np,
-        &[overlay_on_type("fuse", serde_json::json!({"capacity": {"smarter-devices/fuse": "1"}}))],
+        &[overlay_on_type(
+            "fuse",
+            serde_json::json!({"capacity": {"smarter-devices/fuse": "1"}}),
+        )],
     );
     // Another type of the same NodePool is not overlaid: its claims stay.
     let mut other = claim(&np, &[(INSTANCE_TYPE_LABEL, "fake-it-4")]);
-    set_annotation(&mut other.metadata, CAPACITY_OVERLAY_HASH_ANNOTATION, Some(&none));
+    set_annotation(
+        &mut other.metadata,
+        CAPACITY_OVERLAY_HASH_ANNOTATION,
+        Some(&none),
+    );
     assert_eq!(overlay_drift(&now, "default", &other), None);
     // The overlaid type drifts in its NodePool, not in one the evaluation never saw.
     let mut overlaid = claim(&np, &[]);
-    set_annotation(&mut overlaid.metadata, CAPACITY_OVERLAY_HASH_ANNOTATION, Some(&none));
+    set_annotation(
+        &mut overlaid.metadata,
+        CAPACITY_OVERLAY_HASH_ANNOTATION,
+        Some(&none),
+    );
     assert_eq!(
         overlay_drift(&now, "default", &overlaid),
         Some(DriftReason::NodeOverlayDrifted)

@@ -981,3 +981,96 @@ spec:
     .unwrap();
     assert!(off.static_capacity.nodeclaims.is_empty());
 }
+
+#[test]
+fn a_changed_capacity_overlay_drifts_the_nodes_launched_under_it() {
+    // Pods need an extended resource only the overlay gives the `c` family; at 5m the overlay
+    // gives more of it, so every node launched before is drifted and replaced.
+    let overlay = |fuse: u32| {
+        format!(
+            "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {{name: fuse}}\nspec:\n  requirements:\n    - {{key: karpenter.kwok.sh/instance-family, operator: In, values: [c]}}\n  capacity: {{smarter-devices/fuse: \"{fuse}\"}}\n"
+        )
+    };
+    let text = format!(
+        r#"apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {{name: default}}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: default}}
+spec:
+  disruption: {{consolidateAfter: Never}}
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
+      requirements:
+        - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+---
+{first}---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: fuse}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: fuse}}}}
+  template:
+    metadata: {{labels: {{app: fuse}}}}
+    spec:
+      containers:
+        - name: fuse
+          image: fuse
+          resources:
+            requests: {{cpu: 500m, smarter-devices/fuse: "1"}}
+            limits: {{smarter-devices/fuse: "1"}}
+---
+apiVersion: simulation.karpenter-rs.dev/v1alpha1
+kind: Scenario
+metadata: {{name: overlay-drift}}
+spec:
+  duration: 20m
+  featureGates: NodeOverlay=true
+  steps:
+    - at: 5m
+      apply:
+{second}
+"#,
+        first = overlay(1),
+        second = overlay(2)
+            .lines()
+            .enumerate()
+            .map(|(i, l)| {
+                let prefix = if i == 0 { "        - " } else { "          " };
+                format!("{prefix}{l}\n")
+            })
+            .collect::<String>()
+    );
+    let s = scenario::parse(Path::new("overlay-drift.yaml"), &text, &crds())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let report = run(&s);
+    assert_eq!(report.summary.pods_pending, 0, "{:?}", report.events);
+    let drifted: Vec<_> = report
+        .disruptions
+        .iter()
+        .filter(|d| d.kind == "Drifted")
+        .collect();
+    assert!(!drifted.is_empty(), "{:?}", report.disruptions);
+    assert!(drifted.iter().all(|d| d.t_s >= 300), "{drifted:?}");
+    let before: Vec<_> = report
+        .nodeclaims
+        .iter()
+        .filter(|n| n.launched_at_s < 300)
+        .collect();
+    assert!(!before.is_empty());
+    assert!(
+        before.iter().all(|n| n.terminated_at_s.is_some()),
+        "every node launched under the old overlay is replaced: {:?}",
+        report.nodeclaims
+    );
+
+    // Without the gate the pods fit nowhere (no type has the resource) and nothing drifts.
+    let mut off = s.clone();
+    off.spec.feature_gates.node_overlay = false;
+    let off = run(&off);
+    assert!(off.disruptions.iter().all(|d| d.kind != "Drifted"));
+}

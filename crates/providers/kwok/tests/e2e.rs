@@ -2137,3 +2137,95 @@ async fn without_the_gate_unhealthy_nodes_stay() {
     assert!(kept.metadata.deletion_timestamp.is_none());
     running.stop().await;
 }
+
+fn overlaying() -> Options {
+    let mut o = drifting();
+    o.feature_gates.node_overlay = true;
+    o.overlay_poll = Duration::from_millis(200);
+    o
+}
+
+fn capacity_overlay(fuse: &str) -> karpenter_api::nodeoverlay::NodeOverlay {
+    serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": "fuse"},
+        "spec": {"requirements": [], "capacity": {"smarter-devices/fuse": fuse}},
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_capacity_overlay_drifts_the_nodes_it_launched() {
+    const HASH: &str = karpenter_api::nodeoverlay::CAPACITY_OVERLAY_HASH_ANNOTATION;
+    let server = setup(json!({"spec": {"disruption": {"consolidateAfter": "Never"}}}));
+    server
+        .install_crds([karpenter_api::crd::NODE_OVERLAY.definition()])
+        .unwrap();
+    server.create(&capacity_overlay("1")).unwrap();
+    let running = start(&server, overlaying());
+    let claim = one_ready_node(&server).await;
+    let recorded = annotation(&claim, HASH).expect("a launch under the gate records the overlay");
+    assert_eq!(
+        annotation(&claim, "karpenter.sh/capacity-overlay-applied").as_deref(),
+        Some("true")
+    );
+    // Polls of an unchanged overlay drift nothing.
+    more_passes(&running, "nodeoverlay", 2).await;
+    more_passes(&running, "nodeclaim.disruption", 2).await;
+    let name = claim.metadata.name.clone().unwrap();
+    let now = server.get::<NodeClaim>("", &name).expect("still there");
+    assert!(condition(&now, "Drifted").is_none(), "{:?}", now.status);
+
+    server
+        .merge::<karpenter_api::nodeoverlay::NodeOverlay>(
+            "",
+            "fuse",
+            json!({"spec": {"capacity": {"smarter-devices/fuse": "2"}}}),
+        )
+        .unwrap();
+    let drifted = eventually(WAIT, || {
+        let c = server.get::<NodeClaim>("", &name)?;
+        let d = condition(&c, "Drifted")?;
+        (d.status == "True").then(|| d.reason.clone())
+    })
+    .await;
+    assert_eq!(drifted.as_deref(), Some("NodeOverlayDrifted"));
+    let fresh = replaced(&server, &claim).await;
+    let fresh_hash = annotation(&fresh, HASH).expect("the replacement records the overlay");
+    assert_ne!(
+        fresh_hash, recorded,
+        "the replacement was launched under the new overlay"
+    );
+    assert!(condition(&fresh, "Drifted").is_none());
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_overlay_gate_nothing_is_recorded_or_drifted() {
+    let server = setup(json!({"spec": {"disruption": {"consolidateAfter": "Never"}}}));
+    server
+        .install_crds([karpenter_api::crd::NODE_OVERLAY.definition()])
+        .unwrap();
+    server.create(&capacity_overlay("1")).unwrap();
+    let running = start(&server, drifting());
+    let claim = one_ready_node(&server).await;
+    assert_eq!(
+        annotation(
+            &claim,
+            karpenter_api::nodeoverlay::CAPACITY_OVERLAY_HASH_ANNOTATION
+        ),
+        None
+    );
+    server
+        .merge::<karpenter_api::nodeoverlay::NodeOverlay>(
+            "",
+            "fuse",
+            json!({"spec": {"capacity": {"smarter-devices/fuse": "2"}}}),
+        )
+        .unwrap();
+    more_passes(&running, "nodeclaim.disruption", 3).await;
+    let now = server
+        .get::<NodeClaim>("", claim.metadata.name.as_deref().unwrap())
+        .expect("still there");
+    assert!(condition(&now, "Drifted").is_none());
+    running.stop().await;
+}

@@ -16,7 +16,9 @@ use karpenter_api::NodeClaim;
 use karpenter_api::NodePool;
 use karpenter_api::duration::parse_go_duration;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, ZONE_LABEL};
+use karpenter_api::nodeoverlay::CAPACITY_OVERLAY_HASH_ANNOTATION;
 use karpenter_core::cloudprovider::cheapest_launch;
+use karpenter_core::cloudprovider::overlay::Evaluation;
 use karpenter_core::disruption::drift::node_pool_hash_annotations;
 use karpenter_core::provisioning::nodepools::{launchable, provisionable};
 use karpenter_core::provisioning::scheduling::{
@@ -766,6 +768,26 @@ impl Simulation {
         pools
     }
 
+    /// The NodeOverlays judged against every NodePool's instance types, when the `NodeOverlay`
+    /// gate is on.
+    fn overlay_evaluation(&self) -> Option<Evaluation> {
+        if !self.feature_gates.node_overlay {
+            return None;
+        }
+        let overlays: Vec<_> = self.overlays.values().cloned().collect();
+        let mut pools: Vec<NodePoolInput> = self
+            .pools
+            .values()
+            .map(|np| NodePoolInput {
+                node_pool: np.clone(),
+                instance_types: self.catalog.instance_types.clone(),
+            })
+            .collect();
+        Some(karpenter_core::cloudprovider::overlay::apply_to_pools(
+            &overlays, &mut pools,
+        ))
+    }
+
     fn options(&self) -> SchedulerOptions {
         SchedulerOptions {
             provider_labels: self.catalog.provider_labels.clone(),
@@ -891,8 +913,15 @@ impl Simulation {
     /// Launches a node for a NodeClaim: its cheapest instance type in its cheapest allowed
     /// offering, Ready after the launch and registration delays.
     fn launch(&mut self, claim: &NewNodeClaim, reason: &'static str) -> Option<usize> {
-        let object = node_claim_for(claim, self.pools.get(&claim.node_pool)?);
+        let mut object = node_claim_for(claim, self.pools.get(&claim.node_pool)?);
         let (it, offering) = cheapest_launch(&claim.instance_types, &object)?;
+        // As the controller's launch: what the overlays gave the type, for overlay drift.
+        if let Some(eval) = self.overlay_evaluation() {
+            object.metadata.annotations.get_or_insert_default().insert(
+                CAPACITY_OVERLAY_HASH_ANNOTATION.into(),
+                eval.capacity_hash(&claim.node_pool, &it.name),
+            );
+        }
         let name = format!("{}-{}", claim.node_pool, self.nodes.len());
         // The node's labels as the provider sets them: the instance type's, then the claim's.
         let mut labels = it.requirements.single_valued_labels();

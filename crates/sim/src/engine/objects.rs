@@ -16,7 +16,8 @@ use k8s_openapi::jiff::Timestamp;
 use karpenter_api::NodeClaim;
 use karpenter_api::labels::NODE_INITIALIZED_LABEL;
 use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED, LAUNCHED};
-use karpenter_core::disruption::drift::{instance_type_not_found, template_drift};
+use karpenter_core::cloudprovider::overlay::Evaluation;
+use karpenter_core::disruption::drift::{instance_type_not_found, overlay_drift, template_drift};
 use karpenter_core::provisioning::scheduling::NodePoolInput;
 use karpenter_core::state::pods;
 use karpenter_core::state::volumes::{PodVolumes, Volumes};
@@ -162,11 +163,13 @@ impl Simulation {
                 last_pod_event[n] = last_pod_event[n].max(at);
             }
         }
+        let overlays = self.overlay_evaluation();
         for (n, node) in self.nodes.iter().enumerate().filter(|(_, n)| n.alive()) {
             if node.ready(self.now) {
                 objects.nodes.push(self.node_object(node));
             }
-            if let Some(claim) = self.node_claim_object(node, last_pod_event[n]) {
+            if let Some(claim) = self.node_claim_object(node, last_pod_event[n], overlays.as_ref())
+            {
                 objects.node_claims.push(claim);
             }
         }
@@ -283,7 +286,12 @@ impl Simulation {
 
     /// The NodeClaim karpenter created for a node it launched, with the status its lifecycle
     /// and drift controllers would have given it by now.
-    fn node_claim_object(&self, node: &SimNode, last_pod_event: u64) -> Option<NodeClaim> {
+    fn node_claim_object(
+        &self,
+        node: &SimNode,
+        last_pod_event: u64,
+        overlays: Option<&Evaluation>,
+    ) -> Option<NodeClaim> {
         let mut claim = node.claim.clone()?;
         claim.metadata.name = Some(node.name.clone());
         claim.metadata.labels = Some(node.labels.clone());
@@ -304,6 +312,7 @@ impl Simulation {
         let pool = node.node_pool.as_ref().and_then(|p| self.pools.get(p));
         let drifted = pool.and_then(|pool| {
             template_drift(pool, &claim)
+                .or_else(|| overlays.and_then(|o| overlay_drift(o, pool.name(), &claim)))
                 .or_else(|| instance_type_not_found(&self.catalog.instance_types, &claim))
         });
         if drifted.is_some()
