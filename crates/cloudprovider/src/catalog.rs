@@ -7,7 +7,7 @@ use karpenter_api::Operator;
 use karpenter_api::labels::{
     ARCH_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, ZONE_LABEL,
 };
-use karpenter_core::cloudprovider::{InstanceType, Offering};
+use karpenter_core::cloudprovider::{InstanceType, Offering, RepairPolicy};
 use karpenter_core::scheduling::{Requirement, Requirements};
 
 /// A catalog: a provider's instance types, prices and allocatable as its own formula computes
@@ -20,6 +20,9 @@ pub struct Catalog {
     pub instance_types: Vec<Arc<InstanceType>>,
     /// Provider labels pods may require (`karpenter.k8s.aws/instance-family`, …).
     pub provider_labels: Vec<String>,
+    /// The provider's node repair policies (gate `NodeRepair`), as its `CloudProvider`
+    /// declares them; none by default.
+    pub repair_policies: Vec<RepairPolicy>,
 }
 
 impl Catalog {
@@ -33,7 +36,14 @@ impl Catalog {
             name: name.into(),
             instance_types: instance_types.into_iter().map(Arc::new).collect(),
             provider_labels: provider_labels.iter().map(|s| s.to_string()).collect(),
+            repair_policies: Vec::new(),
         }
+    }
+
+    /// The catalog with the provider's node repair policies.
+    pub fn with_repair_policies(mut self, policies: Vec<RepairPolicy>) -> Self {
+        self.repair_policies = policies;
+        self
     }
 
     /// The catalog with a spot offering beside every on-demand one that has none, priced at

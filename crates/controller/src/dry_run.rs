@@ -2,6 +2,7 @@
 //! state listed once, with nothing written: `karpenter-rs plan` against a live cluster.
 
 use karpenter_core::disruption::Decision;
+use karpenter_core::provisioning::scheduling::NodePoolInput;
 
 use crate::cloudprovider::CloudProvider;
 use crate::provisioning::{Scheduled, schedule};
@@ -13,6 +14,8 @@ pub struct DryRun {
     pub provisioning: Scheduled,
     /// What disruption would start, and why the other nodes stay.
     pub disruption: Decision,
+    /// The NodePools disruption saw: provisioning's and the static ones.
+    pub pools: Vec<NodePoolInput>,
 }
 
 /// Lists the cluster into `ctx`'s state and decides as the loops would.
@@ -25,5 +28,6 @@ pub async fn dry_run<P: CloudProvider>(ctx: &Context<P>) -> Result<DryRun, Error
     Ok(DryRun {
         provisioning,
         disruption,
+        pools,
     })
 }

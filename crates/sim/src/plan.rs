@@ -146,6 +146,77 @@ impl StaticCapacity {
     }
 }
 
+/// What node repair would do (the `NodeRepair` gate): nodes past their repair policy's
+/// toleration, and those the circuit breaker holds back.
+#[derive(Clone, Debug, Serialize, PartialEq, Default)]
+pub struct Repairs {
+    /// Nodes whose NodeClaim would be deleted forcefully now.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repaired: Vec<PlannedRepair>,
+    /// Nodes due for repair that the 20% circuit breaker holds back, with upstream's message.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<Kept>,
+}
+
+impl Repairs {
+    fn is_empty(&self) -> bool {
+        self.repaired.is_empty() && self.blocked.is_empty()
+    }
+}
+
+/// One node repair would replace.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PlannedRepair {
+    /// The node.
+    pub node: String,
+    /// Its NodeClaim.
+    pub nodeclaim: String,
+    /// The condition it fails, as `Type=Status`.
+    pub condition: String,
+}
+
+/// What node repair would do now over `nodes` (each matched to its NodeClaim by provider
+/// id) with the provider's `policies`: the controller's decision, nothing else.
+pub fn repair_plan(
+    nodes: &[&k8s_openapi::api::core::v1::Node],
+    node_claims: &[&karpenter_api::NodeClaim],
+    policies: &[karpenter_core::cloudprovider::RepairPolicy],
+    now: k8s_openapi::jiff::Timestamp,
+) -> Repairs {
+    use karpenter_core::disruption::repair::{self, Repair};
+    let by_provider_id: std::collections::HashMap<&str, &karpenter_api::NodeClaim> = node_claims
+        .iter()
+        .filter_map(|c| Some((c.status.as_ref()?.provider_id.as_deref()?, *c)))
+        .collect();
+    let mut out = Repairs::default();
+    for node in nodes {
+        let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+        let Some(claim) = provider_id.and_then(|id| by_provider_id.get(id)) else {
+            continue;
+        };
+        let pool = claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(karpenter_api::labels::NODE_POOL_LABEL))
+            .map(String::as_str);
+        let name = node.metadata.name.clone().unwrap_or_default();
+        match repair::decide(node, pool, nodes.iter().copied(), policies, now) {
+            Repair::Healthy | Repair::Tolerated { .. } => {}
+            Repair::Blocked { scope } => out.blocked.push(Kept {
+                node: name,
+                reason: scope.blocked_message().to_string(),
+            }),
+            Repair::Repair { policy } => out.repaired.push(PlannedRepair {
+                node: name,
+                nodeclaim: claim.metadata.name.clone().unwrap_or_default(),
+                condition: format!("{}={}", policy.condition_type, policy.condition_status),
+            }),
+        }
+    }
+    out
+}
+
 /// The plan.
 #[derive(Clone, Debug, Serialize, PartialEq, Default)]
 pub struct Plan {
@@ -154,6 +225,9 @@ pub struct Plan {
     /// Static capacity decisions (only with the `StaticCapacity` gate on).
     #[serde(skip_serializing_if = "StaticCapacity::is_empty")]
     pub static_capacity: StaticCapacity,
+    /// Node repair decisions (only with the `NodeRepair` gate on).
+    #[serde(skip_serializing_if = "Repairs::is_empty")]
+    pub repair: Repairs,
     /// Disruption decisions.
     pub disruption: Disruption,
     /// What the snapshot held.
@@ -289,13 +363,25 @@ pub fn plan(
     if feature_gates.node_overlay {
         karpenter_core::cloudprovider::overlay::apply_to_pools(&objects.node_overlays, &mut pools);
     }
+    let repairs = if feature_gates.node_repair {
+        repair_plan(
+            &objects.nodes.iter().collect::<Vec<_>>(),
+            &objects.node_claims.iter().collect::<Vec<_>>(),
+            &catalog.repair_policies,
+            k8s_openapi::jiff::Timestamp::from_second(now)
+                .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+        )
+    } else {
+        Repairs::default()
+    };
     Ok(plan_objects(
         &objects,
         &pools,
         &catalog.provider_labels,
         now,
         feature_gates,
-    ))
+    )
+    .with_repairs(repairs))
 }
 
 /// What provisioning and disruption would do now over `objects`, with `pools` (each with the
@@ -372,32 +458,41 @@ pub fn plan_objects(
     )
     .ignoring(ignored)
     .with_static_capacity(if feature_gates.static_capacity {
-        static_capacity_plan(objects, pools, provider_labels, now)
+        let claims: Vec<&karpenter_api::NodeClaim> = objects.node_claims.iter().collect();
+        let pods_on = |node: &str| -> Vec<Pod> {
+            objects
+                .pods
+                .iter()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+                .cloned()
+                .collect()
+        };
+        static_capacity_plan(
+            &claims,
+            &BTreeSet::new(),
+            &pods_on,
+            pools,
+            provider_labels,
+            now,
+        )
     } else {
         StaticCapacity::default()
     })
 }
 
-/// What static capacity would do over `objects`, through the controller's decision.
-fn static_capacity_plan(
-    objects: &ClusterObjects,
+/// What static capacity would do, through the controller's decision: `claims` are every
+/// NodeClaim, `marked` the nodes already marked for deletion, `pods_on` a node's pods.
+pub fn static_capacity_plan(
+    claims: &[&karpenter_api::NodeClaim],
+    marked: &BTreeSet<String>,
+    pods_on: &dyn Fn(&str) -> Vec<Pod>,
     pools: &[NodePoolInput],
     provider_labels: &[String],
     now: i64,
 ) -> StaticCapacity {
-    let claims: Vec<&karpenter_api::NodeClaim> = objects.node_claims.iter().collect();
-    let pods_on = |node: &str| -> Vec<Pod> {
-        objects
-            .pods
-            .iter()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-            .cloned()
-            .collect()
-    };
     let mut out = StaticCapacity::default();
     for pool in pools {
-        let marked = BTreeSet::new();
-        match static_capacity::decide(&pool.node_pool, &claims, &marked, &pods_on, now) {
+        match static_capacity::decide(&pool.node_pool, claims, marked, &pods_on, now) {
             static_capacity::Action::Create(n) => {
                 if let Some(claim) = static_capacity::node_claim(pool, provider_labels) {
                     let planned = planned(&claim, pools, Vec::new());
@@ -462,6 +557,12 @@ impl Plan {
     /// The plan, with what static capacity would do.
     pub fn with_static_capacity(mut self, decided: StaticCapacity) -> Self {
         self.static_capacity = decided;
+        self
+    }
+
+    /// The plan, with what node repair would do.
+    pub fn with_repairs(mut self, decided: Repairs) -> Self {
+        self.repair = decided;
         self
     }
 
@@ -534,6 +635,7 @@ impl Plan {
         Plan {
             provisioning,
             static_capacity: StaticCapacity::default(),
+            repair: Repairs::default(),
             disruption,
             snapshot,
         }
@@ -635,6 +737,20 @@ impl Plan {
             }
             for p in &st.node_limit_reached {
                 let _ = writeln!(out, "  nodepool {p}: node limit reached");
+            }
+        }
+        let r = &self.repair;
+        if !r.is_empty() {
+            let _ = writeln!(out, "\nNode repair: replace {}", r.repaired.len());
+            for p in &r.repaired {
+                let _ = writeln!(
+                    out,
+                    "  {} (nodeclaim {}): {} past its toleration",
+                    p.node, p.nodeclaim, p.condition
+                );
+            }
+            for k in &r.blocked {
+                let _ = writeln!(out, "  {} held back: {}", k.node, k.reason);
             }
         }
         let d = &self.disruption;

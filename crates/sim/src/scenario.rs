@@ -103,6 +103,36 @@ pub struct Interrupt {
     pub count: Option<usize>,
 }
 
+/// A node condition that goes bad (or recovers), as a node problem detector or the kubelet
+/// would report it: what node repair (gate `NodeRepair`) acts on.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeConditionStep {
+    /// A node by name.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// Otherwise the oldest nodes of this NodePool (any NodePool when unset).
+    #[serde(default)]
+    pub node_pool: Option<String>,
+    /// How many (1 by default).
+    #[serde(default)]
+    pub count: Option<usize>,
+    /// The condition type (`Ready` by default).
+    #[serde(default = "ready", rename = "type")]
+    pub type_: String,
+    /// Its new status (`False` by default).
+    #[serde(default = "false_")]
+    pub status: String,
+}
+
+fn ready() -> String {
+    "Ready".into()
+}
+
+fn false_() -> String {
+    "False".into()
+}
+
 /// One timed step; exactly one action is set.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -121,6 +151,9 @@ pub struct StepSpec {
     /// Take nodes away.
     #[serde(default)]
     pub interrupt: Option<Interrupt>,
+    /// Set a condition on nodes.
+    #[serde(default)]
+    pub node_condition: Option<NodeConditionStep>,
 }
 
 /// A bound on a count.
@@ -287,6 +320,8 @@ pub enum Action {
     Delete(ObjectRef),
     /// Take nodes away.
     Interrupt(Interrupt),
+    /// Set a condition on nodes.
+    NodeCondition(NodeConditionStep),
 }
 
 /// A loaded scenario.
@@ -494,6 +529,7 @@ pub fn parse(file: &Path, text: &str, crds: &[Crd]) -> Result<Scenario, Scenario
             step.apply.is_some(),
             step.delete.is_some(),
             step.interrupt.is_some(),
+            step.node_condition.is_some(),
         ]
         .iter()
         .filter(|b| **b)
@@ -503,7 +539,7 @@ pub fn parse(file: &Path, text: &str, crds: &[Crd]) -> Result<Scenario, Scenario
                 file,
                 document,
                 path,
-                "a step takes exactly one of scale, apply, delete, interrupt",
+                "a step takes exactly one of scale, apply, delete, interrupt, nodeCondition",
             ));
         }
         let action = if let Some(s) = &step.scale {
@@ -541,6 +577,16 @@ pub fn parse(file: &Path, text: &str, crds: &[Crd]) -> Result<Scenario, Scenario
             Action::Apply(parsed)
         } else if let Some(d) = &step.delete {
             Action::Delete(d.clone())
+        } else if let Some(c) = &step.node_condition {
+            if !matches!(c.status.as_str(), "True" | "False" | "Unknown") {
+                return Err(invalid(
+                    file,
+                    document,
+                    format!("{path}.nodeCondition.status"),
+                    "must be True, False or Unknown",
+                ));
+            }
+            Action::NodeCondition(c.clone())
         } else {
             Action::Interrupt(step.interrupt.clone().unwrap_or_default())
         };

@@ -1074,3 +1074,102 @@ spec:
     let off = run(&off);
     assert!(off.disruptions.iter().all(|d| d.kind != "Drifted"));
 }
+
+#[test]
+fn node_repair_replaces_an_unhealthy_node_after_its_toleration_unless_the_breaker_holds() {
+    let report = run_file("node-repair.yaml");
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    let repaired: Vec<_> = report
+        .disruptions
+        .iter()
+        .filter(|d| d.kind == "Unhealthy")
+        .collect();
+    // Ready=False at 5m, KWOK's 10-minute toleration: repaired at 15m, once.
+    assert_eq!(repaired.len(), 1, "{:?}", report.disruptions);
+    assert_eq!(repaired[0].t_s, 15 * 60);
+    assert!(repaired[0].message.contains("Ready=False"), "{repaired:?}");
+    // Three of five unhealthy is past the 20% breaker: each is reported, none replaced.
+    let blocked: Vec<_> = report
+        .events
+        .iter()
+        .filter(|e| e.kind == "NodeRepairBlocked")
+        .collect();
+    assert_eq!(blocked.len(), 3, "{blocked:?}");
+    assert!(blocked.iter().all(|e| e.t_s >= 30 * 60), "{blocked:?}");
+    assert_eq!(report.summary.nodes_terminated, 1);
+
+    // With the gate off the bad node stays.
+    let mut s = scenario::load(&example("node-repair.yaml"), &crds()).unwrap();
+    s.spec.feature_gates.node_repair = false;
+    let off = run(&s);
+    assert!(off.disruptions.is_empty(), "{:?}", off.disruptions);
+    assert_eq!(off.summary.nodes_terminated, 0);
+}
+
+/// A dump of `nodes` KWOK nodes of NodePool `default`, each with its NodeClaim; the first
+/// `bad` have been `Ready=False` since `since` (Unix seconds).
+fn repair_dump(nodes: usize, bad: usize, since: i64) -> String {
+    let since = k8s_openapi::jiff::Timestamp::from_second(since).unwrap();
+    let mut text = String::from(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}\n",
+    );
+    for i in 0..nodes {
+        let status = if i < bad { "False" } else { "True" };
+        text.push_str(&format!(
+            r#"---
+apiVersion: v1
+kind: Node
+metadata:
+  name: n{i}
+  labels: {{karpenter.sh/nodepool: default, karpenter.sh/initialized: "true", node.kubernetes.io/instance-type: c-4x-amd64-linux}}
+spec: {{providerID: "kwok://n{i}"}}
+status:
+  allocatable: {{cpu: "4", memory: 8Gi, pods: "64"}}
+  capacity: {{cpu: "4", memory: 8Gi, pods: "64"}}
+  conditions: [{{type: Ready, status: "{status}", lastTransitionTime: "{since}"}}]
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: c{i}
+  labels: {{karpenter.sh/nodepool: default}}
+spec:
+  nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
+  requirements: []
+status:
+  providerID: "kwok://n{i}"
+  nodeName: n{i}
+"#
+        ));
+    }
+    text
+}
+
+#[test]
+fn plan_reports_node_repairs_and_the_circuit_breaker() {
+    let path = Path::new("repair.yaml");
+    let catalog = karpenter_kwok::catalog::catalog();
+    let gates = "NodeRepair=true".parse().unwrap();
+    let plan_of =
+        |text: &str, gates| karpenter_sim::plan::plan(path, text, &catalog, NOW, gates).unwrap();
+    // KWOK tolerates Ready=False for 10 minutes: 11 minutes is past it, 9 is not.
+    let plan = plan_of(&repair_dump(5, 1, NOW - 11 * 60), gates);
+    assert_eq!(plan.repair.repaired.len(), 1, "{:?}", plan.repair);
+    assert_eq!(plan.repair.repaired[0].node, "n0");
+    assert_eq!(plan.repair.repaired[0].nodeclaim, "c0");
+    assert_eq!(plan.repair.repaired[0].condition, "Ready=False");
+    assert!(
+        plan.to_text().contains("Node repair: replace 1"),
+        "{}",
+        plan.to_text()
+    );
+    let tolerated = plan_of(&repair_dump(5, 1, NOW - 9 * 60), gates);
+    assert_eq!(tolerated.repair, Default::default());
+    // Two of five is over 20% (one, rounded up): both held back.
+    let held = plan_of(&repair_dump(5, 2, NOW - 11 * 60), gates);
+    assert!(held.repair.repaired.is_empty());
+    assert_eq!(held.repair.blocked.len(), 2, "{:?}", held.repair);
+    // The gate off: nothing.
+    let off = plan_of(&repair_dump(5, 1, NOW - 11 * 60), Default::default());
+    assert_eq!(off.repair, Default::default());
+}

@@ -60,6 +60,40 @@ pub async fn live<P: CloudProvider>(
     let controller = Controller::new(client, Arc::new(provider), options);
     let ctx = controller.context();
     let run = dry_run(&ctx).await?;
+    let gates = ctx.options.feature_gates;
+    let static_capacity = if gates.static_capacity {
+        let claims = ctx.cluster.node_claims.all();
+        let refs: Vec<&karpenter_api::NodeClaim> = claims.iter().map(|c| &**c).collect();
+        let pods_on = |node: &str| -> Vec<k8s_openapi::api::core::v1::Pod> {
+            ctx.cluster
+                .pods_on(node)
+                .iter()
+                .map(|p| p.to_pod())
+                .collect()
+        };
+        karpenter_sim::plan::static_capacity_plan(
+            &refs,
+            &ctx.cluster.marked_for_deletion(),
+            &pods_on,
+            &run.pools,
+            &ctx.provider.provider_labels(),
+            ctx.clock.now().as_second(),
+        )
+    } else {
+        Default::default()
+    };
+    let repairs = if gates.node_repair {
+        let nodes = ctx.cluster.nodes.all();
+        let claims = ctx.cluster.node_claims.all();
+        karpenter_sim::plan::repair_plan(
+            &nodes.iter().map(|n| &**n).collect::<Vec<_>>(),
+            &claims.iter().map(|c| &**c).collect::<Vec<_>>(),
+            &ctx.provider.repair_policies(),
+            ctx.clock.now(),
+        )
+    } else {
+        Default::default()
+    };
     let p = &run.provisioning;
     Ok(Plan::from_decisions(
         SnapshotSummary::new(p.counts, ctx.cluster.node_pools.len(), 0),
@@ -81,5 +115,115 @@ pub async fn live<P: CloudProvider>(
                 reason: reason.clone(),
             })
             .collect(),
-    ))
+    )
+    .with_static_capacity(static_capacity)
+    .with_repairs(repairs))
+}
+
+#[cfg(test)]
+mod tests {
+    use karpenter_kwok::KwokProvider;
+    use karpenter_testkit::FakeApiServer;
+    use serde_json::json;
+
+    use super::*;
+
+    fn create(server: &FakeApiServer, kind_json: serde_json::Value) {
+        match kind_json["kind"].as_str().unwrap() {
+            "KWOKNodeClass" => server
+                .create(
+                    &serde_json::from_value::<karpenter_kwok::KWOKNodeClass>(kind_json).unwrap(),
+                )
+                .unwrap(),
+            "NodePool" => server
+                .create(&serde_json::from_value::<karpenter_api::NodePool>(kind_json).unwrap())
+                .unwrap(),
+            "NodeClaim" => server
+                .create(&serde_json::from_value::<karpenter_api::NodeClaim>(kind_json).unwrap())
+                .unwrap(),
+            "Node" => server
+                .create(
+                    &serde_json::from_value::<k8s_openapi::api::core::v1::Node>(kind_json).unwrap(),
+                )
+                .unwrap(),
+            other => panic!("{other}"),
+        };
+    }
+
+    /// The live plan reports what the static capacity and node repair loops would do, from
+    /// the same decisions as `plan -f` and the controller.
+    #[test]
+    fn the_live_plan_reports_static_capacity_and_repairs() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let _inside = runtime.enter();
+        let server = FakeApiServer::new();
+        server
+            .install_crds(karpenter_kwok::CRDS.iter().map(|c| c.definition()))
+            .unwrap();
+        let class_ref =
+            json!({"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"});
+        create(
+            &server,
+            json!({"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass", "metadata": {"name": "default"}, "spec": {}}),
+        );
+        create(
+            &server,
+            json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "static"},
+                "spec": {"replicas": 2, "template": {"spec": {"nodeClassRef": class_ref, "requirements": [
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c-4x-amd64-linux"]}]}}}}),
+        );
+        create(
+            &server,
+            json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+                "spec": {"template": {"spec": {"nodeClassRef": class_ref}}}}),
+        );
+        // A node whose kubelet has not been Ready for an hour (KWOK tolerates 10 minutes).
+        let an_hour_ago = (k8s_openapi::jiff::Timestamp::now()
+            - k8s_openapi::jiff::SignedDuration::from_hours(1))
+        .to_string();
+        create(
+            &server,
+            json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": "sick", "labels": {"karpenter.sh/nodepool": "default", "karpenter.sh/initialized": "true"}},
+                "spec": {"providerID": "kwok://sick"},
+                "status": {"conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": an_hour_ago}],
+                    "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "64"}}}),
+        );
+        create(
+            &server,
+            json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                "metadata": {"name": "sick-claim", "labels": {"karpenter.sh/nodepool": "default"}},
+                "spec": {"nodeClassRef": class_ref, "requirements": []},
+                "status": {"providerID": "kwok://sick", "nodeName": "sick"}}),
+        );
+        let plan_with = |gates: &str| {
+            let options = Options {
+                feature_gates: gates.parse().unwrap(),
+                disable_leader_election: true,
+                ..Options::default()
+            };
+            runtime
+                .block_on(live(
+                    server.client(),
+                    KwokProvider::new(server.client()),
+                    options,
+                ))
+                .unwrap()
+        };
+        let plan = plan_with("StaticCapacity=true,NodeRepair=true");
+        assert_eq!(plan.static_capacity.nodeclaims.len(), 2, "{plan:?}");
+        assert!(
+            plan.static_capacity
+                .nodeclaims
+                .iter()
+                .all(|c| c.nodepool == "static")
+        );
+        assert_eq!(plan.repair.repaired.len(), 1, "{:?}", plan.repair);
+        assert_eq!(plan.repair.repaired[0].nodeclaim, "sick-claim");
+        assert_eq!(plan.repair.repaired[0].condition, "Ready=False");
+
+        let off = plan_with("StaticCapacity=false,NodeRepair=false");
+        assert!(off.static_capacity.nodeclaims.is_empty());
+        assert!(off.repair.repaired.is_empty());
+    }
 }

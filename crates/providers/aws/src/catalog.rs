@@ -3,7 +3,9 @@
 //! the provider would launch. The embedded data has no spot prices, so only on-demand is
 //! offered.
 
-use karpenter_cloudprovider::Catalog;
+use std::time::Duration;
+
+use karpenter_cloudprovider::{Catalog, RepairPolicy};
 
 use crate::instancetype::{self, AWS_LABELS, CATALOG_REGION, NodeClassSettings, ZoneInfo};
 use crate::pricing::Pricing;
@@ -34,7 +36,23 @@ pub fn catalog() -> Catalog {
             &|_, _, _| false,
         )
     });
-    Catalog::new("aws", types, &AWS_LABELS)
+    Catalog::new("aws", types, &AWS_LABELS).with_repair_policies(repair_policies())
+}
+
+/// Upstream's AWS repair policies: not Ready for 30 minutes, or an accelerator, storage,
+/// network, kernel or container runtime problem reported by the node monitoring agent. The
+/// provider declares them, and the simulator's `aws` catalog carries them.
+pub fn repair_policies() -> Vec<RepairPolicy> {
+    let minutes = |m: u64| Duration::from_secs(m * 60);
+    vec![
+        RepairPolicy::new("Ready", "False", minutes(30)),
+        RepairPolicy::new("Ready", "Unknown", minutes(30)),
+        RepairPolicy::new("AcceleratedHardwareReady", "False", minutes(10)),
+        RepairPolicy::new("StorageReady", "False", minutes(30)),
+        RepairPolicy::new("NetworkingReady", "False", minutes(30)),
+        RepairPolicy::new("KernelReady", "False", minutes(30)),
+        RepairPolicy::new("ContainerRuntimeReady", "False", minutes(30)),
+    ]
 }
 
 #[cfg(test)]

@@ -673,16 +673,7 @@ where
     /// Upstream's AWS policies: not Ready for 30 minutes, or an accelerator, storage,
     /// network, kernel or container runtime problem reported by the node monitoring agent.
     fn repair_policies(&self) -> Vec<RepairPolicy> {
-        let minutes = |m: u64| Duration::from_secs(m * 60);
-        vec![
-            RepairPolicy::new("Ready", "False", minutes(30)),
-            RepairPolicy::new("Ready", "Unknown", minutes(30)),
-            RepairPolicy::new("AcceleratedHardwareReady", "False", minutes(10)),
-            RepairPolicy::new("StorageReady", "False", minutes(30)),
-            RepairPolicy::new("NetworkingReady", "False", minutes(30)),
-            RepairPolicy::new("KernelReady", "False", minutes(30)),
-            RepairPolicy::new("ContainerRuntimeReady", "False", minutes(30)),
-        ]
+        crate::catalog::repair_policies()
     }
 
     async fn create(&self, claim: &NodeClaim) -> Result<NodeClaim> {

@@ -6,7 +6,7 @@ use karpenter_api::labels::{
     ARCH_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, ZONE_LABEL,
 };
 
-use karpenter_cloudprovider::{Catalog, InstanceType, Offering, Overhead};
+use karpenter_cloudprovider::{Catalog, InstanceType, Offering, Overhead, RepairPolicy};
 use karpenter_core::resources::Resources;
 use karpenter_core::scheduling::{Requirement, Requirements};
 
@@ -20,7 +20,16 @@ pub const KWOK_LABELS: [&str; 4] = [
 
 /// The `kwok` catalog: the 144 instance types and the provider's labels.
 pub fn catalog() -> Catalog {
-    Catalog::new("kwok", instance_types(), &KWOK_LABELS)
+    Catalog::new("kwok", instance_types(), &KWOK_LABELS).with_repair_policies(repair_policies())
+}
+
+/// Upstream's KWOK repair policies: a node not Ready for 10 minutes is replaced.
+pub fn repair_policies() -> Vec<RepairPolicy> {
+    let toleration = std::time::Duration::from_secs(10 * 60);
+    vec![
+        RepairPolicy::new("Ready", "False", toleration),
+        RepairPolicy::new("Ready", "Unknown", toleration),
+    ]
 }
 
 /// The KWOK provider's 144 instance types, by upstream's generator: 1–256 vCPU, families `c`,

@@ -169,11 +169,7 @@ impl CloudProvider for KwokProvider {
 
     /// Upstream's KWOK policies: a node not Ready for 10 minutes is replaced.
     fn repair_policies(&self) -> Vec<RepairPolicy> {
-        let toleration = Duration::from_secs(10 * 60);
-        vec![
-            RepairPolicy::new("Ready", "False", toleration),
-            RepairPolicy::new("Ready", "Unknown", toleration),
-        ]
+        crate::catalog::repair_policies()
     }
 
     async fn create(&self, claim: &NodeClaim) -> Result<NodeClaim> {

@@ -33,6 +33,7 @@ use karpenter_core::scheduling::requirements::node_claim_labels;
 pub mod cluster_autoscaler;
 mod disruption;
 mod objects;
+mod repair;
 mod static_capacity;
 
 use crate::catalog::Catalog;
@@ -107,6 +108,9 @@ struct SimNode {
     /// When its NodePool's `terminationGracePeriod` forces the remaining pods out (set when
     /// the drain starts).
     drain_deadline: Option<u64>,
+    /// Conditions a scenario step set (type → status, since when); `Ready` is `True` unless
+    /// one says otherwise.
+    conditions: BTreeMap<String, (String, u64)>,
 }
 
 impl SimNode {
@@ -430,6 +434,7 @@ impl Simulation {
                     disrupted: false,
                     draining: false,
                     drain_deadline: None,
+                    conditions: BTreeMap::new(),
                 });
             }
         }
@@ -538,6 +543,7 @@ impl Simulation {
                 self.event("Deleted", format!("{}/{}", r.kind.to_lowercase(), r.name));
             }
             Action::Interrupt(i) => self.interrupt(i),
+            Action::NodeCondition(c) => self.set_node_condition(c),
         }
     }
 
@@ -961,6 +967,7 @@ impl Simulation {
             disrupted: false,
             draining: false,
             drain_deadline: None,
+            conditions: BTreeMap::new(),
         });
         self.event("Launched", message);
         Some(self.nodes.len() - 1)
@@ -1111,6 +1118,7 @@ impl Simulation {
                 Autoscaler::Karpenter => {
                     self.provision();
                     self.static_capacity();
+                    self.repair();
                     self.disrupt();
                 }
                 Autoscaler::ClusterAutoscaler(_) => self.cluster_autoscaler_scan(),

@@ -253,7 +253,7 @@ impl Simulation {
             .collect()
     }
 
-    fn node_object(&self, node: &SimNode) -> Node {
+    pub(super) fn node_object(&self, node: &SimNode) -> Node {
         let mut labels = node.labels.clone();
         if node.node_pool.is_some() {
             labels.insert(NODE_INITIALIZED_LABEL.into(), "true".into());
@@ -274,11 +274,7 @@ impl Simulation {
             status: Some(NodeStatus {
                 allocatable: Some(node.allocatable.to_list()),
                 capacity: Some(node.capacity.to_list()),
-                conditions: Some(vec![NodeCondition {
-                    type_: "Ready".into(),
-                    status: "True".into(),
-                    ..Default::default()
-                }]),
+                conditions: Some(node_conditions(node)),
                 ..Default::default()
             }),
         }
@@ -322,4 +318,25 @@ impl Simulation {
         }
         Some(claim)
     }
+}
+
+/// The node's conditions: `Ready` `True` since launch, then whatever scenario steps set, each
+/// with the time it was set as its transition time (what node repair's toleration runs from).
+fn node_conditions(node: &SimNode) -> Vec<NodeCondition> {
+    let mut conditions = vec![NodeCondition {
+        type_: "Ready".into(),
+        status: "True".into(),
+        last_transition_time: time(node.ready_at),
+        ..Default::default()
+    }];
+    for (type_, (status, since)) in &node.conditions {
+        conditions.retain(|c| &c.type_ != type_);
+        conditions.push(NodeCondition {
+            type_: type_.clone(),
+            status: status.clone(),
+            last_transition_time: time(*since),
+            ..Default::default()
+        });
+    }
+    conditions
 }
