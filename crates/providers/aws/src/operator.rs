@@ -62,14 +62,19 @@ pub struct AwsSettings {
 /// The AWS client as the SDKs would configure it from the environment and the shared files:
 /// the region chain (unless `region` is given), the default credentials chain, the retry
 /// settings and the configured endpoints. Returns the client and the region.
-pub async fn connect(region: String, endpoint_url: Option<String>) -> Result<(AwsHttp, String), BoxError> {
+pub async fn connect(
+    region: String,
+    endpoint_url: Option<String>,
+) -> Result<(AwsHttp, String), BoxError> {
     let config = SharedConfig::from_process().map_err(|e| format!("AWS settings: {e}"))?;
-    let credentials = CredentialsProvider::default_chain(&config)
-        .map_err(|e| format!("AWS credentials: {e}"))?;
+    let credentials =
+        CredentialsProvider::default_chain(&config).map_err(|e| format!("AWS credentials: {e}"))?;
     let retry = crate::http::retry::RetryConfig::from_settings(
         config.setting("AWS_MAX_ATTEMPTS", "max_attempts"),
         config.setting("AWS_RETRY_MODE", "retry_mode"),
-        config.env("AWS_NEW_RETRIES_2026").is_some_and(|v| v.eq_ignore_ascii_case("true")),
+        config
+            .env("AWS_NEW_RETRIES_2026")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true")),
     )
     .map_err(|e| format!("AWS retries: {e}"))?;
     let endpoints = crate::http::EndpointSettings::from_settings(

@@ -74,7 +74,9 @@ fn client(url: Option<String>, region: &str, source: Source, timing: Timing) -> 
 }
 
 fn form(body: &str) -> BTreeMap<String, String> {
-    form_urlencoded::parse(body.as_bytes()).into_owned().collect()
+    form_urlencoded::parse(body.as_bytes())
+        .into_owned()
+        .collect()
 }
 
 fn ec2_error(status: u16, code: &str) -> Response {
@@ -119,7 +121,8 @@ fn describe() -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn throttling_and_server_errors_are_retried_with_backoff_and_refunded() {
-    let (url, log) = scripted_ec2(vec![(503, "RequestLimitExceeded"), (500, "InternalError")]).await;
+    let (url, log) =
+        scripted_ec2(vec![(503, "RequestLimitExceeded"), (500, "InternalError")]).await;
     let (t, _, slept) = timing(T0);
     let http = client(Some(url), "us-east-1", keys("AKID"), t);
     http.query("ec2", &describe()).await.unwrap();
@@ -129,7 +132,11 @@ async fn throttling_and_server_errors_are_retried_with_backoff_and_refunded() {
         *slept.lock().unwrap(),
         [Duration::from_millis(500), Duration::from_secs(1)]
     );
-    assert_eq!(http.retry_tokens(), RetryQuota::CAPACITY, "the retries' cost came back");
+    assert_eq!(
+        http.retry_tokens(),
+        RetryQuota::CAPACITY,
+        "the retries' cost came back"
+    );
 }
 
 #[tokio::test]
@@ -141,14 +148,21 @@ async fn attempts_and_the_quota_bound_retries() {
     assert_eq!(e.code(), Some("Unavailable"));
     assert_eq!(log.lock().unwrap().len(), 3, "three attempts in all");
     assert_eq!(slept.lock().unwrap().len(), 2);
-    assert_eq!(http.retry_tokens(), RetryQuota::CAPACITY - 10, "two retries of 5 tokens");
+    assert_eq!(
+        http.retry_tokens(),
+        RetryQuota::CAPACITY - 10,
+        "two retries of 5 tokens"
+    );
 
     // A client error is answered at once.
     let (url, log) = scripted_ec2(vec![(400, "InvalidParameterValue")]).await;
     let (t, _, slept) = timing(T0);
     let http = client(Some(url), "us-east-1", keys("AKID"), t);
     assert!(http.query("ec2", &describe()).await.is_err());
-    assert_eq!((log.lock().unwrap().len(), slept.lock().unwrap().len()), (1, 0));
+    assert_eq!(
+        (log.lock().unwrap().len(), slept.lock().unwrap().len()),
+        (1, 0)
+    );
 
     // AWS_MAX_ATTEMPTS=5 gives five attempts; one gives none to spare.
     let (url, log) = scripted_ec2(vec![(500, "InternalError"); 10]).await;
@@ -174,7 +188,11 @@ async fn an_empty_quota_stops_retrying_until_successes_refill_it() {
     assert_eq!(http.retry_tokens(), 0);
     let before = log.lock().unwrap().len();
     assert!(http.query("ec2", &describe()).await.is_err());
-    assert_eq!(log.lock().unwrap().len(), before + 1, "no retry without tokens");
+    assert_eq!(
+        log.lock().unwrap().len(),
+        before + 1,
+        "no retry without tokens"
+    );
 }
 
 #[tokio::test]
@@ -192,12 +210,18 @@ async fn create_fleet_gets_an_idempotency_token_so_a_retry_is_not_a_second_fleet
     .await
     .unwrap();
     let bodies = log.lock().unwrap().clone();
-    let tokens: Vec<String> = bodies.iter().map(|b| form(b)["ClientToken"].clone()).collect();
+    let tokens: Vec<String> = bodies
+        .iter()
+        .map(|b| form(b)["ClientToken"].clone())
+        .collect();
     assert_eq!(tokens.len(), 2);
     assert_eq!(tokens[0], tokens[1], "the retry carries the same token");
     assert_eq!(tokens[0].len(), 36);
     http.query("ec2", &describe()).await.unwrap();
-    assert!(!log.lock().unwrap()[2].contains("ClientToken"), "only where the SDKs add it");
+    assert!(
+        !log.lock().unwrap()[2].contains("ClientToken"),
+        "only where the SDKs add it"
+    );
 }
 
 #[tokio::test]
@@ -215,10 +239,8 @@ async fn a_skewed_clock_is_corrected_from_the_services_date_and_the_request_sign
                     OK.into_response()
                 } else {
                     let mut r = ec2_error(400, "RequestTimeTooSkewed");
-                    r.headers_mut().insert(
-                        "date",
-                        "Sun, 30 Aug 2015 12:36:00 GMT".parse().unwrap(),
-                    );
+                    r.headers_mut()
+                        .insert("date", "Sun, 30 Aug 2015 12:36:00 GMT".parse().unwrap());
                     r
                 }
             }
@@ -235,7 +257,11 @@ async fn a_skewed_clock_is_corrected_from_the_services_date_and_the_request_sign
     );
     assert_eq!(http.clock_skew_seconds(), 1200);
     http.query("ec2", &describe()).await.unwrap();
-    assert_eq!(dates.lock().unwrap().len(), 3, "later calls are signed right at once");
+    assert_eq!(
+        dates.lock().unwrap().len(),
+        3,
+        "later calls are signed right at once"
+    );
 }
 
 #[tokio::test]
@@ -247,7 +273,9 @@ async fn a_service_endpoint_override_and_the_partitions_signing_scope() {
         post(move |headers: HeaderMap| {
             let seen = seen.clone();
             async move {
-                seen.lock().unwrap().push(headers["authorization"].to_str().unwrap().into());
+                seen.lock()
+                    .unwrap()
+                    .push(headers["authorization"].to_str().unwrap().into());
                 OK
             }
         }),
@@ -262,7 +290,10 @@ async fn a_service_endpoint_override_and_the_partitions_signing_scope() {
     assert_eq!(http.url("sqs"), "https://sqs.cn-north-1.amazonaws.com.cn");
     http.query("ec2", &describe()).await.unwrap();
     let auth = auth.lock().unwrap()[0].clone();
-    assert!(auth.contains("/20150830/cn-north-1/ec2/aws4_request"), "{auth}");
+    assert!(
+        auth.contains("/20150830/cn-north-1/ec2/aws4_request"),
+        "{auth}"
+    );
 }
 
 /// IMDSv2 and an EC2 that logs who signed: counts token requests.
@@ -290,29 +321,36 @@ fn imds_app(state: Arc<Imds>) -> Router {
         )
         .route(
             "/latest/meta-data/{*path}",
-            get(move |axum::extract::Path(path): axum::extract::Path<String>, headers: HeaderMap| {
-                let _ = &s2;
-                async move {
-                    if headers.get("x-aws-ec2-metadata-token").map(|v| v.as_bytes()) != Some(b"session-token") {
-                        return (StatusCode::UNAUTHORIZED, String::new());
+            get(
+                move |axum::extract::Path(path): axum::extract::Path<String>,
+                      headers: HeaderMap| {
+                    let _ = &s2;
+                    async move {
+                        if headers
+                            .get("x-aws-ec2-metadata-token")
+                            .map(|v| v.as_bytes())
+                            != Some(b"session-token")
+                        {
+                            return (StatusCode::UNAUTHORIZED, String::new());
+                        }
+                        let body = match path.as_str() {
+                            "iam/security-credentials/" => "node-role".to_string(),
+                            "iam/security-credentials/node-role" => serde_json::json!({
+                                "Code": "Success",
+                                "Type": "AWS-HMAC",
+                                "AccessKeyId": "ASIAIMDS",
+                                "SecretAccessKey": "secret",
+                                "Token": "imds-session",
+                                "Expiration": "2015-08-30T18:36:00Z",
+                            })
+                            .to_string(),
+                            "placement/region" => "eu-north-1".to_string(),
+                            _ => return (StatusCode::NOT_FOUND, String::new()),
+                        };
+                        (StatusCode::OK, body)
                     }
-                    let body = match path.as_str() {
-                        "iam/security-credentials/" => "node-role".to_string(),
-                        "iam/security-credentials/node-role" => serde_json::json!({
-                            "Code": "Success",
-                            "Type": "AWS-HMAC",
-                            "AccessKeyId": "ASIAIMDS",
-                            "SecretAccessKey": "secret",
-                            "Token": "imds-session",
-                            "Expiration": "2015-08-30T18:36:00Z",
-                        })
-                        .to_string(),
-                        "placement/region" => "eu-north-1".to_string(),
-                        _ => return (StatusCode::NOT_FOUND, String::new()),
-                    };
-                    (StatusCode::OK, body)
-                }
-            }),
+                },
+            ),
         )
         .route(
             "/",
@@ -320,7 +358,13 @@ fn imds_app(state: Arc<Imds>) -> Router {
                 let s = s3.clone();
                 async move {
                     let auth = headers["authorization"].to_str().unwrap();
-                    let key = auth.split("Credential=").nth(1).unwrap().split('/').next().unwrap();
+                    let key = auth
+                        .split("Credential=")
+                        .nth(1)
+                        .unwrap()
+                        .split('/')
+                        .next()
+                        .unwrap();
                     let token = headers
                         .get("x-amz-security-token")
                         .map(|t| t.to_str().unwrap().to_string());
@@ -339,12 +383,18 @@ async fn the_instance_role_through_imdsv2_cached_until_five_minutes_before_expir
     let http = client(
         Some(url.clone()),
         "eu-north-1",
-        Source::Imds { endpoint: url.clone() },
+        Source::Imds {
+            endpoint: url.clone(),
+        },
         t,
     );
     http.query("ec2", &describe()).await.unwrap();
     http.query("ec2", &describe()).await.unwrap();
-    assert_eq!(*state.tokens.lock().unwrap(), 1, "fetched once, then cached");
+    assert_eq!(
+        *state.tokens.lock().unwrap(),
+        1,
+        "fetched once, then cached"
+    );
     assert_eq!(
         state.signers.lock().unwrap()[0],
         ("ASIAIMDS".to_string(), Some("imds-session".to_string()))
@@ -364,7 +414,10 @@ async fn the_instance_role_through_imdsv2_cached_until_five_minutes_before_expir
         BTreeMap::from([("AWS_EC2_METADATA_DISABLED".to_string(), "true".to_string())]),
         &[],
     );
-    let e = region::resolve(&disabled, &http).await.unwrap_err().to_string();
+    let e = region::resolve(&disabled, &http)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("AWS_REGION") && e.contains("AWS_DEFAULT_REGION") && e.contains("IMDS"),
         "{e}"
@@ -412,11 +465,15 @@ async fn the_container_endpoint_with_its_token_file() {
     let (t, _, _) = timing(T0);
     let http = client(Some(url), "us-east-1", keys("unused"), t).with_credentials(provider.clone());
     let c = provider.get(&http).await.unwrap();
-    assert_eq!((c.access_key_id.as_str(), c.session_token.as_deref()), ("ASIAPOD", Some("pod-session")));
+    assert_eq!(
+        (c.access_key_id.as_str(), c.session_token.as_deref()),
+        ("ASIAPOD", Some("pod-session"))
+    );
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("karpenter-aws-wire-{name}-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("karpenter-aws-wire-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -481,8 +538,16 @@ source_profile = middle
     assert_eq!(
         *log.lock().unwrap(),
         [
-            ("AssumeRole".to_string(), "AKIDBASE".to_string(), "arn:aws:iam::1:role/middle".to_string()),
-            ("AssumeRole".to_string(), "ASIAMIDDLE".to_string(), "arn:aws:iam::2:role/top".to_string()),
+            (
+                "AssumeRole".to_string(),
+                "AKIDBASE".to_string(),
+                "arn:aws:iam::1:role/middle".to_string()
+            ),
+            (
+                "AssumeRole".to_string(),
+                "ASIAMIDDLE".to_string(),
+                "arn:aws:iam::2:role/top".to_string()
+            ),
         ]
     );
 }

@@ -132,7 +132,9 @@ impl SharedConfig {
 
     /// The home directory.
     pub fn home(&self) -> Option<PathBuf> {
-        self.env("HOME").or_else(|| self.env("USERPROFILE")).map(PathBuf::from)
+        self.env("HOME")
+            .or_else(|| self.env("USERPROFILE"))
+            .map(PathBuf::from)
     }
 }
 
@@ -151,13 +153,20 @@ mod tests {
     fn files_come_from_the_environment_or_home() {
         let dir = std::env::temp_dir().join(format!("karpenter-aws-config-{}", std::process::id()));
         std::fs::create_dir_all(dir.join(".aws")).unwrap();
-        std::fs::write(dir.join(".aws/config"), "[profile dev]\nregion = eu-west-3\n").unwrap();
+        std::fs::write(
+            dir.join(".aws/config"),
+            "[profile dev]\nregion = eu-west-3\n",
+        )
+        .unwrap();
         std::fs::write(dir.join("creds"), "[dev]\naws_access_key_id = a\n").unwrap();
         let home = dir.display().to_string();
         let c = SharedConfig::load([
             ("HOME".to_string(), home.clone()),
             ("AWS_PROFILE".to_string(), "dev".to_string()),
-            ("AWS_SHARED_CREDENTIALS_FILE".to_string(), "~/creds".to_string()),
+            (
+                "AWS_SHARED_CREDENTIALS_FILE".to_string(),
+                "~/creds".to_string(),
+            ),
         ])
         .unwrap();
         assert_eq!(c.profile, "dev");
@@ -168,7 +177,8 @@ mod tests {
             c.setting("AWS_REGION", "region"),
             Some(("profile dev: region".into(), "eu-west-3".into()))
         );
-        let none = SharedConfig::load([("HOME".to_string(), "/nonexistent-home".to_string())]).unwrap();
+        let none =
+            SharedConfig::load([("HOME".to_string(), "/nonexistent-home".to_string())]).unwrap();
         assert_eq!(none.profile, "default");
         assert!(none.files.profiles.is_empty());
         std::fs::remove_dir_all(dir).unwrap();

@@ -129,7 +129,9 @@ fn container_uri_allowed(uri: &str) -> bool {
         || host == "169.254.170.23"
         || host.eq_ignore_ascii_case("fd00:ec2::23")
         || host == "::1"
-        || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The container source the environment describes, if any.
@@ -177,9 +179,8 @@ fn web_identity_from_env(get: &impl Fn(&str) -> Option<String>) -> Option<Source
 }
 
 fn imds_from(config: Option<&SharedConfig>, get: &impl Fn(&str) -> Option<String>) -> Source {
-    let setting = |var: &str, key: &str| {
-        get(var).or_else(|| config.and_then(|c| c.profile_value(key)))
-    };
+    let setting =
+        |var: &str, key: &str| get(var).or_else(|| config.and_then(|c| c.profile_value(key)));
     let endpoint = setting(
         "AWS_EC2_METADATA_SERVICE_ENDPOINT",
         "ec2_metadata_service_endpoint",
@@ -543,23 +544,36 @@ mod tests {
             ),
             (vec![], keys("profile")),
             (
-                vec![("AWS_ROLE_ARN", "arn:r"), ("AWS_WEB_IDENTITY_TOKEN_FILE", "/t")],
+                vec![
+                    ("AWS_ROLE_ARN", "arn:r"),
+                    ("AWS_WEB_IDENTITY_TOKEN_FILE", "/t"),
+                ],
                 keys("profile"),
             ),
         ];
         for (vars, expected) in cases {
-            assert_eq!(Source::resolve(&config(&vars, "", files)).unwrap(), expected, "{vars:?}");
+            assert_eq!(
+                Source::resolve(&config(&vars, "", files)).unwrap(),
+                expected,
+                "{vars:?}"
+            );
         }
         let none = |vars: &[(&str, &str)]| Source::resolve(&config(vars, "", "")).unwrap();
         assert_eq!(
-            none(&[("AWS_ROLE_ARN", "arn:r"), ("AWS_WEB_IDENTITY_TOKEN_FILE", "/t")]),
+            none(&[
+                ("AWS_ROLE_ARN", "arn:r"),
+                ("AWS_WEB_IDENTITY_TOKEN_FILE", "/t")
+            ]),
             Source::WebIdentity {
                 role_arn: "arn:r".into(),
                 token_file: "/t".into()
             }
         );
         assert_eq!(
-            none(&[("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/credentials/abc")]),
+            none(&[(
+                "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                "/v2/credentials/abc"
+            )]),
             Source::Container {
                 uri: "http://169.254.170.2/v2/credentials/abc".into(),
                 token_file: None
@@ -567,7 +581,10 @@ mod tests {
         );
         assert_eq!(
             none(&[
-                ("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://169.254.170.23/v1/credentials"),
+                (
+                    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                    "http://169.254.170.23/v1/credentials"
+                ),
                 ("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "/var/run/token"),
                 ("AWS_CONTAINER_AUTHORIZATION_TOKEN", "ignored"),
             ]),
@@ -578,7 +595,10 @@ mod tests {
         );
         assert_eq!(
             none(&[
-                ("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:8080/creds"),
+                (
+                    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                    "http://127.0.0.1:8080/creds"
+                ),
                 ("AWS_CONTAINER_AUTHORIZATION_TOKEN", "tok"),
             ]),
             Source::ContainerToken {
@@ -586,21 +606,39 @@ mod tests {
                 token: "tok".into()
             }
         );
-        assert_eq!(none(&[]), Source::Imds { endpoint: IMDS_IPV4.into() });
         assert_eq!(
-            none(&[("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "IPv6")]),
-            Source::Imds { endpoint: IMDS_IPV6.into() }
+            none(&[]),
+            Source::Imds {
+                endpoint: IMDS_IPV4.into()
+            }
         );
         assert_eq!(
-            none(&[("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:1338/")]),
-            Source::Imds { endpoint: "http://127.0.0.1:1338".into() }
+            none(&[("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "IPv6")]),
+            Source::Imds {
+                endpoint: IMDS_IPV6.into()
+            }
+        );
+        assert_eq!(
+            none(&[(
+                "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+                "http://127.0.0.1:1338/"
+            )]),
+            Source::Imds {
+                endpoint: "http://127.0.0.1:1338".into()
+            }
         );
         let e = Source::resolve(&config(&[("AWS_EC2_METADATA_DISABLED", "true")], "", ""))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("AWS_ACCESS_KEY_ID") && e.contains("IMDS") && e.contains("\"default\""), "{e}");
+        assert!(
+            e.contains("AWS_ACCESS_KEY_ID") && e.contains("IMDS") && e.contains("\"default\""),
+            "{e}"
+        );
         let e = Source::resolve(&config(
-            &[("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://evil.example.com/creds")],
+            &[(
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                "http://evil.example.com/creds",
+            )],
             "",
             "",
         ))
@@ -650,9 +688,8 @@ credential_process = /usr/bin/creds --json
 [profile region-only]
 region = eu-west-1
 ";
-        let resolve = |profile: &str| {
-            Source::resolve(&config(&[("AWS_PROFILE", profile)], cfg, ""))
-        };
+        let resolve =
+            |profile: &str| Source::resolve(&config(&[("AWS_PROFILE", profile)], cfg, ""));
         let top = resolve("top").unwrap();
         let Source::AssumeRole { role, base } = top else {
             panic!("{top:?}")
@@ -672,7 +709,12 @@ region = eu-west-1
         let Source::AssumeRole { base, .. } = resolve("on-ec2").unwrap() else {
             panic!()
         };
-        assert_eq!(*base, Source::Imds { endpoint: IMDS_IPV4.into() });
+        assert_eq!(
+            *base,
+            Source::Imds {
+                endpoint: IMDS_IPV4.into()
+            }
+        );
         assert_eq!(
             resolve("irsa").unwrap(),
             Source::WebIdentity {
@@ -688,7 +730,12 @@ region = eu-west-1
             }
         );
         // A profile without credentials settings falls through to the rest of the chain.
-        assert_eq!(resolve("region-only").unwrap(), Source::Imds { endpoint: IMDS_IPV4.into() });
+        assert_eq!(
+            resolve("region-only").unwrap(),
+            Source::Imds {
+                endpoint: IMDS_IPV4.into()
+            }
+        );
     }
 
     #[test]

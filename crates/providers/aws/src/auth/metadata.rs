@@ -21,7 +21,10 @@ async fn imds_token(http: &AwsHttp, endpoint: &str) -> Result<String> {
     let response = http
         .unsigned_call(true, || {
             http::Request::put(&url)
-                .header("x-aws-ec2-metadata-token-ttl-seconds", IMDS_TOKEN_TTL_SECONDS)
+                .header(
+                    "x-aws-ec2-metadata-token-ttl-seconds",
+                    IMDS_TOKEN_TTL_SECONDS,
+                )
                 .body(Bytes::new())
         })
         .await

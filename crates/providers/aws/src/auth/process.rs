@@ -55,9 +55,10 @@ pub fn parse(command: &str, stdout: &[u8]) -> Result<Fetched> {
         session_token: field("SessionToken").ok(),
     };
     let expires = match json["Expiration"].as_str() {
-        Some(e) => Some(parse_time(e).ok_or_else(|| {
-            err(format!("credential_process {command:?}: Expiration {e:?}"))
-        })?),
+        Some(e) => Some(
+            parse_time(e)
+                .ok_or_else(|| err(format!("credential_process {command:?}: Expiration {e:?}")))?,
+        ),
         None => None,
     };
     Ok((credentials, expires))
@@ -74,15 +75,25 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!((c.access_key_id.as_str(), c.session_token.as_deref()), ("AKID", Some("t")));
+        assert_eq!(
+            (c.access_key_id.as_str(), c.session_token.as_deref()),
+            ("AKID", Some("t"))
+        );
         assert_eq!(expires, Some(1_893_456_000));
-        let (_, never) = run(r#"echo '{"Version": 1, "AccessKeyId": "A", "SecretAccessKey": "s"}'"#)
-            .await
-            .unwrap();
+        let (_, never) =
+            run(r#"echo '{"Version": 1, "AccessKeyId": "A", "SecretAccessKey": "s"}'"#)
+                .await
+                .unwrap();
         assert_eq!(never, None, "long-term keys do not expire");
-        let e = run("echo denied >&2; exit 3").await.unwrap_err().to_string();
+        let e = run("echo denied >&2; exit 3")
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("denied") && e.contains("exit"), "{e}");
-        let e = run(r#"echo '{"Version": 2}'"#).await.unwrap_err().to_string();
+        let e = run(r#"echo '{"Version": 2}'"#)
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("Version is 2"), "{e}");
     }
 }

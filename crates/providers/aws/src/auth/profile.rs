@@ -65,7 +65,9 @@ impl ProfileFiles {
             if indented && let Some(key) = &last_key {
                 let props = self.section(*section).entry(name.clone()).or_default();
                 let parent_value = props.get(key).cloned().unwrap_or_default();
-                if parent_value.is_empty() || props.keys().any(|k| k.starts_with(&format!("{key}."))) {
+                if parent_value.is_empty()
+                    || props.keys().any(|k| k.starts_with(&format!("{key}.")))
+                {
                     // A sub-property of a property with no value of its own.
                     if let Some((k, v)) = trimmed.split_once('=') {
                         props.insert(format!("{key}.{}", k.trim()), v.trim().to_string());
@@ -180,7 +182,10 @@ mod tests {
             Some("AKIDEXAMPLE"),
             "the credentials file wins"
         );
-        assert_eq!(files.get("default", "aws_secret_access_key"), Some("secret"));
+        assert_eq!(
+            files.get("default", "aws_secret_access_key"),
+            Some("secret")
+        );
         assert_eq!(files.get("dev", "source_profile"), Some("default"));
         assert_eq!(files.get("other", "aws_access_key_id"), Some("a"));
         assert!(!files.profiles.contains_key("ignored"));
@@ -191,7 +196,10 @@ mod tests {
         let services = files.service_endpoints("dev");
         assert_eq!(services["ec2"], "http://localhost:4566");
         assert_eq!(services["sqs"], "http://localhost:4567");
-        assert_eq!(files.get("multi", "credential_process"), Some("/bin/creds\n--flag"));
+        assert_eq!(
+            files.get("multi", "credential_process"),
+            Some("/bin/creds\n--flag")
+        );
         assert!(files.service_endpoints("default").is_empty());
     }
 }

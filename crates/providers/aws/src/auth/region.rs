@@ -77,15 +77,29 @@ mod tests {
     fn settings_in_order() {
         let cfg = "[default]\nregion = eu-west-1\n[profile other]\nregion = ap-south-1\n";
         let at = |vars: &[(&str, &str)]| {
-            let env: BTreeMap<String, String> =
-                vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-            from_settings(&SharedConfig::from_parts(env, &[(FileKind::Config, cfg.into())]))
-                .map(|(_, r)| r)
+            let env: BTreeMap<String, String> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            from_settings(&SharedConfig::from_parts(
+                env,
+                &[(FileKind::Config, cfg.into())],
+            ))
+            .map(|(_, r)| r)
         };
-        assert_eq!(at(&[("AWS_REGION", "us-west-2"), ("AWS_DEFAULT_REGION", "x")]).as_deref(), Some("us-west-2"));
-        assert_eq!(at(&[("AWS_DEFAULT_REGION", "ca-central-1")]).as_deref(), Some("ca-central-1"));
+        assert_eq!(
+            at(&[("AWS_REGION", "us-west-2"), ("AWS_DEFAULT_REGION", "x")]).as_deref(),
+            Some("us-west-2")
+        );
+        assert_eq!(
+            at(&[("AWS_DEFAULT_REGION", "ca-central-1")]).as_deref(),
+            Some("ca-central-1")
+        );
         assert_eq!(at(&[]).as_deref(), Some("eu-west-1"));
-        assert_eq!(at(&[("AWS_PROFILE", "other")]).as_deref(), Some("ap-south-1"));
+        assert_eq!(
+            at(&[("AWS_PROFILE", "other")]).as_deref(),
+            Some("ap-south-1")
+        );
         let none = SharedConfig::from_parts(BTreeMap::new(), &[]);
         assert_eq!(from_settings(&none), None);
         assert_eq!(imds_endpoint(&none), IMDS_IPV4);

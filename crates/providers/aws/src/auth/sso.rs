@@ -47,9 +47,11 @@ pub fn from_profile(config: &SharedConfig, name: &str) -> Result<Sso> {
         }
         None => (need("sso_start_url")?, need("sso_region")?),
     };
-    let home = config
-        .home()
-        .ok_or_else(|| err(format!("profile {name:?}: SSO needs HOME for the token cache")))?;
+    let home = config.home().ok_or_else(|| {
+        err(format!(
+            "profile {name:?}: SSO needs HOME for the token cache"
+        ))
+    })?;
     Ok(Sso {
         region,
         account_id: need("sso_account_id")?,
@@ -139,7 +141,10 @@ mod tests {
     #[test]
     fn settings_and_cache_file() {
         // The SDKs' cache key of a session name (SHA-1 of the UTF-8 bytes).
-        assert_eq!(cache_key("admin"), "d033e22ae348aeb5660fc2140aec35850c4da997");
+        assert_eq!(
+            cache_key("admin"),
+            "d033e22ae348aeb5660fc2140aec35850c4da997"
+        );
         let cfg = "\
 [profile dev]
 sso_session = corp
@@ -163,13 +168,19 @@ sso_role_name = R
             &[(FileKind::Config, cfg.to_string())],
         );
         let s = from_profile(&config, "dev").unwrap();
-        assert_eq!((s.region.as_str(), s.account_id.as_str()), ("eu-west-1", "111122223333"));
+        assert_eq!(
+            (s.region.as_str(), s.account_id.as_str()),
+            ("eu-west-1", "111122223333")
+        );
         assert_eq!(
             s.cache_file,
             format!("/home/me/.aws/sso/cache/{}.json", cache_key("corp"))
         );
         let l = from_profile(&config, "legacy").unwrap();
-        assert!(l.cache_file.ends_with(&format!("{}.json", cache_key("https://old.awsapps.com/start"))));
+        assert!(l.cache_file.ends_with(&format!(
+            "{}.json",
+            cache_key("https://old.awsapps.com/start")
+        )));
         let e = from_profile(&config, "broken").unwrap_err().to_string();
         assert!(e.contains("[sso-session nowhere]"), "{e}");
     }

@@ -78,8 +78,8 @@ pub async fn assume_role(http: &AwsHttp, base: &Credentials, role: &AssumeRole) 
 /// The `<Credentials>` of an STS answer.
 pub fn parse_credentials(action: &str, body: &[u8]) -> Result<Fetched> {
     let text = String::from_utf8_lossy(body);
-    let doc = roxmltree::Document::parse(&text)
-        .map_err(|e| AwsError::Parse(format!("{action}: {e}")))?;
+    let doc =
+        roxmltree::Document::parse(&text).map_err(|e| AwsError::Parse(format!("{action}: {e}")))?;
     let get = |name: &str| {
         doc.descendants()
             .find(|n| n.has_tag_name(name))

@@ -304,26 +304,121 @@ mod tests {
     #[test]
     fn endpoints_per_partition() {
         for (service, region, url, signing) in [
-            ("ec2", "eu-west-1", "https://ec2.eu-west-1.amazonaws.com", "eu-west-1"),
-            ("ec2", "cn-northwest-1", "https://ec2.cn-northwest-1.amazonaws.com.cn", "cn-northwest-1"),
-            ("ec2", "us-gov-west-1", "https://ec2.us-gov-west-1.amazonaws.com", "us-gov-west-1"),
-            ("ec2", "us-iso-east-1", "https://ec2.us-iso-east-1.c2s.ic.gov", "us-iso-east-1"),
-            ("sts", "us-east-1", "https://sts.us-east-1.amazonaws.com", "us-east-1"),
-            ("sts", "cn-north-1", "https://sts.cn-north-1.amazonaws.com.cn", "cn-north-1"),
-            ("sts", "us-gov-west-1", "https://sts.us-gov-west-1.amazonaws.com", "us-gov-west-1"),
-            ("sqs", "cn-north-1", "https://sqs.cn-north-1.amazonaws.com.cn", "cn-north-1"),
-            ("ssm", "us-isob-east-1", "https://ssm.us-isob-east-1.sc2s.sgov.gov", "us-isob-east-1"),
-            ("eks", "ap-southeast-2", "https://eks.ap-southeast-2.amazonaws.com", "ap-southeast-2"),
+            (
+                "ec2",
+                "eu-west-1",
+                "https://ec2.eu-west-1.amazonaws.com",
+                "eu-west-1",
+            ),
+            (
+                "ec2",
+                "cn-northwest-1",
+                "https://ec2.cn-northwest-1.amazonaws.com.cn",
+                "cn-northwest-1",
+            ),
+            (
+                "ec2",
+                "us-gov-west-1",
+                "https://ec2.us-gov-west-1.amazonaws.com",
+                "us-gov-west-1",
+            ),
+            (
+                "ec2",
+                "us-iso-east-1",
+                "https://ec2.us-iso-east-1.c2s.ic.gov",
+                "us-iso-east-1",
+            ),
+            (
+                "sts",
+                "us-east-1",
+                "https://sts.us-east-1.amazonaws.com",
+                "us-east-1",
+            ),
+            (
+                "sts",
+                "cn-north-1",
+                "https://sts.cn-north-1.amazonaws.com.cn",
+                "cn-north-1",
+            ),
+            (
+                "sts",
+                "us-gov-west-1",
+                "https://sts.us-gov-west-1.amazonaws.com",
+                "us-gov-west-1",
+            ),
+            (
+                "sqs",
+                "cn-north-1",
+                "https://sqs.cn-north-1.amazonaws.com.cn",
+                "cn-north-1",
+            ),
+            (
+                "ssm",
+                "us-isob-east-1",
+                "https://ssm.us-isob-east-1.sc2s.sgov.gov",
+                "us-isob-east-1",
+            ),
+            (
+                "eks",
+                "ap-southeast-2",
+                "https://eks.ap-southeast-2.amazonaws.com",
+                "ap-southeast-2",
+            ),
             ("iam", "eu-west-1", "https://iam.amazonaws.com", "us-east-1"),
-            ("iam", "cn-northwest-1", "https://iam.cn-north-1.amazonaws.com.cn", "cn-north-1"),
-            ("iam", "us-gov-east-1", "https://iam.us-gov.amazonaws.com", "us-gov-west-1"),
-            ("iam", "us-iso-east-1", "https://iam.us-iso-east-1.c2s.ic.gov", "us-iso-east-1"),
-            ("iam", "us-isob-east-1", "https://iam.us-isob-east-1.sc2s.sgov.gov", "us-isob-east-1"),
-            ("pricing", "eu-west-1", "https://api.pricing.eu-central-1.amazonaws.com", "eu-central-1"),
-            ("pricing", "ap-northeast-1", "https://api.pricing.ap-south-1.amazonaws.com", "ap-south-1"),
-            ("pricing", "cn-north-1", "https://api.pricing.cn-northwest-1.amazonaws.com.cn", "cn-northwest-1"),
-            ("pricing", "us-west-2", "https://api.pricing.us-east-1.amazonaws.com", "us-east-1"),
-            ("pricing", "us-gov-west-1", "https://api.pricing.us-east-1.amazonaws.com", "us-east-1"),
+            (
+                "iam",
+                "cn-northwest-1",
+                "https://iam.cn-north-1.amazonaws.com.cn",
+                "cn-north-1",
+            ),
+            (
+                "iam",
+                "us-gov-east-1",
+                "https://iam.us-gov.amazonaws.com",
+                "us-gov-west-1",
+            ),
+            (
+                "iam",
+                "us-iso-east-1",
+                "https://iam.us-iso-east-1.c2s.ic.gov",
+                "us-iso-east-1",
+            ),
+            (
+                "iam",
+                "us-isob-east-1",
+                "https://iam.us-isob-east-1.sc2s.sgov.gov",
+                "us-isob-east-1",
+            ),
+            (
+                "pricing",
+                "eu-west-1",
+                "https://api.pricing.eu-central-1.amazonaws.com",
+                "eu-central-1",
+            ),
+            (
+                "pricing",
+                "ap-northeast-1",
+                "https://api.pricing.ap-south-1.amazonaws.com",
+                "ap-south-1",
+            ),
+            (
+                "pricing",
+                "cn-north-1",
+                "https://api.pricing.cn-northwest-1.amazonaws.com.cn",
+                "cn-northwest-1",
+            ),
+            (
+                "pricing",
+                "us-west-2",
+                "https://api.pricing.us-east-1.amazonaws.com",
+                "us-east-1",
+            ),
+            (
+                "pricing",
+                "us-gov-west-1",
+                "https://api.pricing.us-east-1.amazonaws.com",
+                "us-east-1",
+            ),
         ] {
             let e = at(region);
             assert_eq!(e.url(service), url, "{service} in {region}");
@@ -333,12 +428,30 @@ mod tests {
 
     #[test]
     fn fips_and_dual_stack_variants() {
-        let fips = Variant { fips: true, dual_stack: false };
-        let dual = Variant { fips: false, dual_stack: true };
-        assert_eq!(standard_url("ec2", "us-gov-west-1", fips), "https://ec2-fips.us-gov-west-1.amazonaws.com");
-        assert_eq!(standard_url("sts", "us-east-1", fips), "https://sts-fips.us-east-1.amazonaws.com");
-        assert_eq!(standard_url("iam", "us-east-1", fips), "https://iam-fips.amazonaws.com");
-        assert_eq!(standard_url("ec2", "us-east-1", dual), "https://ec2.us-east-1.api.aws");
+        let fips = Variant {
+            fips: true,
+            dual_stack: false,
+        };
+        let dual = Variant {
+            fips: false,
+            dual_stack: true,
+        };
+        assert_eq!(
+            standard_url("ec2", "us-gov-west-1", fips),
+            "https://ec2-fips.us-gov-west-1.amazonaws.com"
+        );
+        assert_eq!(
+            standard_url("sts", "us-east-1", fips),
+            "https://sts-fips.us-east-1.amazonaws.com"
+        );
+        assert_eq!(
+            standard_url("iam", "us-east-1", fips),
+            "https://iam-fips.amazonaws.com"
+        );
+        assert_eq!(
+            standard_url("ec2", "us-east-1", dual),
+            "https://ec2.us-east-1.api.aws"
+        );
         assert_eq!(
             standard_url("ec2", "cn-north-1", dual),
             "https://ec2.cn-north-1.api.amazonwebservices.com.cn"
@@ -353,7 +466,12 @@ mod tests {
     #[test]
     fn configured_endpoints_in_the_sdks_order() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
         };
         let profile_services: BTreeMap<String, String> = [
             ("ec2".to_string(), "http://profile-ec2".to_string()),
@@ -371,12 +489,31 @@ mod tests {
             override_url: Some("http://env-all".into()),
             ..at("us-east-1")
         };
-        assert_eq!(s.url("ec2", &global), "http://env-ec2:4566", "service env first");
-        assert_eq!(s.url("sqs", &global), "http://env-all", "then AWS_ENDPOINT_URL");
-        assert_eq!(s.url("sqs", &plain), "http://profile-sqs", "then the profile's service");
-        assert_eq!(s.url("ssm", &plain), "http://profile-all", "then its endpoint_url");
+        assert_eq!(
+            s.url("ec2", &global),
+            "http://env-ec2:4566",
+            "service env first"
+        );
+        assert_eq!(
+            s.url("sqs", &global),
+            "http://env-all",
+            "then AWS_ENDPOINT_URL"
+        );
+        assert_eq!(
+            s.url("sqs", &plain),
+            "http://profile-sqs",
+            "then the profile's service"
+        );
+        assert_eq!(
+            s.url("ssm", &plain),
+            "http://profile-all",
+            "then its endpoint_url"
+        );
         let none = EndpointSettings::default();
-        assert_eq!(none.url("ssm", &plain), "https://ssm.us-east-1.amazonaws.com");
+        assert_eq!(
+            none.url("ssm", &plain),
+            "https://ssm.us-east-1.amazonaws.com"
+        );
         let ignored = EndpointSettings::from_settings(
             env(&[
                 ("AWS_ENDPOINT_URL_EC2", "http://env-ec2"),
@@ -386,10 +523,24 @@ mod tests {
             profile_services,
             false,
         );
-        assert_eq!(ignored.url("ec2", &plain), "https://ec2.us-east-1.amazonaws.com");
+        assert_eq!(
+            ignored.url("ec2", &plain),
+            "https://ec2.us-east-1.amazonaws.com"
+        );
         assert_eq!(env_service_id("pricing"), "PRICING");
-        assert_eq!(env_service_id("elastic load balancing"), "ELASTIC_LOAD_BALANCING");
-        let fips = EndpointSettings::from_settings(env(&[("AWS_USE_FIPS_ENDPOINT", "true")]), None, BTreeMap::new(), false);
-        assert_eq!(fips.url("sts", &at("us-gov-east-1")), "https://sts-fips.us-gov-east-1.amazonaws.com");
+        assert_eq!(
+            env_service_id("elastic load balancing"),
+            "ELASTIC_LOAD_BALANCING"
+        );
+        let fips = EndpointSettings::from_settings(
+            env(&[("AWS_USE_FIPS_ENDPOINT", "true")]),
+            None,
+            BTreeMap::new(),
+            false,
+        );
+        assert_eq!(
+            fips.url("sts", &at("us-gov-east-1")),
+            "https://sts-fips.us-gov-east-1.amazonaws.com"
+        );
     }
 }

@@ -195,8 +195,16 @@ impl AwsHttp {
         extra_headers: &[(&str, &str)],
         body: Vec<u8>,
     ) -> Result<Bytes> {
-        self.send_signed(Some(credentials), service, method, path, query, extra_headers, body)
-            .await
+        self.send_signed(
+            Some(credentials),
+            service,
+            method,
+            path,
+            query,
+            extra_headers,
+            body,
+        )
+        .await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -378,8 +386,7 @@ impl AwsHttp {
                     let mut kind = classify_answer(r.status, code);
                     if kind.is_none()
                         && code.is_some_and(is_clock_skew)
-                        && r
-                            .header("date")
+                        && r.header("date")
                             .is_some_and(|d| self.skew.observe(d, self.timing.clock.now()))
                     {
                         tracing::info!(

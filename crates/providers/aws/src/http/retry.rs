@@ -288,13 +288,29 @@ mod tests {
         // (status, code, expected): the SDKs' classification tables.
         let cases: &[(u16, Option<&str>, Option<RetryKind>)] = &[
             (400, Some("Throttling"), Some(RetryKind::Throttling)),
-            (503, Some("RequestLimitExceeded"), Some(RetryKind::Throttling)),
-            (400, Some("EC2ThrottledException"), Some(RetryKind::Throttling)),
-            (400, Some("ThrottlingException"), Some(RetryKind::Throttling)),
+            (
+                503,
+                Some("RequestLimitExceeded"),
+                Some(RetryKind::Throttling),
+            ),
+            (
+                400,
+                Some("EC2ThrottledException"),
+                Some(RetryKind::Throttling),
+            ),
+            (
+                400,
+                Some("ThrottlingException"),
+                Some(RetryKind::Throttling),
+            ),
             (400, Some("SlowDown"), Some(RetryKind::Throttling)),
             (429, None, Some(RetryKind::Throttling)),
             (400, Some("RequestTimeout"), Some(RetryKind::Transient)),
-            (408, Some("RequestTimeoutException"), Some(RetryKind::Transient)),
+            (
+                408,
+                Some("RequestTimeoutException"),
+                Some(RetryKind::Transient),
+            ),
             (500, Some("InternalError"), Some(RetryKind::Transient)),
             (502, None, Some(RetryKind::Transient)),
             (503, Some("Unavailable"), Some(RetryKind::Transient)),
@@ -312,7 +328,11 @@ mod tests {
                 "{status} {code:?}"
             );
         }
-        for code in ["RequestTimeTooSkewed", "SignatureDoesNotMatch", "AuthFailure"] {
+        for code in [
+            "RequestTimeTooSkewed",
+            "SignatureDoesNotMatch",
+            "AuthFailure",
+        ] {
             assert!(is_clock_skew(code), "{code}");
         }
         assert!(!is_clock_skew("UnauthorizedOperation"));
@@ -325,11 +345,22 @@ mod tests {
         assert_eq!(c.backoff(t, 1, 0.5), Duration::from_millis(500));
         assert_eq!(c.backoff(t, 2, 0.5), Duration::from_secs(1));
         assert_eq!(c.backoff(t, 3, 0.5), Duration::from_secs(2));
-        assert_eq!(c.backoff(t, 1, 0.0), Duration::ZERO, "full jitter reaches zero");
+        assert_eq!(
+            c.backoff(t, 1, 0.0),
+            Duration::ZERO,
+            "full jitter reaches zero"
+        );
         assert_eq!(c.backoff(t, 5, 0.5), Duration::from_secs(8));
-        assert_eq!(c.backoff(t, 6, 0.99), Duration::from_secs(20), "31.68 s capped");
+        assert_eq!(
+            c.backoff(t, 6, 0.99),
+            Duration::from_secs(20),
+            "31.68 s capped"
+        );
         assert_eq!(c.backoff(t, 60, 0.9), Duration::from_secs(20));
-        assert_eq!(c.backoff(RetryKind::Throttling, 2, 0.25), Duration::from_millis(500));
+        assert_eq!(
+            c.backoff(RetryKind::Throttling, 2, 0.25),
+            Duration::from_millis(500)
+        );
     }
 
     #[test]
@@ -338,31 +369,56 @@ mod tests {
             revised_2026: true,
             ..RetryConfig::STANDARD
         };
-        assert_eq!(c.backoff(RetryKind::Transient, 1, 1.0), Duration::from_millis(50));
-        assert_eq!(c.backoff(RetryKind::Transient, 3, 0.5), Duration::from_millis(100));
-        assert_eq!(c.backoff(RetryKind::Throttling, 1, 0.5), Duration::from_millis(500));
+        assert_eq!(
+            c.backoff(RetryKind::Transient, 1, 1.0),
+            Duration::from_millis(50)
+        );
+        assert_eq!(
+            c.backoff(RetryKind::Transient, 3, 0.5),
+            Duration::from_millis(100)
+        );
+        assert_eq!(
+            c.backoff(RetryKind::Throttling, 1, 0.5),
+            Duration::from_millis(500)
+        );
         // The maximum is applied before the jitter: half of 20 s, not 20 s.
-        assert_eq!(c.backoff(RetryKind::Throttling, 30, 0.5), Duration::from_secs(10));
+        assert_eq!(
+            c.backoff(RetryKind::Throttling, 30, 0.5),
+            Duration::from_secs(10)
+        );
         assert_eq!(c.retry_cost(RetryKind::Transient), 14);
         assert_eq!(c.retry_cost(RetryKind::Timeout), 14);
         assert_eq!(c.retry_cost(RetryKind::Throttling), 5);
         let computed = Duration::from_millis(100);
         assert_eq!(c.server_backoff(computed, 10), computed);
         assert_eq!(c.server_backoff(computed, 2_000), Duration::from_secs(2));
-        assert_eq!(c.server_backoff(computed, 60_000), Duration::from_millis(5_100));
+        assert_eq!(
+            c.server_backoff(computed, 60_000),
+            Duration::from_millis(5_100)
+        );
         let old = RetryConfig::STANDARD;
         assert_eq!(old.retry_cost(RetryKind::Timeout), 10);
         assert_eq!(old.retry_cost(RetryKind::Throttling), 5);
-        assert_eq!(old.server_backoff(computed, 60_000), Duration::from_secs(20));
+        assert_eq!(
+            old.server_backoff(computed, 60_000),
+            Duration::from_secs(20)
+        );
     }
 
     #[test]
     fn settings_are_read_and_checked() {
         let s = |k: &str, v: &str| Some((k.to_string(), v.to_string()));
-        let c = RetryConfig::from_settings(s("AWS_MAX_ATTEMPTS", "5"), s("AWS_RETRY_MODE", "adaptive"), false)
-            .unwrap();
+        let c = RetryConfig::from_settings(
+            s("AWS_MAX_ATTEMPTS", "5"),
+            s("AWS_RETRY_MODE", "adaptive"),
+            false,
+        )
+        .unwrap();
         assert_eq!((c.max_attempts, c.mode), (5, RetryMode::Adaptive));
-        assert_eq!(RetryConfig::from_settings(None, None, false).unwrap(), RetryConfig::STANDARD);
+        assert_eq!(
+            RetryConfig::from_settings(None, None, false).unwrap(),
+            RetryConfig::STANDARD
+        );
         for bad in ["0", "-1", "three"] {
             let err = RetryConfig::from_settings(s("max_attempts", bad), None, false).unwrap_err();
             assert!(err.to_string().starts_with("max_attempts = "), "{err}");
@@ -386,7 +442,11 @@ mod tests {
         assert_eq!(q.available(), 11, "a success after retries refunds them");
         let full = RetryQuota::default();
         full.succeeded(0);
-        assert_eq!(full.available(), RetryQuota::CAPACITY, "never above capacity");
+        assert_eq!(
+            full.available(),
+            RetryQuota::CAPACITY,
+            "never above capacity"
+        );
         let small = RetryQuota::new(12);
         assert!(small.acquire(10), "a timeout costs 10");
         assert!(!small.acquire(5));

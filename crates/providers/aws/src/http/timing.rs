@@ -131,8 +131,14 @@ mod tests {
 
     #[test]
     fn http_dates() {
-        assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), Some(784_111_777));
-        assert_eq!(parse_http_date("Sun, 30 Aug 2015 12:36:00 GMT"), Some(1_440_938_160));
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(784_111_777)
+        );
+        assert_eq!(
+            parse_http_date("Sun, 30 Aug 2015 12:36:00 GMT"),
+            Some(1_440_938_160)
+        );
         assert_eq!(parse_http_date("yesterday"), None);
     }
 
