@@ -10,7 +10,7 @@ use karpenter_controller::cloudprovider::{Provider, ProviderLoop};
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{CredentialsProvider, credentials::Source};
+use crate::auth::{CredentialsProvider, SharedConfig};
 use crate::ec2::Ec2Client;
 use crate::http::{AwsHttp, Endpoints};
 use crate::provider::{AwsCloudProvider, AwsOptions};
@@ -36,7 +36,8 @@ pub struct AwsSettings {
     /// The service CIDR, which AL2023's nodeadm needs (`10.100.0.0/16`).
     #[arg(long, env = "CLUSTER_CIDR")]
     pub cluster_cidr: Option<String>,
-    /// The region.
+    /// The region (default: as the AWS SDKs find it: `AWS_DEFAULT_REGION`, the profile's
+    /// `region`, the instance's region from IMDS).
     #[arg(long, env = "AWS_REGION", default_value = "")]
     pub aws_region: String,
     /// One endpoint for every AWS service instead of the public ones (VPC endpoints, tests).
@@ -58,14 +59,61 @@ pub struct AwsSettings {
     pub interruption_queue: Option<String>,
 }
 
+/// The AWS client as the SDKs would configure it from the environment and the shared files:
+/// the region chain (unless `region` is given), the default credentials chain, the retry
+/// settings and the configured endpoints. Returns the client and the region.
+pub async fn connect(
+    region: String,
+    endpoint_url: Option<String>,
+) -> Result<(AwsHttp, String), BoxError> {
+    let config = SharedConfig::from_process().map_err(|e| format!("AWS settings: {e}"))?;
+    let credentials =
+        CredentialsProvider::default_chain(&config).map_err(|e| format!("AWS credentials: {e}"))?;
+    let retry = crate::http::retry::RetryConfig::from_settings(
+        config.setting("AWS_MAX_ATTEMPTS", "max_attempts"),
+        config.setting("AWS_RETRY_MODE", "retry_mode"),
+        config
+            .env("AWS_NEW_RETRIES_2026")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+    )
+    .map_err(|e| format!("AWS retries: {e}"))?;
+    let endpoints = crate::http::EndpointSettings::from_settings(
+        |k| config.env(k),
+        config.profile_value("endpoint_url"),
+        config.files.service_endpoints(&config.profile),
+        config
+            .profile_value("ignore_configured_endpoint_urls")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+    );
+    let mut http = AwsHttp::new(
+        Endpoints {
+            region: region.clone(),
+            override_url: endpoint_url.filter(|u| !u.is_empty()),
+        },
+        credentials,
+    )?
+    .with_retry(retry)
+    .with_endpoint_settings(endpoints);
+    if http.endpoints.region.is_empty() {
+        let region = crate::auth::region::resolve(&config, &http).await?;
+        http.endpoints.region = region;
+    }
+    tracing::info!(
+        region = http.endpoints.region,
+        credentials = http.credentials().source().kind(),
+        "AWS client configured"
+    );
+    let region = http.endpoints.region.clone();
+    Ok((http, region))
+}
+
 impl Provider for AwsProvider {
     type Settings = AwsSettings;
 
-    async fn build(client: kube::Client, settings: AwsSettings) -> Result<Self, BoxError> {
+    async fn build(client: kube::Client, mut settings: AwsSettings) -> Result<Self, BoxError> {
         for (value, name) in [
             (&settings.cluster_name, "CLUSTER_NAME"),
             (&settings.cluster_endpoint, "CLUSTER_ENDPOINT"),
-            (&settings.aws_region, "AWS_REGION"),
         ] {
             if value.is_empty() {
                 return Err(karpenter_cloudprovider::SettingsError::Missing(name).into());
@@ -84,15 +132,8 @@ impl Provider for AwsProvider {
             Some(bundle) => Some(bundle),
             None => karpenter_controller::cloudprovider::cluster_ca_bundle().await,
         };
-        let source = Source::from_env(|k| std::env::var(k).ok())
-            .map_err(|e| format!("AWS credentials: {e}"))?;
-        let http = AwsHttp::new(
-            Endpoints {
-                region: settings.aws_region.clone(),
-                override_url: settings.aws_endpoint_url,
-            },
-            CredentialsProvider::new(source),
-        )?;
+        let (http, region) = connect(settings.aws_region, settings.aws_endpoint_url).await?;
+        settings.aws_region = region;
         let queue = match settings.interruption_queue.filter(|q| !q.is_empty()) {
             Some(name) => {
                 let queue = SqsQueue::open(http.clone(), &name)
