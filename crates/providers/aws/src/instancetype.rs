@@ -592,7 +592,10 @@ pub fn requirements(
         Requirement::new(ZONE_LABEL, Operator::In, &zone_names),
         Requirement::new(REGION_LABEL, Operator::In, &[region]),
         Requirement::new(CAPACITY_TYPE_LABEL, Operator::In, &capacity_types),
-        label(WINDOWS_BUILD_LABEL, None),
+        label(
+            WINDOWS_BUILD_LABEL,
+            settings.ami_family.windows_build().map(str::to_string),
+        ),
         label(LABEL_INSTANCE_CPU, Some(info.vcpu.to_string())),
         label(LABEL_INSTANCE_MEMORY, Some(info.memory_mib.to_string())),
         label(LABEL_INSTANCE_CATEGORY, category),

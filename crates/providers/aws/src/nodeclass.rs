@@ -4,7 +4,7 @@
 
 use crate::ec2nodeclass::EC2NodeClassSpec;
 use karpenter_api::Operator;
-use karpenter_api::labels::ARCH_LABEL;
+use karpenter_api::labels::{ARCH_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL};
 
 use crate::ec2::{CapacityReservationInfo, Ec2Api, Filter, Image, SecurityGroupInfo, SubnetInfo};
 use crate::http::AwsError;
@@ -75,6 +75,10 @@ pub fn image_requirements(image: &Image) -> Vec<(&'static str, Operator, Vec<Str
             Operator::In,
             vec!["aws".into()],
         )),
+        Variant::Windows(build) => {
+            out.push((OS_LABEL, Operator::In, vec!["windows".into()]));
+            out.push((WINDOWS_BUILD_LABEL, Operator::In, vec![build.into()]));
+        }
     }
     out
 }
@@ -196,16 +200,16 @@ async fn resolve_images<A: Ec2Api + ParameterStore>(
         let mut variants: Vec<(String, Variant)> = Vec::new();
         if let Some(alias) = &term.alias {
             let (family, version) = alias.split_once('@').unwrap_or((alias, "latest"));
-            let Some(parameters) = alias_parameters(family, version, k8s_version) else {
-                return Err(NodeClassError::NotReady(format!(
-                    "spec.amiSelectorTerms[].alias: {family} aliases are not supported yet"
-                )));
-            };
+            let parameters = alias_parameters(family, version, k8s_version).map_err(|e| {
+                NodeClassError::NotReady(format!("spec.amiSelectorTerms[].alias: {e}"))
+            })?;
             for (parameter, _, variant) in parameters {
                 match api.get_parameter(parameter).await {
                     Ok(id) => {
                         variants.push((id.clone(), variant));
-                        ids.push(id);
+                        if !ids.contains(&id) {
+                            ids.push(id);
+                        }
                     }
                     // Not every family publishes every architecture, variant or version.
                     Err(e) if e.code() == Some("ParameterNotFound") => {}
@@ -238,12 +242,28 @@ async fn resolve_images<A: Ec2Api + ParameterStore>(
             (None, Some(_)) => vec!["self".into(), "amazon".into()],
             (None, None) => Vec::new(),
         };
-        for mut image in api.describe_images(filters, owners).await? {
-            if let Some((_, variant)) = variants.iter().find(|(id, _)| *id == image.id) {
-                image.variant = *variant;
+        for image in api.describe_images(filters, owners).await? {
+            // An alias image is listed once per variant it serves (AL2's GPU image boots NVIDIA
+            // and Neuron types), as upstream lists one AMI per requirement set.
+            let mut own: Vec<Variant> = variants
+                .iter()
+                .filter(|(id, _)| *id == image.id)
+                .map(|(_, v)| *v)
+                .collect();
+            if own.is_empty() {
+                own.push(image.variant);
             }
-            if !images.iter().any(|x| x.id == image.id) {
-                images.push(image);
+            for variant in own {
+                let image = Image {
+                    variant,
+                    ..image.clone()
+                };
+                if !images
+                    .iter()
+                    .any(|x| x.id == image.id && x.variant == image.variant)
+                {
+                    images.push(image);
+                }
             }
         }
     }
