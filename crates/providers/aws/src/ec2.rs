@@ -66,8 +66,11 @@ pub struct Image {
     pub architecture: String,
     /// RFC 3339; the newest image wins among equals.
     pub creation_date: String,
-    /// Whether the image is deprecated.
+    /// Whether the image is deprecated: its deprecation time has passed (decided when the
+    /// NodeClass is resolved, see [`crate::nodeclass::is_deprecated`]).
     pub deprecated: bool,
+    /// When EC2 deprecates (or deprecated) it, RFC 3339; a future time is not deprecated yet.
+    pub deprecation_time: Option<String>,
     /// Which types it is built for, when an alias chose it.
     pub variant: crate::ssm::Variant,
 }
@@ -609,6 +612,9 @@ impl Ec2Api for Ec2Client {
     ) -> Result<Vec<Image>> {
         let mut p = Params::new("DescribeImages");
         p.filters(&filters);
+        // Deprecated images still match (upstream asks for them too): an image the account
+        // pinned keeps launching, after any non-deprecated one.
+        p.set("IncludeDeprecated", true);
         p.list("Owner", &owners);
         let mut out = Vec::new();
         self.pages(p, |d| {
@@ -617,7 +623,8 @@ impl Ec2Api for Ec2Client {
                 name: text(i, "name"),
                 architecture: text(i, "architecture"),
                 creation_date: text(i, "creationDate"),
-                deprecated: !text(i, "deprecationTime").is_empty(),
+                deprecated: false,
+                deprecation_time: Some(text(i, "deprecationTime")).filter(|t| !t.is_empty()),
                 variant: Default::default(),
             }));
         })

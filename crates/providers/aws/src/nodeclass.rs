@@ -3,6 +3,7 @@
 //! term ANDed, a tag value of `*` matches any value — upstream's semantics.
 
 use crate::ec2nodeclass::EC2NodeClassSpec;
+use k8s_openapi::jiff::Timestamp;
 use karpenter_api::Operator;
 use karpenter_api::labels::{ARCH_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL};
 
@@ -92,13 +93,24 @@ pub fn instance_profile_name(cluster: &str, node_class: &str) -> String {
     name
 }
 
-/// Resolves a NodeClass's selectors; `k8s_version` (`1.33`) picks the alias AMIs.
+/// Whether an image with this deprecation time is deprecated at `now`: only once the time has
+/// come (upstream's rule; an image scheduled for deprecation is still current). An unreadable
+/// time counts as none.
+pub fn is_deprecated(deprecation_time: Option<&str>, now: Timestamp) -> bool {
+    deprecation_time
+        .and_then(|t| t.parse::<Timestamp>().ok())
+        .is_some_and(|t| t <= now)
+}
+
+/// Resolves a NodeClass's selectors; `k8s_version` (`1.33`) picks the alias AMIs, `now`
+/// decides which images are deprecated.
 pub async fn resolve<A>(
     api: &A,
     name: &str,
     spec: &EC2NodeClassSpec,
     cluster: &str,
     k8s_version: &str,
+    now: Timestamp,
 ) -> Result<ResolvedNodeClass, NodeClassError>
 where
     A: Ec2Api + ParameterStore + InstanceProfiles,
@@ -159,7 +171,7 @@ where
             }
         }
     }
-    let images = resolve_images(api, spec, k8s_version).await?;
+    let images = resolve_images(api, spec, k8s_version, now).await?;
     if images.is_empty() {
         return Err(NodeClassError::NotReady(
             "spec.amiSelectorTerms: no AMI matches".into(),
@@ -192,6 +204,7 @@ async fn resolve_images<A: Ec2Api + ParameterStore>(
     api: &A,
     spec: &EC2NodeClassSpec,
     k8s_version: &str,
+    now: Timestamp,
 ) -> Result<Vec<Image>, NodeClassError> {
     let mut images: Vec<Image> = Vec::new();
     for term in &spec.ami_selector_terms {
@@ -256,6 +269,8 @@ async fn resolve_images<A: Ec2Api + ParameterStore>(
             for variant in own {
                 let image = Image {
                     variant,
+                    deprecated: image.deprecated
+                        || is_deprecated(image.deprecation_time.as_deref(), now),
                     ..image.clone()
                 };
                 if !images
@@ -267,10 +282,68 @@ async fn resolve_images<A: Ec2Api + ParameterStore>(
             }
         }
     }
+    sort_images(&mut images);
+    Ok(images)
+}
+
+/// Upstream's preference: non-deprecated before deprecated, then the newest, then the name
+/// that sorts last; the launch takes the first image a type can boot.
+pub fn sort_images(images: &mut [Image]) {
+    let created = |i: &Image| i.creation_date.parse::<Timestamp>().ok();
     images.sort_by(|a, b| {
         a.deprecated
             .cmp(&b.deprecated)
-            .then_with(|| b.creation_date.cmp(&a.creation_date))
+            .then_with(|| created(b).cmp(&created(a)))
+            .then_with(|| b.name.cmp(&a.name))
     });
-    Ok(images)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(id: &str, created: &str, deprecated: bool) -> Image {
+        Image {
+            id: id.into(),
+            name: id.into(),
+            creation_date: created.into(),
+            deprecated,
+            ..Default::default()
+        }
+    }
+
+    /// Upstream's rule: deprecated once the deprecation time has come, not before.
+    #[test]
+    fn deprecated_only_once_the_time_has_come() {
+        let now: Timestamp = "2026-11-25T00:00:00Z".parse().unwrap();
+        assert!(!is_deprecated(None, now));
+        assert!(!is_deprecated(Some("2027-01-01T00:00:00.000Z"), now));
+        assert!(is_deprecated(Some("2026-11-25T00:00:00Z"), now));
+        assert!(is_deprecated(Some("2024-05-01T00:00:00.000Z"), now));
+        assert!(!is_deprecated(Some("not a time"), now));
+    }
+
+    /// After upstream's compareAMI cases: non-deprecated first, then newest, then name.
+    #[test]
+    fn images_sort_as_upstream() {
+        let mut images = vec![
+            image("ami-old", "2024-01-01T00:00:00Z", false),
+            image("ami-new-deprecated", "2026-01-01T00:00:00Z", true),
+            image("ami-new", "2025-01-01T00:00:00Z", false),
+            image("ami-a", "2025-01-01T00:00:00Z", false),
+            image("ami-old-deprecated", "2023-01-01T00:00:00Z", true),
+        ];
+        sort_images(&mut images);
+        let ids: Vec<&str> = images.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "ami-new",
+                "ami-a",
+                "ami-old",
+                "ami-new-deprecated",
+                "ami-old-deprecated"
+            ]
+        );
+    }
 }

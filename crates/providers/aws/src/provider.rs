@@ -328,6 +328,7 @@ where
             &class.spec,
             &self.options.cluster_name,
             &self.options.kubernetes_version,
+            k8s_openapi::jiff::Timestamp::now(),
         )
         .await?;
         self.resolved
