@@ -46,11 +46,14 @@ pub const LABEL_ACCELERATOR_MANUFACTURER: &str =
     "karpenter.k8s.aws/instance-accelerator-manufacturer";
 /// The capacity reservation a reserved node runs in.
 pub const LABEL_CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
+/// The kind of reservation a reserved node runs in: `default` (an On-Demand Capacity
+/// Reservation) or `capacity-block` (a Capacity Block for ML).
+pub const LABEL_CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
 /// Zone ids (`use1-az2`), stable across accounts unlike zone names.
 pub const LABEL_ZONE_ID: &str = "topology.k8s.aws/zone-id";
 
 /// Every label the AWS provider defines, which NodePools and pods may select on.
-pub const AWS_LABELS: [&str; 24] = [
+pub const AWS_LABELS: [&str; 25] = [
     LABEL_INSTANCE_CATEGORY,
     LABEL_INSTANCE_FAMILY,
     LABEL_INSTANCE_GENERATION,
@@ -75,6 +78,7 @@ pub const AWS_LABELS: [&str; 24] = [
     "karpenter.k8s.aws/instance-tenancy",
     LABEL_ZONE_ID,
     LABEL_CAPACITY_RESERVATION_ID,
+    LABEL_CAPACITY_RESERVATION_TYPE,
 ];
 
 /// What EC2 says of an instance type (DescribeInstanceTypes), reduced to what scheduling needs.
@@ -235,6 +239,9 @@ pub fn name_parts(
     }
     (Some(category), Some(generation), family, size)
 }
+
+/// The EFA resource: how many EFA interfaces a node has, attached when a NodeClaim requests it.
+pub const RESOURCE_EFA: &str = "vpc.amazonaws.com/efa";
 
 /// A capacity reservation the NodeClass selected.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -538,7 +545,7 @@ pub fn capacity(info: &InstanceTypeInfo, settings: &NodeClassSettings) -> Resour
     }
     let efa = settings.network_interfaces.unwrap_or(info.efa);
     if efa > 0 {
-        capacity.set("vpc.amazonaws.com/efa", efa * 1000);
+        capacity.set(RESOURCE_EFA, efa * 1000);
     }
     capacity
 }

@@ -24,6 +24,7 @@
 pub mod catalog;
 pub mod ec2nodeclass;
 pub mod instancetype;
+pub mod interfaces;
 pub mod interruption;
 pub mod launch;
 pub mod pricing;
@@ -56,6 +57,8 @@ pub mod auth;
 #[cfg(feature = "cloud")]
 pub mod ec2;
 #[cfg(feature = "cloud")]
+pub mod eks;
+#[cfg(feature = "cloud")]
 pub mod http;
 #[cfg(feature = "cloud")]
 pub mod iam;
@@ -75,3 +78,5 @@ pub mod provider;
 pub mod sqs;
 #[cfg(feature = "cloud")]
 pub mod ssm;
+#[cfg(feature = "cloud")]
+pub mod version;

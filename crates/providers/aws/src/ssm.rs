@@ -284,7 +284,9 @@ mod tests {
             assert_eq!(
                 p,
                 [(
-                    format!("/aws/service/ami-windows-latest/Windows_Server-{release}-English-Core-EKS_Optimized-1.35/image_id"),
+                    format!(
+                        "/aws/service/ami-windows-latest/Windows_Server-{release}-English-Core-EKS_Optimized-1.35/image_id"
+                    ),
                     "x86_64",
                     Variant::Windows(build)
                 )]

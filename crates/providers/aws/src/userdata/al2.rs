@@ -8,9 +8,7 @@ use super::{Bootstrap, mime_document, mime_parts};
 /// The bootstrap script.
 fn bootstrap_script(b: &Bootstrap) -> String {
     let mut s = String::from("#!/bin/bash -xe\n");
-    s.push_str(
-        "exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n",
-    );
+    s.push_str("exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n");
     s.push_str(&format!(
         "/etc/eks/bootstrap.sh '{}' --apiserver-endpoint '{}'",
         b.cluster_name, b.cluster_endpoint

@@ -50,7 +50,10 @@ fn map_flag(name: &str, kubelet: &serde_json::Map<String, Value>, key: &str, sep
 
 /// The max pods the node runs: the EC2NodeClass's `kubelet.maxPods`, else the type's.
 pub fn max_pods(b: &Bootstrap) -> Option<i64> {
-    b.kubelet.get("maxPods").and_then(Value::as_i64).or(b.max_pods)
+    b.kubelet
+        .get("maxPods")
+        .and_then(Value::as_i64)
+        .or(b.max_pods)
 }
 
 /// The flags, empty ones left out.
@@ -90,7 +93,10 @@ pub fn kubelet_extra_args(b: &Bootstrap) -> Vec<String> {
         "=",
     ));
     for (key, flag) in [
-        ("evictionMaxPodGracePeriod", "--eviction-max-pod-grace-period"),
+        (
+            "evictionMaxPodGracePeriod",
+            "--eviction-max-pod-grace-period",
+        ),
         ("imageGCHighThresholdPercent", "--image-gc-high-threshold"),
         ("imageGCLowThresholdPercent", "--image-gc-low-threshold"),
         ("cpuCFSQuota", "--cpu-cfs-quota"),
