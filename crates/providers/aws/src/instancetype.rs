@@ -47,13 +47,14 @@ pub const LABEL_ACCELERATOR_MANUFACTURER: &str =
 /// The capacity reservation a reserved node runs in.
 pub const LABEL_CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
 /// The kind of reservation a reserved node runs in: `default` (an On-Demand Capacity
-/// Reservation) or `capacity-block` (a Capacity Block for ML).
+/// Reservation) or `capacity-block` (a Capacity Block for ML). Set on the nodes a launch makes;
+/// offerings do not carry it yet, so it is not among [`AWS_LABELS`].
 pub const LABEL_CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
 /// Zone ids (`use1-az2`), stable across accounts unlike zone names.
 pub const LABEL_ZONE_ID: &str = "topology.k8s.aws/zone-id";
 
 /// Every label the AWS provider defines, which NodePools and pods may select on.
-pub const AWS_LABELS: [&str; 25] = [
+pub const AWS_LABELS: [&str; 24] = [
     LABEL_INSTANCE_CATEGORY,
     LABEL_INSTANCE_FAMILY,
     LABEL_INSTANCE_GENERATION,
@@ -78,7 +79,6 @@ pub const AWS_LABELS: [&str; 25] = [
     "karpenter.k8s.aws/instance-tenancy",
     LABEL_ZONE_ID,
     LABEL_CAPACITY_RESERVATION_ID,
-    LABEL_CAPACITY_RESERVATION_TYPE,
 ];
 
 /// What EC2 says of an instance type (DescribeInstanceTypes), reduced to what scheduling needs.
