@@ -66,8 +66,11 @@ pub struct Image {
     pub architecture: String,
     /// RFC 3339; the newest image wins among equals.
     pub creation_date: String,
-    /// Whether the image is deprecated.
+    /// Whether the image is deprecated: its deprecation time has passed (decided when the
+    /// NodeClass is resolved, see [`crate::nodeclass::is_deprecated`]).
     pub deprecated: bool,
+    /// When EC2 deprecates (or deprecated) it, RFC 3339; a future time is not deprecated yet.
+    pub deprecation_time: Option<String>,
     /// Which types it is built for, when an alias chose it.
     pub variant: crate::ssm::Variant,
 }
@@ -170,12 +173,18 @@ pub struct LaunchTemplateData {
     pub http_put_response_hop_limit: i64,
     /// Detailed monitoring.
     pub monitoring: bool,
-    /// Public IP on the primary interface, when the NodeClass says.
-    pub associate_public_ip: Option<bool>,
+    /// The interfaces to attach (see [`crate::interfaces`]); when empty the security groups
+    /// go on the template itself.
+    pub network_interfaces: Vec<crate::interfaces::LaunchTemplateInterface>,
     /// Tags on the template and on the interfaces it creates.
     pub tags: BTreeMap<String, String>,
     /// The capacity reservation instances launch into (reserved capacity).
     pub capacity_reservation_id: Option<String>,
+    /// `capacity-block` when the reservation is a Capacity Block for ML (EC2 launches into
+    /// those only with this market type).
+    pub market_type: Option<String>,
+    /// `cpuOptions.nestedVirtualization` (`enabled` / `disabled`).
+    pub nested_virtualization: Option<String>,
 }
 
 /// One instance type × subnet a fleet may launch.
@@ -202,6 +211,9 @@ pub struct FleetRequest {
     pub tags: BTreeMap<String, String>,
     /// The CreateFleet context.
     pub context: Option<String>,
+    /// The reserved capacity is a Capacity Block: the fleet's target capacity type is
+    /// `capacity-block` instead of `on-demand`.
+    pub capacity_block: bool,
 }
 
 /// An error CreateFleet reports for one override.
@@ -346,6 +358,36 @@ impl Params {
         for (i, (k, v)) in tags.iter().enumerate() {
             self.set(format!("{p}.Tag.{}.Key", i + 1), k);
             self.set(format!("{p}.Tag.{}.Value", i + 1), v);
+        }
+    }
+}
+
+impl Params {
+    /// One launch template interface under `prefix` (`LaunchTemplateData.NetworkInterface.1`).
+    fn interface(&mut self, prefix: &str, ni: &crate::interfaces::LaunchTemplateInterface) {
+        self.opt(&format!("{prefix}.NetworkCardIndex"), ni.network_card_index);
+        self.set(format!("{prefix}.DeviceIndex"), ni.device_index);
+        self.opt(
+            &format!("{prefix}.InterfaceType"),
+            ni.interface_type.as_ref(),
+        );
+        self.opt(
+            &format!("{prefix}.AssociatePublicIpAddress"),
+            ni.associate_public_ip,
+        );
+        self.opt(&format!("{prefix}.Ipv4PrefixCount"), ni.ipv4_prefix_count);
+        self.opt(&format!("{prefix}.Ipv6PrefixCount"), ni.ipv6_prefix_count);
+        self.opt(&format!("{prefix}.Ipv6AddressCount"), ni.ipv6_address_count);
+        self.opt(&format!("{prefix}.PrimaryIpv6"), ni.primary_ipv6);
+        self.list(&format!("{prefix}.SecurityGroupId"), &ni.security_groups);
+        if let Some(ct) = &ni.connection_tracking {
+            let c = format!("{prefix}.ConnectionTrackingSpecification");
+            self.opt(
+                &format!("{c}.TcpEstablishedTimeout"),
+                ct.tcp_established_timeout,
+            );
+            self.opt(&format!("{c}.UdpStreamTimeout"), ct.udp_stream_timeout);
+            self.opt(&format!("{c}.UdpTimeout"), ct.udp_timeout);
         }
     }
 }
@@ -609,6 +651,9 @@ impl Ec2Api for Ec2Client {
     ) -> Result<Vec<Image>> {
         let mut p = Params::new("DescribeImages");
         p.filters(&filters);
+        // Deprecated images still match (upstream asks for them too): an image the account
+        // pinned keeps launching, after any non-deprecated one.
+        p.set("IncludeDeprecated", true);
         p.list("Owner", &owners);
         let mut out = Vec::new();
         self.pages(p, |d| {
@@ -617,7 +662,8 @@ impl Ec2Api for Ec2Client {
                 name: text(i, "name"),
                 architecture: text(i, "architecture"),
                 creation_date: text(i, "creationDate"),
-                deprecated: !text(i, "deprecationTime").is_empty(),
+                deprecated: false,
+                deprecation_time: Some(text(i, "deprecationTime")).filter(|t| !t.is_empty()),
                 variant: Default::default(),
             }));
         })
@@ -714,21 +760,21 @@ impl Ec2Api for Ec2Client {
             format!("{d}.IamInstanceProfile.Name"),
             &data.instance_profile,
         );
-        match data.associate_public_ip {
-            // Interfaces and top-level groups are exclusive: with an interface, its groups.
-            Some(public) => {
-                p.set(format!("{d}.NetworkInterface.1.DeviceIndex"), 0);
-                p.set(
-                    format!("{d}.NetworkInterface.1.AssociatePublicIpAddress"),
-                    public,
-                );
-                p.list(
-                    &format!("{d}.NetworkInterface.1.SecurityGroupId"),
-                    &data.security_groups,
-                );
-            }
-            None => p.list(&format!("{d}.SecurityGroupId"), &data.security_groups),
+        // Interfaces and top-level groups are exclusive: with interfaces, theirs.
+        if data.network_interfaces.is_empty() {
+            p.list(&format!("{d}.SecurityGroupId"), &data.security_groups);
         }
+        for (i, ni) in data.network_interfaces.iter().enumerate() {
+            p.interface(&format!("{d}.NetworkInterface.{}", i + 1), ni);
+        }
+        p.opt(
+            &format!("{d}.CpuOptions.NestedVirtualization"),
+            data.nested_virtualization.as_ref(),
+        );
+        p.opt(
+            &format!("{d}.InstanceMarketOptions.MarketType"),
+            data.market_type.as_ref(),
+        );
         for (i, b) in data.block_devices.iter().enumerate() {
             let bp = format!("{d}.BlockDeviceMapping.{}", i + 1);
             p.set(format!("{bp}.DeviceName"), &b.device_name);
@@ -780,11 +826,12 @@ impl Ec2Api for Ec2Client {
         let mut p = Params::new("CreateFleet");
         p.set("Type", "instant");
         p.set("TargetCapacitySpecification.TotalTargetCapacity", 1);
-        // Reserved capacity is on-demand capacity the launch templates aim at a reservation.
-        let target = if request.capacity_type == "reserved" {
-            "on-demand"
-        } else {
-            request.capacity_type.as_str()
+        // Reserved capacity is on-demand capacity the launch templates aim at a reservation;
+        // a Capacity Block is its own target type.
+        let target = match request.capacity_type.as_str() {
+            "reserved" if request.capacity_block => "capacity-block",
+            "reserved" => "on-demand",
+            other => other,
         };
         p.set(
             "TargetCapacitySpecification.DefaultTargetCapacityType",
@@ -792,7 +839,8 @@ impl Ec2Api for Ec2Client {
         );
         if request.capacity_type == "spot" {
             p.set("SpotOptions.AllocationStrategy", "price-capacity-optimized");
-        } else {
+        } else if !request.capacity_block {
+            // Capacity Blocks take no on-demand options (upstream sends none).
             p.set("OnDemandOptions.AllocationStrategy", "lowest-price");
         }
         p.opt("Context", request.context.as_ref());

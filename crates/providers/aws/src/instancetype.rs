@@ -46,6 +46,10 @@ pub const LABEL_ACCELERATOR_MANUFACTURER: &str =
     "karpenter.k8s.aws/instance-accelerator-manufacturer";
 /// The capacity reservation a reserved node runs in.
 pub const LABEL_CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
+/// The kind of reservation a reserved node runs in: `default` (an On-Demand Capacity
+/// Reservation) or `capacity-block` (a Capacity Block for ML). Set on the nodes a launch makes;
+/// offerings do not carry it yet, so it is not among [`AWS_LABELS`].
+pub const LABEL_CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
 /// Zone ids (`use1-az2`), stable across accounts unlike zone names.
 pub const LABEL_ZONE_ID: &str = "topology.k8s.aws/zone-id";
 
@@ -235,6 +239,9 @@ pub fn name_parts(
     }
     (Some(category), Some(generation), family, size)
 }
+
+/// The EFA resource: how many EFA interfaces a node has, attached when a NodeClaim requests it.
+pub const RESOURCE_EFA: &str = "vpc.amazonaws.com/efa";
 
 /// A capacity reservation the NodeClass selected.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -538,7 +545,7 @@ pub fn capacity(info: &InstanceTypeInfo, settings: &NodeClassSettings) -> Resour
     }
     let efa = settings.network_interfaces.unwrap_or(info.efa);
     if efa > 0 {
-        capacity.set("vpc.amazonaws.com/efa", efa * 1000);
+        capacity.set(RESOURCE_EFA, efa * 1000);
     }
     capacity
 }
@@ -592,7 +599,10 @@ pub fn requirements(
         Requirement::new(ZONE_LABEL, Operator::In, &zone_names),
         Requirement::new(REGION_LABEL, Operator::In, &[region]),
         Requirement::new(CAPACITY_TYPE_LABEL, Operator::In, &capacity_types),
-        label(WINDOWS_BUILD_LABEL, None),
+        label(
+            WINDOWS_BUILD_LABEL,
+            settings.ami_family.windows_build().map(str::to_string),
+        ),
         label(LABEL_INSTANCE_CPU, Some(info.vcpu.to_string())),
         label(LABEL_INSTANCE_MEMORY, Some(info.memory_mib.to_string())),
         label(LABEL_INSTANCE_CATEGORY, category),

@@ -13,7 +13,7 @@ use karpenter_core::cloudprovider::InstanceType;
 use karpenter_core::resources::Resources;
 use karpenter_core::scheduling::Requirements;
 
-use crate::instancetype::{LABEL_CAPACITY_RESERVATION_ID, Reservation};
+use crate::instancetype::{LABEL_CAPACITY_RESERVATION_ID, RESOURCE_EFA, Reservation};
 
 /// At most this many instance types go into one fleet (upstream's `MaxInstanceTypes`).
 pub const MAX_INSTANCE_TYPES: usize = 60;
@@ -61,6 +61,8 @@ pub struct TemplateKey {
     pub pods: i64,
     /// `cr-…`, for reserved capacity.
     pub reservation: Option<String>,
+    /// EFA interfaces to attach: the type's EFA count when the claim requests EFA, else 0.
+    pub efa: i64,
 }
 
 /// The fleet to request.
@@ -95,6 +97,8 @@ pub fn plan(
 ) -> Result<FleetPlan, PlanError> {
     let requirements = Requirements::from_node_claim(&claim.spec.requirements);
     let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
+    // Upstream attaches EFA interfaces when the claim names the resource at all.
+    let wants_efa = claim.spec.resources.requests.contains_key(RESOURCE_EFA);
     let arch = |t: &InstanceType| {
         t.requirements
             .get(ARCH_LABEL)
@@ -193,6 +197,11 @@ pub fn plan(
                 image: image.id.clone(),
                 pods: t.capacity.pods / 1000,
                 reservation,
+                efa: if wants_efa {
+                    t.capacity.get(RESOURCE_EFA) / 1000
+                } else {
+                    0
+                },
             };
             by_image.entry(key).or_default().push(o);
         }
@@ -201,4 +210,40 @@ pub fn plan(
         capacity_type: capacity_type.into(),
         by_image,
     })
+}
+
+/// `capacity-block`, the reservation type of a Capacity Block for ML.
+pub const CAPACITY_BLOCK: &str = "capacity-block";
+
+/// Keeps one kind of reservation in a reserved plan, as upstream does: a fleet has a single
+/// target capacity type, and Capacity Blocks need their own (`capacity-block`), so on-demand
+/// reservations and Capacity Blocks cannot share a fleet. The kind whose cheapest override is
+/// cheapest stays (on-demand reservations first on a tie); `type_of` names a reservation's
+/// kind (`default` or `capacity-block`). Returns the kind kept, `None` for an unreserved plan.
+pub fn keep_one_reservation_type(
+    plan: &mut FleetPlan,
+    type_of: impl Fn(&str) -> String,
+) -> Option<String> {
+    let kind = |key: &TemplateKey| key.reservation.as_deref().map(&type_of);
+    let mut cheapest: BTreeMap<String, f64> = BTreeMap::new();
+    for (key, overrides) in &plan.by_image {
+        let Some(k) = kind(key) else { continue };
+        let price = overrides
+            .iter()
+            .map(|o| o.price)
+            .fold(f64::INFINITY, f64::min);
+        let slot = cheapest.entry(k).or_insert(f64::INFINITY);
+        *slot = slot.min(price);
+    }
+    let rank = |k: &str| u8::from(k == CAPACITY_BLOCK);
+    let chosen = cheapest
+        .into_iter()
+        .min_by(|a, b| {
+            a.1.total_cmp(&b.1)
+                .then_with(|| rank(&a.0).cmp(&rank(&b.0)))
+        })
+        .map(|(k, _)| k)?;
+    plan.by_image
+        .retain(|key, _| kind(key).is_none_or(|k| k == chosen));
+    Some(chosen)
 }

@@ -5,12 +5,14 @@
 //!   labels, offerings), from DescribeInstanceTypes or the embedded us-east-1 catalog;
 //!   [`pricing`]: on-demand, spot and reserved prices.
 //! - [`launch`]: what one CreateFleet asks for; [`unavailable`]: offerings that just ran out
-//!   of capacity; [`userdata`]: AL2023, Bottlerocket and Custom user data.
+//!   of capacity; [`userdata`]: AL2023, AL2, Bottlerocket, Windows and Custom user data;
+//!   [`interfaces`]: the network interfaces a launch template attaches.
 //! - [`interruption`]: reading interruption messages and deciding what to do.
 //!
 //! Talking to AWS (`cloud`, on by default):
 //! - [`auth`] (SigV4, credentials) and [`http`]; [`ec2`], [`ssm`], [`iam`], [`pricing_api`],
-//!   [`sqs`]: the calls, each behind a trait a test can fake.
+//!   [`sqs`], [`eks`]: the calls, each behind a trait a test can fake; [`version`]: the
+//!   Kubernetes version kept current.
 //! - [`operator`]: the settings (upstream's names) and how the controller builds and runs the
 //!   provider.
 //! - [`nodeclass`]: resolving an EC2NodeClass's selectors; [`provider`]: the controller's
@@ -24,6 +26,7 @@
 pub mod catalog;
 pub mod ec2nodeclass;
 pub mod instancetype;
+pub mod interfaces;
 pub mod interruption;
 pub mod launch;
 pub mod pricing;
@@ -56,6 +59,8 @@ pub mod auth;
 #[cfg(feature = "cloud")]
 pub mod ec2;
 #[cfg(feature = "cloud")]
+pub mod eks;
+#[cfg(feature = "cloud")]
 pub mod http;
 #[cfg(feature = "cloud")]
 pub mod iam;
@@ -75,3 +80,5 @@ pub mod provider;
 pub mod sqs;
 #[cfg(feature = "cloud")]
 pub mod ssm;
+#[cfg(feature = "cloud")]
+pub mod version;

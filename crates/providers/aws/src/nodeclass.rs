@@ -3,8 +3,9 @@
 //! term ANDed, a tag value of `*` matches any value — upstream's semantics.
 
 use crate::ec2nodeclass::EC2NodeClassSpec;
+use k8s_openapi::jiff::Timestamp;
 use karpenter_api::Operator;
-use karpenter_api::labels::ARCH_LABEL;
+use karpenter_api::labels::{ARCH_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL};
 
 use crate::ec2::{CapacityReservationInfo, Ec2Api, Filter, Image, SecurityGroupInfo, SubnetInfo};
 use crate::http::AwsError;
@@ -75,6 +76,10 @@ pub fn image_requirements(image: &Image) -> Vec<(&'static str, Operator, Vec<Str
             Operator::In,
             vec!["aws".into()],
         )),
+        Variant::Windows(build) => {
+            out.push((OS_LABEL, Operator::In, vec!["windows".into()]));
+            out.push((WINDOWS_BUILD_LABEL, Operator::In, vec![build.into()]));
+        }
     }
     out
 }
@@ -88,13 +93,24 @@ pub fn instance_profile_name(cluster: &str, node_class: &str) -> String {
     name
 }
 
-/// Resolves a NodeClass's selectors; `k8s_version` (`1.33`) picks the alias AMIs.
+/// Whether an image with this deprecation time is deprecated at `now`: only once the time has
+/// come (upstream's rule; an image scheduled for deprecation is still current). An unreadable
+/// time counts as none.
+pub fn is_deprecated(deprecation_time: Option<&str>, now: Timestamp) -> bool {
+    deprecation_time
+        .and_then(|t| t.parse::<Timestamp>().ok())
+        .is_some_and(|t| t <= now)
+}
+
+/// Resolves a NodeClass's selectors; `k8s_version` (`1.33`) picks the alias AMIs, `now`
+/// decides which images are deprecated.
 pub async fn resolve<A>(
     api: &A,
     name: &str,
     spec: &EC2NodeClassSpec,
     cluster: &str,
     k8s_version: &str,
+    now: Timestamp,
 ) -> Result<ResolvedNodeClass, NodeClassError>
 where
     A: Ec2Api + ParameterStore + InstanceProfiles,
@@ -155,7 +171,7 @@ where
             }
         }
     }
-    let images = resolve_images(api, spec, k8s_version).await?;
+    let images = resolve_images(api, spec, k8s_version, now).await?;
     if images.is_empty() {
         return Err(NodeClassError::NotReady(
             "spec.amiSelectorTerms: no AMI matches".into(),
@@ -188,6 +204,7 @@ async fn resolve_images<A: Ec2Api + ParameterStore>(
     api: &A,
     spec: &EC2NodeClassSpec,
     k8s_version: &str,
+    now: Timestamp,
 ) -> Result<Vec<Image>, NodeClassError> {
     let mut images: Vec<Image> = Vec::new();
     for term in &spec.ami_selector_terms {
@@ -196,16 +213,16 @@ async fn resolve_images<A: Ec2Api + ParameterStore>(
         let mut variants: Vec<(String, Variant)> = Vec::new();
         if let Some(alias) = &term.alias {
             let (family, version) = alias.split_once('@').unwrap_or((alias, "latest"));
-            let Some(parameters) = alias_parameters(family, version, k8s_version) else {
-                return Err(NodeClassError::NotReady(format!(
-                    "spec.amiSelectorTerms[].alias: {family} aliases are not supported yet"
-                )));
-            };
+            let parameters = alias_parameters(family, version, k8s_version).map_err(|e| {
+                NodeClassError::NotReady(format!("spec.amiSelectorTerms[].alias: {e}"))
+            })?;
             for (parameter, _, variant) in parameters {
                 match api.get_parameter(parameter).await {
                     Ok(id) => {
                         variants.push((id.clone(), variant));
-                        ids.push(id);
+                        if !ids.contains(&id) {
+                            ids.push(id);
+                        }
                     }
                     // Not every family publishes every architecture, variant or version.
                     Err(e) if e.code() == Some("ParameterNotFound") => {}
@@ -238,19 +255,95 @@ async fn resolve_images<A: Ec2Api + ParameterStore>(
             (None, Some(_)) => vec!["self".into(), "amazon".into()],
             (None, None) => Vec::new(),
         };
-        for mut image in api.describe_images(filters, owners).await? {
-            if let Some((_, variant)) = variants.iter().find(|(id, _)| *id == image.id) {
-                image.variant = *variant;
+        for image in api.describe_images(filters, owners).await? {
+            // An alias image is listed once per variant it serves (AL2's GPU image boots NVIDIA
+            // and Neuron types), as upstream lists one AMI per requirement set.
+            let mut own: Vec<Variant> = variants
+                .iter()
+                .filter(|(id, _)| *id == image.id)
+                .map(|(_, v)| *v)
+                .collect();
+            if own.is_empty() {
+                own.push(image.variant);
             }
-            if !images.iter().any(|x| x.id == image.id) {
-                images.push(image);
+            for variant in own {
+                let image = Image {
+                    variant,
+                    deprecated: image.deprecated
+                        || is_deprecated(image.deprecation_time.as_deref(), now),
+                    ..image.clone()
+                };
+                if !images
+                    .iter()
+                    .any(|x| x.id == image.id && x.variant == image.variant)
+                {
+                    images.push(image);
+                }
             }
         }
     }
+    sort_images(&mut images);
+    Ok(images)
+}
+
+/// Upstream's preference: non-deprecated before deprecated, then the newest, then the name
+/// that sorts last; the launch takes the first image a type can boot.
+pub fn sort_images(images: &mut [Image]) {
+    let created = |i: &Image| i.creation_date.parse::<Timestamp>().ok();
     images.sort_by(|a, b| {
         a.deprecated
             .cmp(&b.deprecated)
-            .then_with(|| b.creation_date.cmp(&a.creation_date))
+            .then_with(|| created(b).cmp(&created(a)))
+            .then_with(|| b.name.cmp(&a.name))
     });
-    Ok(images)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(id: &str, created: &str, deprecated: bool) -> Image {
+        Image {
+            id: id.into(),
+            name: id.into(),
+            creation_date: created.into(),
+            deprecated,
+            ..Default::default()
+        }
+    }
+
+    /// Upstream's rule: deprecated once the deprecation time has come, not before.
+    #[test]
+    fn deprecated_only_once_the_time_has_come() {
+        let now: Timestamp = "2026-11-25T00:00:00Z".parse().unwrap();
+        assert!(!is_deprecated(None, now));
+        assert!(!is_deprecated(Some("2027-01-01T00:00:00.000Z"), now));
+        assert!(is_deprecated(Some("2026-11-25T00:00:00Z"), now));
+        assert!(is_deprecated(Some("2024-05-01T00:00:00.000Z"), now));
+        assert!(!is_deprecated(Some("not a time"), now));
+    }
+
+    /// After upstream's compareAMI cases: non-deprecated first, then newest, then name.
+    #[test]
+    fn images_sort_as_upstream() {
+        let mut images = vec![
+            image("ami-old", "2024-01-01T00:00:00Z", false),
+            image("ami-new-deprecated", "2026-01-01T00:00:00Z", true),
+            image("ami-new", "2025-01-01T00:00:00Z", false),
+            image("ami-a", "2025-01-01T00:00:00Z", false),
+            image("ami-old-deprecated", "2023-01-01T00:00:00Z", true),
+        ];
+        sort_images(&mut images);
+        let ids: Vec<&str> = images.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "ami-new",
+                "ami-a",
+                "ami-old",
+                "ami-new-deprecated",
+                "ami-old-deprecated"
+            ]
+        );
+    }
 }

@@ -229,6 +229,7 @@ mod tests {
                 creation_date: String::new(),
                 deprecated: false,
                 variant: crate::ssm::Variant::Standard,
+                ..Default::default()
             }],
             instance_profile: "test_0123".into(),
             capacity_reservations: Vec::new(),

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{CredentialsProvider, SharedConfig};
 use crate::ec2::Ec2Client;
+use crate::eks::{ClusterApi, EksClient, cluster_dns_ip};
 use crate::http::{AwsHttp, Endpoints};
 use crate::provider::{AwsCloudProvider, AwsOptions};
 use crate::sqs::SqsQueue;
@@ -27,13 +28,14 @@ pub struct AwsSettings {
     /// The cluster's name: tags instances, names instance profiles, goes into user data.
     #[arg(long, env = "CLUSTER_NAME", default_value = "")]
     pub cluster_name: String,
-    /// The API server URL nodes join.
+    /// The API server URL nodes join (default: EKS DescribeCluster's endpoint).
     #[arg(long, env = "CLUSTER_ENDPOINT", default_value = "")]
     pub cluster_endpoint: String,
     /// The cluster CA bundle, base64 (default: the CA the controller trusts the API server by).
     #[arg(long, env = "CLUSTER_CA_BUNDLE")]
     pub cluster_ca_bundle: Option<String>,
-    /// The service CIDR, which AL2023's nodeadm needs (`10.100.0.0/16`).
+    /// The service CIDR, which AL2023's nodeadm needs (`10.100.0.0/16`; default: EKS
+    /// DescribeCluster's).
     #[arg(long, env = "CLUSTER_CIDR")]
     pub cluster_cidr: Option<String>,
     /// The region (default: as the AWS SDKs find it: `AWS_DEFAULT_REGION`, the profile's
@@ -113,28 +115,34 @@ impl Provider for AwsProvider {
     async fn build(client: kube::Client, mut settings: AwsSettings) -> Result<Self, BoxError> {
         for (value, name) in [
             (&settings.cluster_name, "CLUSTER_NAME"),
-            (&settings.cluster_endpoint, "CLUSTER_ENDPOINT"),
         ] {
             if value.is_empty() {
                 return Err(karpenter_cloudprovider::SettingsError::Missing(name).into());
             }
         }
-        let version = client
-            .apiserver_version()
-            .await
-            .map_err(|e| format!("reading the API server's version: {e}"))?;
-        let minor: String = version
-            .minor
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        let ca_bundle = match settings.cluster_ca_bundle {
+        let kubernetes_version = crate::version::apiserver_version(&client).await?;
+        let ca_bundle = match settings.cluster_ca_bundle.clone() {
             Some(bundle) => Some(bundle),
             None => karpenter_controller::cloudprovider::cluster_ca_bundle().await,
         };
-        let (http, region) = connect(settings.aws_region, settings.aws_endpoint_url).await?;
+        let (http, region) = connect(
+            std::mem::take(&mut settings.aws_region),
+            settings.aws_endpoint_url.clone(),
+        )
+        .await?;
         settings.aws_region = region;
-        let queue = match settings.interruption_queue.filter(|q| !q.is_empty()) {
+        let cluster = discover_cluster(
+            &EksClient::new(http.clone()),
+            &settings,
+            ca_bundle,
+            kube_dns_service_ip(&client).await,
+        )
+        .await?;
+        let queue = match settings
+            .interruption_queue
+            .clone()
+            .filter(|q| !q.is_empty())
+        {
             Some(name) => {
                 let queue = SqsQueue::open(http.clone(), &name)
                     .await
@@ -146,10 +154,11 @@ impl Provider for AwsProvider {
         };
         let options = AwsOptions {
             cluster_name: settings.cluster_name,
-            cluster_endpoint: settings.cluster_endpoint,
-            ca_bundle,
-            cluster_cidr: settings.cluster_cidr,
-            kubernetes_version: format!("{}.{minor}", version.major),
+            cluster_endpoint: cluster.endpoint,
+            ca_bundle: cluster.ca_bundle,
+            cluster_cidr: cluster.cidr,
+            kube_dns_ip: cluster.kube_dns_ip,
+            kubernetes_version,
             region: settings.aws_region,
             vm_memory_overhead_percent: settings.vm_memory_overhead_percent,
             reserved_enis: settings.reserved_enis,
@@ -166,6 +175,7 @@ impl Provider for AwsProvider {
             ctx.clone(),
             shutdown.clone(),
         ))];
+        loops.push(Box::pin(crate::version::run(ctx.clone(), shutdown.clone())));
         if let Some(queue) = ctx.provider.interruption_queue().cloned() {
             loops.push(Box::pin(interruption_controller::run(
                 ctx.clone(),
@@ -175,4 +185,82 @@ impl Provider for AwsProvider {
         }
         loops
     }
+}
+
+/// What nodes need to know of the cluster, from the settings or discovered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// The API server nodes join.
+    pub endpoint: String,
+    /// The CA bundle, base64.
+    pub ca_bundle: Option<String>,
+    /// The service CIDR.
+    pub cidr: Option<String>,
+    /// The cluster DNS service's address.
+    pub kube_dns_ip: Option<String>,
+}
+
+/// The `kube-system/kube-dns` service's cluster IP (upstream reads the same), if readable.
+async fn kube_dns_service_ip(client: &kube::Client) -> Option<String> {
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), "kube-system");
+    match services.get_opt("kube-dns").await {
+        Ok(service) => service
+            .and_then(|s| s.spec)
+            .and_then(|s| s.cluster_ip)
+            .filter(|ip| ip.parse::<std::net::IpAddr>().is_ok()),
+        Err(e) => {
+            tracing::debug!(error = %e, "reading kube-system/kube-dns");
+            None
+        }
+    }
+}
+
+/// Fills what the settings leave out from EKS `DescribeCluster` (asked only then): the
+/// endpoint, the CA bundle (when the controller's own CA is unknown too) and the service CIDR.
+/// The cluster DNS is the kube-dns service's address, else the one EKS derives from the CIDR.
+/// Without an endpoint from either, the settings are incomplete.
+pub async fn discover_cluster<E: ClusterApi>(
+    eks: &E,
+    settings: &AwsSettings,
+    ca_bundle: Option<String>,
+    kube_dns_ip: Option<String>,
+) -> Result<ClusterSettings, BoxError> {
+    let mut out = ClusterSettings {
+        endpoint: settings.cluster_endpoint.clone(),
+        ca_bundle,
+        cidr: settings.cluster_cidr.clone().filter(|c| !c.is_empty()),
+        kube_dns_ip,
+    };
+    if out.endpoint.is_empty() || out.ca_bundle.is_none() || out.cidr.is_none() {
+        match eks.describe_cluster(settings.cluster_name.clone()).await {
+            Ok(info) => {
+                if out.endpoint.is_empty() {
+                    out.endpoint = info.endpoint.clone().unwrap_or_default();
+                }
+                out.ca_bundle = out.ca_bundle.or(info.certificate_authority.clone());
+                out.cidr = out.cidr.or(info.service_cidr().map(str::to_string));
+                tracing::info!(endpoint = %out.endpoint, cidr = ?out.cidr, "discovered the cluster through EKS");
+            }
+            Err(e) if out.endpoint.is_empty() => {
+                return Err(format!(
+                    "CLUSTER_ENDPOINT is not set and EKS DescribeCluster {:?} failed: {e}",
+                    settings.cluster_name
+                )
+                .into());
+            }
+            Err(e) => tracing::warn!(error = %e, "EKS DescribeCluster; going on with the settings"),
+        }
+    }
+    if out.endpoint.is_empty() {
+        return Err(karpenter_cloudprovider::SettingsError::Missing("CLUSTER_ENDPOINT").into());
+    }
+    if out.kube_dns_ip.is_none() {
+        out.kube_dns_ip = out
+            .cidr
+            .as_deref()
+            .and_then(cluster_dns_ip)
+            .map(|ip| ip.to_string());
+    }
+    Ok(out)
 }

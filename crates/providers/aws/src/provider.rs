@@ -41,8 +41,10 @@ use crate::ec2::{
 };
 use crate::iam::InstanceProfiles;
 use crate::instancetype::{
-    self, AWS_LABELS, InstanceTypeInfo, LABEL_CAPACITY_RESERVATION_ID, NodeClassSettings, ZoneInfo,
+    self, AWS_LABELS, InstanceTypeInfo, LABEL_CAPACITY_RESERVATION_ID,
+    LABEL_CAPACITY_RESERVATION_TYPE, NodeClassSettings, ZoneInfo,
 };
+use crate::interfaces::{self, InterfaceInputs};
 use crate::launch::{self, LaunchImage, LaunchSubnet, PlanError};
 use crate::nodeclass::{self, NodeClassError, ResolvedNodeClass};
 use crate::pricing::Pricing;
@@ -93,6 +95,19 @@ pub struct AwsOptions {
     pub reserved_enis: i64,
     /// `ISOLATED_VPC`: the Price List API is out of reach; keep the embedded prices.
     pub isolated_vpc: bool,
+    /// The cluster DNS service's address (`kube-system/kube-dns`): the kubelet's `clusterDNS`
+    /// when the EC2NodeClass sets none; an IPv6 address makes the cluster IPv6 (interfaces
+    /// get IPv6 addresses and prefixes), as upstream decides.
+    pub kube_dns_ip: Option<String>,
+}
+
+impl AwsOptions {
+    /// Whether the cluster is IPv6: its DNS service has an IPv6 address.
+    pub fn ipv6(&self) -> bool {
+        self.kube_dns_ip
+            .as_deref()
+            .is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok())
+    }
 }
 
 /// Every AWS call the provider makes, so one fake can stand in for AWS in tests.
@@ -145,6 +160,9 @@ pub struct AwsCloudProvider<A, S> {
     types: ResolvedTypes,
     unavailable: UnavailableOfferings,
     interruption_queue: Option<crate::sqs::SqsQueue>,
+    /// The cluster's Kubernetes minor version, refreshed while running so AMI aliases follow
+    /// a control-plane upgrade (see [`crate::version`]).
+    kubernetes_version: std::sync::RwLock<String>,
 }
 
 fn other(e: impl std::error::Error + Send + Sync + 'static) -> CloudProviderError {
@@ -178,6 +196,7 @@ where
 {
     /// A provider over `api`, reading NodeClasses from `node_classes`.
     pub fn new(api: A, node_classes: S, options: AwsOptions) -> Self {
+        let kubernetes_version = std::sync::RwLock::new(options.kubernetes_version.clone());
         Self {
             api,
             node_classes,
@@ -188,7 +207,30 @@ where
             types: ResolvedTypes::default(),
             unavailable: UnavailableOfferings::default(),
             interruption_queue: None,
+            kubernetes_version,
         }
+    }
+
+    /// The Kubernetes minor version (`1.33`) AMI aliases resolve for.
+    pub fn kubernetes_version(&self) -> String {
+        self.kubernetes_version
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records the control plane's version; the next resolution of each EC2NodeClass uses it.
+    /// Returns whether it changed.
+    pub fn set_kubernetes_version(&self, version: &str) -> bool {
+        let mut current = self
+            .kubernetes_version
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if *current == version {
+            return false;
+        }
+        *current = version.to_string();
+        true
     }
 
     /// With the SQS queue of interruption events the interruption controller reads.
@@ -305,9 +347,11 @@ where
         let name = class.metadata.name.clone().unwrap_or_default();
         // Exactly what resolution reads, so any change to it resolves afresh.
         let spec = &class.spec;
+        let k8s_version = self.kubernetes_version();
         let hash = format!(
             "{:?}",
             (
+                &k8s_version,
                 &spec.subnet_selector_terms,
                 &spec.security_group_selector_terms,
                 &spec.ami_selector_terms,
@@ -327,7 +371,8 @@ where
             &name,
             &class.spec,
             &self.options.cluster_name,
-            &self.options.kubernetes_version,
+            &k8s_version,
+            k8s_openapi::jiff::Timestamp::now(),
         )
         .await?;
         self.resolved
@@ -453,7 +498,16 @@ where
             cluster_cidr: self.options.cluster_cidr.clone(),
             labels,
             taints,
-            kubelet: class.spec.kubelet.clone().unwrap_or_default(),
+            kubelet: {
+                let mut kubelet = class.spec.kubelet.clone().unwrap_or_default();
+                // The cluster's DNS service, unless the NodeClass names its own (upstream).
+                if let Some(ip) = &self.options.kube_dns_ip
+                    && !kubelet.contains_key("clusterDNS")
+                {
+                    kubelet.insert("clusterDNS".into(), serde_json::json!([ip]));
+                }
+                kubelet
+            },
             max_pods: Some(pods),
             instance_store_raid0: class.spec.instance_store_policy.as_deref() == Some("RAID0"),
             custom: class.spec.user_data.clone(),
@@ -725,13 +779,27 @@ where
                     .collect(),
             })
             .collect();
-        let plan = launch::plan(claim, &types, &subnets, &images, &reservations(&resolved))
+        let mut plan = launch::plan(claim, &types, &subnets, &images, &reservations(&resolved))
             .map_err(|e| match e {
                 PlanError::NothingFits => CloudProviderError::insufficient_capacity(e.to_string()),
                 PlanError::NoImage(_) => {
                     CloudProviderError::node_class_not_ready(format!("spec.amiSelectorTerms: {e}"))
                 }
             })?;
+        // One kind of reservation per fleet: Capacity Blocks launch under their own market type.
+        let reservation_type = launch::keep_one_reservation_type(&mut plan, |id| {
+            resolved
+                .capacity_reservations
+                .iter()
+                .find(|r| r.id == id)
+                .map_or_else(|| "default".to_string(), |r| r.reservation_type.clone())
+        });
+        let capacity_block = reservation_type.as_deref() == Some(launch::CAPACITY_BLOCK);
+        let security_groups: Vec<String> = resolved
+            .security_groups
+            .iter()
+            .map(|g| g.id.clone())
+            .collect();
         let tags = self.tags(claim, &class);
         let metadata = &class.spec.metadata_options;
         let mut launch_templates = Vec::new();
@@ -741,6 +809,11 @@ where
                 bootstrap
                     .labels
                     .insert(LABEL_CAPACITY_RESERVATION_ID.into(), reservation.clone());
+                if let Some(kind) = &reservation_type {
+                    bootstrap
+                        .labels
+                        .insert(LABEL_CAPACITY_RESERVATION_TYPE.into(), kind.clone());
+                }
             }
             let user_data = userdata::render(class.spec.ami_family(), &bootstrap)
                 .map_err(|e| CloudProviderError::node_class_not_ready(e.to_string()))?;
@@ -749,18 +822,28 @@ where
                 capacity_reservation_id: key.reservation.clone(),
                 user_data: base64::engine::general_purpose::STANDARD.encode(user_data),
                 instance_profile: resolved.instance_profile.clone(),
-                security_groups: resolved
-                    .security_groups
-                    .iter()
-                    .map(|g| g.id.clone())
-                    .collect(),
+                network_interfaces: interfaces::network_interfaces(&InterfaceInputs {
+                    spec: &class.spec.network_interfaces,
+                    efa_count: key.efa,
+                    ipv6: self.options.ipv6(),
+                    ip_prefix_count: class.spec.ip_prefix_count,
+                    associate_public_ip: class.spec.associate_public_ip_address,
+                    security_groups: &security_groups,
+                    connection_tracking: class.spec.connection_tracking.as_ref(),
+                }),
+                security_groups: security_groups.clone(),
+                market_type: capacity_block.then(|| launch::CAPACITY_BLOCK.to_string()),
+                nested_virtualization: class
+                    .spec
+                    .cpu_options
+                    .as_ref()
+                    .and_then(|c| c.nested_virtualization.clone()),
                 block_devices: Self::block_devices(&class),
                 http_tokens: metadata.http_tokens.clone(),
                 http_endpoint: metadata.http_endpoint.clone(),
                 http_protocol_ipv6: metadata.http_protocol_ipv6.clone(),
                 http_put_response_hop_limit: metadata.http_put_response_hop_limit,
                 monitoring: class.spec.detailed_monitoring.unwrap_or(false),
-                associate_public_ip: class.spec.associate_public_ip_address,
                 tags: tags
                     .iter()
                     .filter(|(k, _)| k.as_str() != TAG_NODE_CLAIM)
@@ -788,6 +871,7 @@ where
                 launch_templates,
                 tags,
                 context: class.spec.context.clone(),
+                capacity_block,
             })
             .await
             .map_err(|e| match e.code() {
@@ -849,7 +933,14 @@ where
             tags: self.tags(claim, &class),
             ..Default::default()
         };
-        Ok(self.launched(self.claim_for(&instance, it.map(|t| &**t)), &class))
+        let mut out = self.claim_for(&instance, it.map(|t| &**t));
+        if let (Some(kind), Some(labels)) = (
+            reservation_type.filter(|_| instance.capacity_reservation_id.is_some()),
+            out.metadata.labels.as_mut(),
+        ) {
+            labels.insert(LABEL_CAPACITY_RESERVATION_TYPE.into(), kind);
+        }
+        Ok(self.launched(out, &class))
     }
 
     async fn delete(&self, claim: &NodeClaim) -> Result<()> {

@@ -451,3 +451,126 @@ fn interruption_queue_round_trip_through_moto() {
         );
     });
 }
+
+#[test]
+fn eks_describe_cluster_through_moto() {
+    use karpenter_aws::eks::{ClusterApi, EksClient};
+    use karpenter_aws::operator::{AwsSettings, discover_cluster};
+    let moto = start();
+    block_on(async {
+        let http = http(&moto);
+        http.send(
+            "eks",
+            "POST",
+            "/clusters",
+            &[],
+            &[("content-type", "application/json")],
+            serde_json::json!({
+                "name": "test",
+                "version": "1.33",
+                "roleArn": "arn:aws:iam::123456789012:role/eks",
+                "resourcesVpcConfig": {"subnetIds": []},
+                "kubernetesNetworkConfig": {"serviceIpv4Cidr": "10.100.0.0/16"},
+            })
+            .to_string()
+            .into_bytes(),
+        )
+        .await
+        .unwrap();
+        let eks = EksClient::new(http);
+        let info = eks.describe_cluster("test".into()).await.unwrap();
+        assert_eq!(info.version.as_deref(), Some("1.33"));
+        assert_eq!(info.service_ipv4_cidr.as_deref(), Some("10.100.0.0/16"));
+        let endpoint = info.endpoint.clone().unwrap();
+        assert!(endpoint.starts_with("https://"), "{endpoint}");
+        assert!(info.certificate_authority.is_some());
+        let missing = eks.describe_cluster("nope".into()).await.unwrap_err();
+        assert!(
+            missing.to_string().contains("No cluster found"),
+            "{missing}"
+        );
+
+        let settings = AwsSettings {
+            cluster_name: "test".into(),
+            aws_region: "us-east-1".into(),
+            ..Default::default()
+        };
+        let found = discover_cluster(&eks, &settings, None, None).await.unwrap();
+        assert_eq!(found.endpoint, endpoint);
+        assert_eq!(found.cidr.as_deref(), Some("10.100.0.0/16"));
+        assert_eq!(found.kube_dns_ip.as_deref(), Some("10.100.0.10"));
+    });
+}
+
+#[test]
+fn launch_template_interfaces_cpu_and_market_options_through_moto() {
+    use karpenter_aws::ec2::LaunchTemplateData;
+    use karpenter_aws::ec2nodeclass::ConnectionTracking;
+    use karpenter_aws::interfaces::LaunchTemplateInterface;
+    let moto = start();
+    block_on(async {
+        let http = http(&moto);
+        let ec2 = Ec2Client::new(http.clone());
+        let efa = |card: i32| LaunchTemplateInterface {
+            network_card_index: Some(card),
+            device_index: if card == 0 { 0 } else { 1 },
+            interface_type: Some("efa".into()),
+            ipv4_prefix_count: Some(2),
+            security_groups: vec!["sg-1".into()],
+            connection_tracking: Some(ConnectionTracking {
+                tcp_established_timeout: Some(120),
+                udp_stream_timeout: None,
+                udp_timeout: Some(30),
+            }),
+            ..Default::default()
+        };
+        ec2.create_launch_template(
+            "karpenter.k8s.aws/surface".into(),
+            LaunchTemplateData {
+                image_id: "ami-12345678".into(),
+                user_data: "IyEvYmluL2Jhc2g=".into(),
+                instance_profile: "profile".into(),
+                security_groups: vec!["sg-1".into()],
+                http_tokens: "required".into(),
+                http_endpoint: "enabled".into(),
+                http_protocol_ipv6: "disabled".into(),
+                http_put_response_hop_limit: 1,
+                network_interfaces: vec![efa(0), efa(1)],
+                capacity_reservation_id: Some("cr-0123".into()),
+                market_type: Some("capacity-block".into()),
+                nested_virtualization: Some("enabled".into()),
+                tags: [("eks:eks-cluster-name".to_string(), "test".to_string())].into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        let versions = query(
+            &http,
+            "ec2",
+            "2016-11-15",
+            &[
+                ("Action", "DescribeLaunchTemplateVersions"),
+                ("LaunchTemplateName", "karpenter.k8s.aws/surface"),
+            ],
+        )
+        .await;
+        let data = between(&versions, "<launchTemplateData>", "</launchTemplateData>");
+        let compact: String = data.split_whitespace().collect();
+        for wanted in [
+            "<interfaceType>efa</interfaceType>",
+            "<networkCardIndex>1</networkCardIndex>",
+            "<ipv4PrefixCount>2</ipv4PrefixCount>",
+            "<tcpEstablishedTimeout>120</tcpEstablishedTimeout>",
+            "<marketType>capacity-block</marketType>",
+            "<nestedVirtualization>enabled</nestedVirtualization>",
+            "<capacityReservationId>cr-0123</capacityReservationId>",
+        ] {
+            assert!(compact.contains(wanted), "{wanted} in {data}");
+        }
+        assert!(
+            !compact.contains("<securityGroupIdSet>"),
+            "the interfaces carry the groups: {data}"
+        );
+    });
+}

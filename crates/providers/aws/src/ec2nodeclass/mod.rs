@@ -500,6 +500,16 @@ impl AmiFamily {
             Self::Windows2019 | Self::Windows2022 | Self::Windows2025
         )
     }
+
+    /// The `node.kubernetes.io/windows-build` its nodes report, for Windows families.
+    pub fn windows_build(self) -> Option<&'static str> {
+        match self {
+            Self::Windows2019 => Some("10.0.17763"),
+            Self::Windows2022 => Some("10.0.20348"),
+            Self::Windows2025 => Some("10.0.26100"),
+            _ => None,
+        }
+    }
 }
 
 impl EC2NodeClassSpec {

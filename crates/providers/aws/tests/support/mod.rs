@@ -272,8 +272,7 @@ fn with_image(fake: &FakeEc2) {
         name: "al2023".into(),
         architecture: "x86_64".into(),
         creation_date: "2026-01-01T00:00:00Z".into(),
-        deprecated: false,
-        variant: Default::default(),
+        ..Default::default()
     });
 }
 

@@ -6,7 +6,14 @@
 //!   nodeadm merges over them.
 //! - **Bottlerocket**: TOML settings; the user's settings are kept and the cluster settings,
 //!   node labels and taints the provider owns are written over them.
+//! - **AL2**: a MIME multipart document ending in `/etc/eks/bootstrap.sh`.
+//! - **Windows** (2019, 2022, 2025): a PowerShell block running
+//!   `Start-EKSBootstrap.ps1`.
 //! - **Custom**: the user's user data, unchanged.
+
+mod al2;
+pub mod kubelet_args;
+mod windows;
 
 use std::collections::BTreeMap;
 
@@ -32,7 +39,8 @@ pub struct Bootstrap {
     pub labels: BTreeMap<String, String>,
     /// Taints to register with (the NodeClaim's, and the unregistered taint).
     pub taints: Vec<Taint>,
-    /// The EC2NodeClass's kubelet block.
+    /// The EC2NodeClass's kubelet block (`clusterDNS` filled in from the cluster's DNS service
+    /// when the NodeClass does not set it).
     pub kubelet: Map<String, Value>,
     /// The kubelet's max pods.
     pub max_pods: Option<i64>,
@@ -48,18 +56,18 @@ pub enum UserDataError {
     /// The user's user data is not what the family accepts.
     #[error("spec.userData: {0}")]
     Invalid(String),
-    /// The family is not supported by this provider yet.
-    #[error("amiFamily {0} is not supported yet")]
-    Unsupported(&'static str),
 }
 
 /// The user data for `family`, in plain text (the launch template base64-encodes it).
 pub fn render(family: AmiFamily, b: &Bootstrap) -> Result<String, UserDataError> {
     match family {
+        AmiFamily::AL2 => Ok(al2::render(b)),
         AmiFamily::AL2023 => Ok(al2023(b)),
         AmiFamily::Bottlerocket => bottlerocket(b),
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => {
+            Ok(windows::render(b))
+        }
         AmiFamily::Custom => Ok(b.custom.clone().unwrap_or_default()),
-        other => Err(UserDataError::Unsupported(other.as_str())),
     }
 }
 
@@ -110,23 +118,45 @@ fn node_config(b: &Bootstrap) -> Value {
     json!({"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec})
 }
 
+/// The parts of a MIME multipart document (each its headers, a blank line, its body); empty
+/// when it names no boundary.
+fn mime_parts(doc: &str) -> Vec<String> {
+    let trimmed = doc.trim_start();
+    let boundary = trimmed
+        .lines()
+        .find_map(|l| l.split("boundary=").nth(1))
+        .map(|b| b.trim().trim_matches('"').to_string());
+    let Some(boundary) = boundary else {
+        return Vec::new();
+    };
+    let delimiter = format!("--{boundary}");
+    trimmed
+        .split(&delimiter)
+        .skip(1)
+        .map(|p| p.trim_matches('\n').to_string())
+        .filter(|p| !p.is_empty() && !p.starts_with("--"))
+        .collect()
+}
+
+/// A MIME multipart document of `parts`, under upstream's boundary.
+fn mime_document(parts: &[String]) -> String {
+    let mut out =
+        format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n");
+    for part in parts {
+        out.push_str(&format!("--{BOUNDARY}\n{part}\n"));
+    }
+    out.push_str(&format!("--{BOUNDARY}--\n"));
+    out
+}
+
 /// The user's AL2023 user data as MIME parts: the parts of a MIME document, or one part of a
 /// NodeConfig or a script.
 fn user_parts(custom: &str) -> Vec<String> {
     let trimmed = custom.trim_start();
     if trimmed.starts_with("MIME-Version:") {
-        let boundary = trimmed
-            .lines()
-            .find_map(|l| l.split("boundary=").nth(1))
-            .map(|b| b.trim().trim_matches('"').to_string());
-        if let Some(boundary) = boundary {
-            let delimiter = format!("--{boundary}");
-            return trimmed
-                .split(&delimiter)
-                .skip(1)
-                .map(|p| p.trim_matches('\n').to_string())
-                .filter(|p| !p.is_empty() && p != "--")
-                .collect();
+        let parts = mime_parts(trimmed);
+        if !parts.is_empty() {
+            return parts;
         }
     }
     let content_type = if trimmed.starts_with("apiVersion:") || trimmed.contains("kind: NodeConfig")
@@ -148,13 +178,7 @@ fn al2023(b: &Bootstrap) -> String {
     parts.push(format!(
         "Content-Type: application/node.eks.aws\n\n# karpenter-rs generated NodeConfig\n{yaml}"
     ));
-    let mut out =
-        format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n");
-    for part in parts {
-        out.push_str(&format!("--{BOUNDARY}\n{part}\n"));
-    }
-    out.push_str(&format!("--{BOUNDARY}--\n"));
-    out
+    mime_document(&parts)
 }
 
 fn bottlerocket(b: &Bootstrap) -> Result<String, UserDataError> {
@@ -184,13 +208,11 @@ fn bottlerocket(b: &Bootstrap) -> Result<String, UserDataError> {
     if let Some(ca) = &b.ca_bundle {
         kubernetes.insert("cluster-certificate".into(), json!(ca));
     }
-    if let Some(max) = b
-        .kubelet
-        .get("maxPods")
-        .and_then(Value::as_i64)
-        .or(b.max_pods)
-    {
+    if let Some(max) = kubelet_args::max_pods(b) {
         kubernetes.insert("max-pods".into(), json!(max));
+    }
+    if let Some(dns) = kubelet_args::cluster_dns(b) {
+        kubernetes.insert("cluster-dns-ip".into(), json!(dns));
     }
     let labels = kubernetes.entry("node-labels").or_insert_with(|| json!({}));
     if let Some(labels) = labels.as_object_mut() {
@@ -415,6 +437,87 @@ mod tests {
             render(AmiFamily::Custom, &bootstrap(Some("#!/bin/sh\ntrue"))).unwrap(),
             "#!/bin/sh\ntrue"
         );
-        assert!(render(AmiFamily::Windows2022, &bootstrap(None)).is_err());
+    }
+
+    /// After upstream's `al2_userdata_merged` golden: the user's script part, then the
+    /// bootstrap script with the CA, the cluster DNS, max pods and the kubelet flags.
+    #[test]
+    fn al2_script_then_bootstrap() {
+        let user = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n--BOUNDARY\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\necho \"Running custom user data script\"\n\n--BOUNDARY--\n";
+        let out = render(AmiFamily::AL2, &bootstrap(Some(user))).unwrap();
+        let expected = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n--//\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\necho \"Running custom user data script\"\n--//\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash -xe\nexec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n/etc/eks/bootstrap.sh 'test-cluster' --apiserver-endpoint 'https://test-cluster' --b64-cluster-ca 'Y2EtYnVuZGxlCg==' \\\n--dns-cluster-ip '10.0.100.10' \\\n--use-max-pods false \\\n--kubelet-extra-args '--node-labels=\"karpenter.sh/capacity-type=on-demand,karpenter.sh/do-not-sync-taints=true\" --register-with-taints=\"karpenter.sh/unregistered:NoExecute\" --max-pods=110'\n--//--\n";
+        assert_eq!(out, expected);
+        // A bare script becomes its own part; no user data, only the bootstrap part.
+        let p = parts(&render(AmiFamily::AL2, &bootstrap(Some("echo hi"))).unwrap());
+        assert_eq!(p.len(), 2);
+        assert_eq!(
+            p[0],
+            "Content-Type: text/x-shellscript; charset=\"us-ascii\"\n\necho hi"
+        );
+        assert_eq!(
+            parts(&render(AmiFamily::AL2, &bootstrap(None)).unwrap()).len(),
+            1
+        );
+    }
+
+    /// The kubelet settings with a flag become flags; an IPv6 cluster DNS adds
+    /// `--ip-family ipv6`; RAID0 adds `--local-disks raid0`.
+    #[test]
+    fn al2_kubelet_flags_ipv6_and_raid0() {
+        let mut b = bootstrap(None);
+        b.kubelet = serde_json::from_value(json!({
+            "clusterDNS": ["fd01:b::a"],
+            "maxPods": 42,
+            "podsPerCore": 2,
+            "systemReserved": {"memory": "1Gi", "cpu": "100m"},
+            "evictionHard": {"memory.available": "5%"},
+            "imageGCHighThresholdPercent": 85,
+            "cpuCFSQuota": false,
+        }))
+        .unwrap();
+        b.instance_store_raid0 = true;
+        b.taints.push(Taint {
+            key: "dedicated".into(),
+            value: Some("gpu".into()),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        });
+        let out = render(AmiFamily::AL2, &b).unwrap();
+        assert!(
+            out.contains("\\\n--ip-family ipv6 \\\n--dns-cluster-ip 'fd01:b::a'"),
+            "{out}"
+        );
+        assert!(out.contains("--register-with-taints=\"karpenter.sh/unregistered:NoExecute,dedicated=gpu:NoSchedule\" --max-pods=42 --pods-per-core=2 --system-reserved=\"cpu=100m,memory=1Gi\" --eviction-hard=\"memory.available<5%\" --image-gc-high-threshold=85 --cpu-cfs-quota=false'"), "{out}");
+        assert!(out.contains("--local-disks raid0\n--//--"), "{out}");
+        assert!(!out.contains("--max-pods=110"));
+    }
+
+    /// After upstream's `windows_userdata_merged` golden.
+    #[test]
+    fn windows_runs_the_users_commands_then_bootstrap() {
+        let user = "Write-Host \"Running custom user data script\"\nWrite-Host \"Finished running custom user data script\"";
+        for family in [
+            AmiFamily::Windows2019,
+            AmiFamily::Windows2022,
+            AmiFamily::Windows2025,
+        ] {
+            let out = render(family, &bootstrap(Some(user))).unwrap();
+            assert_eq!(
+                out,
+                "<powershell>\nWrite-Host \"Running custom user data script\"\nWrite-Host \"Finished running custom user data script\"\n[string]$EKSBootstrapScriptFile = \"$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1\"\n& $EKSBootstrapScriptFile -EKSClusterName 'test-cluster' -APIServerEndpoint 'https://test-cluster' -Base64ClusterCA 'Y2EtYnVuZGxlCg==' -KubeletExtraArgs '--node-labels=\"karpenter.sh/capacity-type=on-demand,karpenter.sh/do-not-sync-taints=true\" --register-with-taints=\"karpenter.sh/unregistered:NoExecute\" --max-pods=110' -DNSClusterIP '10.0.100.10'\n</powershell>"
+            );
+        }
+        let plain = render(AmiFamily::Windows2022, &bootstrap(None)).unwrap();
+        assert!(plain.starts_with("<powershell>\n[string]$EKSBootstrapScriptFile"));
+    }
+
+    #[test]
+    fn bottlerocket_gets_the_cluster_dns() {
+        let out = render(AmiFamily::Bottlerocket, &bootstrap(None)).unwrap();
+        let parsed: Value = basic_toml::from_str(&out).unwrap();
+        assert_eq!(
+            parsed["settings"]["kubernetes"]["cluster-dns-ip"],
+            "10.0.100.10"
+        );
     }
 }
