@@ -113,9 +113,7 @@ impl Provider for AwsProvider {
     type Settings = AwsSettings;
 
     async fn build(client: kube::Client, mut settings: AwsSettings) -> Result<Self, BoxError> {
-        for (value, name) in [
-            (&settings.cluster_name, "CLUSTER_NAME"),
-        ] {
+        for (value, name) in [(&settings.cluster_name, "CLUSTER_NAME")] {
             if value.is_empty() {
                 return Err(karpenter_cloudprovider::SettingsError::Missing(name).into());
             }

@@ -381,7 +381,7 @@ impl AwsHttp {
                     return Ok(r);
                 }
                 Ok(r) => {
-                    let error = parse_error(r.status, &r.body);
+                    let error = parse_answer_error(r.status, r.header("x-amzn-errortype"), &r.body);
                     let code = error.code();
                     let mut kind = classify_answer(r.status, code);
                     if kind.is_none()
@@ -474,6 +474,30 @@ fn idempotency_token() -> String {
     )
 }
 
+/// An error answer: the REST-JSON protocol (EKS) names the error in the `x-amzn-ErrorType`
+/// header (`ResourceNotFoundException:http://…`), which wins over the body's; the others only
+/// in the body ([`parse_error`]).
+pub fn parse_answer_error(status: u16, error_type: Option<&str>, body: &[u8]) -> AwsError {
+    let error = parse_error(status, body);
+    let Some(named) = error_type
+        .and_then(|t| t.split(':').next())
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    else {
+        return error;
+    };
+    match error {
+        AwsError::Api {
+            message, status, ..
+        } => AwsError::Api {
+            code: named.to_string(),
+            message,
+            status,
+        },
+        other => other,
+    }
+}
+
 /// An error body: EC2's `<Response><Errors><Error><Code>`, the query protocol's
 /// `<ErrorResponse><Error><Code>`, or the JSON protocols' `{"__type": …, "message": …}`.
 pub fn parse_error(status: u16, body: &[u8]) -> AwsError {
@@ -534,6 +558,20 @@ mod tests {
         assert_eq!(e.code(), Some("QueueDoesNotExist"));
         assert!(e.to_string().contains("does not exist"));
         assert_eq!(parse_error(503, b"busy").code(), Some("HTTP503"));
+        // REST-JSON: the header names it, the body only has the message.
+        let eks = br#"{"message":"No cluster found for name: c."}"#;
+        let e = parse_answer_error(
+            404,
+            Some("ResourceNotFoundException:http://internal.amazon.com/coral/com.amazon.eks/"),
+            eks,
+        );
+        assert_eq!(e.code(), Some("ResourceNotFoundException"));
+        assert!(e.to_string().contains("No cluster found"));
+        assert_eq!(
+            parse_answer_error(400, None, eks).code(),
+            Some("Unknown"),
+            "without the header the body has no code"
+        );
     }
 
     #[test]
