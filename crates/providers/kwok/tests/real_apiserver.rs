@@ -417,3 +417,179 @@ async fn scaled_down_pods_leave_nodes_that_go_and_state_follows_the_api_server()
         .await
         .unwrap();
 }
+
+/// NodeOverlay drift on a real API server: the NodeOverlay CRD's rules, its status written
+/// through the real status subresource, the overlay's hash recorded at launch, and a capacity
+/// change (a merge patch, watched) drifting the node it launched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_overlay_change_drifts_the_node_it_launched() {
+    const POOL: &str = "real-overlay";
+    let Some(client) = real::client().await else {
+        eprintln!("skipped: KARPENTER_RS_REAL_KUBECONFIG is not set");
+        return;
+    };
+    install_crds(&client).await;
+    let (classes, pools) =
+        apply_class_and_pool(&client, POOL, json!({"consolidateAfter": "Never"})).await;
+    let overlays: Api<karpenter_api::nodeoverlay::NodeOverlay> = Api::all(client.clone());
+    let overlay = |fuse: &str| -> karpenter_api::nodeoverlay::NodeOverlay {
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": POOL},
+            "spec": {
+                "requirements": [{"key": NODE_POOL_LABEL, "operator": "In", "values": [POOL]}],
+                "capacity": {"smarter-devices/fuse": fuse},
+            },
+        }))
+        .unwrap()
+    };
+    let apply = PatchParams::apply("karpenter-rs-tests").force();
+    overlays
+        .patch(POOL, &apply, &Patch::Apply(&overlay("1")))
+        .await
+        .expect("the NodeOverlay applies");
+
+    let mut options = Options {
+        disable_leader_election: true,
+        drift_poll: Duration::from_secs(1),
+        overlay_poll: Duration::from_millis(500),
+        ..Options::default()
+    };
+    options.feature_gates.node_overlay = true;
+    let controller = Controller::new(
+        client.clone(),
+        Arc::new(KwokProvider::new(client.clone())),
+        options,
+    );
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(controller.run_with_provider_controllers(stop.clone()));
+    let kubelets = fake_kubelets(client.clone(), stop.clone());
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    let _ = pods.delete(POOL, &now).await;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": POOL},
+        "spec": {
+            "nodeSelector": {NODE_POOL_LABEL: POOL},
+            "containers": [{"name": "c", "image": "app", "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }))
+    .unwrap();
+    create_once_gone(&pods, &pod).await;
+    let node_name = eventually(|| {
+        let pods = pods.clone();
+        async move { pods.get(POOL).await.ok()?.spec?.node_name }
+    })
+    .await
+    .expect("the scheduler binds the pod to a launched node");
+    let claims: Api<NodeClaim> = Api::all(client.clone());
+    let by_pool = ListParams::default().labels(&format!("{NODE_POOL_LABEL}={POOL}"));
+    let claim = claims
+        .list(&by_pool)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|c| c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&node_name))
+        .expect("the node's NodeClaim");
+    let recorded = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(karpenter_api::nodeoverlay::CAPACITY_OVERLAY_HASH_ANNOTATION))
+        .cloned()
+        .expect("the launch records the overlay");
+    // The overlay's status, through the real status subresource.
+    let ready = eventually(|| {
+        let overlays = overlays.clone();
+        async move {
+            let status = overlays.get(POOL).await.ok()?.status?;
+            status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+                .then_some(())
+        }
+    })
+    .await;
+    assert!(ready.is_some(), "the NodeOverlay is Ready");
+
+    overlays
+        .patch(
+            POOL,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"capacity": {"smarter-devices/fuse": "2"}}})),
+        )
+        .await
+        .unwrap();
+    let name = claim.metadata.name.clone().unwrap();
+    let reason = eventually(|| {
+        let claims = claims.clone();
+        let name = name.clone();
+        async move {
+            let claim = claims.get_opt(&name).await.ok()??;
+            let drifted = claim
+                .status?
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "Drifted" && c.status == "True")?;
+            Some(drifted.reason)
+        }
+    })
+    .await;
+    assert_eq!(reason.as_deref(), Some("NodeOverlayDrifted"));
+    // Drift replaces it: a new claim of the pool, recorded under the new overlay.
+    let fresh = eventually(|| {
+        let claims = claims.clone();
+        let by_pool = by_pool.clone();
+        let recorded = recorded.clone();
+        async move {
+            claims
+                .list(&by_pool)
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find_map(|c| {
+                    let hash = c
+                        .metadata
+                        .annotations?
+                        .get(karpenter_api::nodeoverlay::CAPACITY_OVERLAY_HASH_ANNOTATION)?
+                        .clone();
+                    (hash != recorded).then_some(hash)
+                })
+        }
+    })
+    .await;
+    assert!(
+        fresh.is_some(),
+        "a replacement launched under the new overlay"
+    );
+
+    pods.delete(POOL, &now).await.unwrap();
+    pools
+        .delete(POOL, &DeleteParams::background())
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let gone = eventually(|| {
+        let nodes = nodes.clone();
+        async move { pool_nodes(&nodes, POOL).await?.is_empty().then_some(()) }
+    })
+    .await;
+    assert!(gone.is_some(), "the pool's nodes go with it");
+    stop.cancel();
+    running.await.unwrap();
+    kubelets.await.unwrap();
+    overlays
+        .delete(POOL, &DeleteParams::default())
+        .await
+        .unwrap();
+    classes
+        .delete(POOL, &DeleteParams::default())
+        .await
+        .unwrap();
+}
