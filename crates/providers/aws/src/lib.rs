@@ -56,6 +56,8 @@ pub mod auth;
 #[cfg(feature = "cloud")]
 pub mod ec2;
 #[cfg(feature = "cloud")]
+pub mod ec2_extra;
+#[cfg(feature = "cloud")]
 pub mod http;
 #[cfg(feature = "cloud")]
 pub mod iam;
@@ -68,6 +70,8 @@ pub mod nodeclass_status;
 #[cfg(feature = "cloud")]
 pub mod operator;
 #[cfg(feature = "cloud")]
+pub mod placementgroup;
+#[cfg(feature = "cloud")]
 pub mod pricing_api;
 #[cfg(feature = "cloud")]
 pub mod provider;
@@ -75,3 +79,5 @@ pub mod provider;
 pub mod sqs;
 #[cfg(feature = "cloud")]
 pub mod ssm;
+#[cfg(feature = "cloud")]
+pub mod validation;

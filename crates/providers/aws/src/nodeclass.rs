@@ -28,6 +28,8 @@ pub struct ResolvedNodeClass {
     pub instance_profile: String,
     /// Active capacity reservations the NodeClass may launch into.
     pub capacity_reservations: Vec<CapacityReservationInfo>,
+    /// The placement group instances launch into, when the NodeClass selects one.
+    pub placement_group: Option<crate::ec2_extra::PlacementGroupInfo>,
 }
 
 /// Why a NodeClass cannot launch.
@@ -97,7 +99,7 @@ pub async fn resolve<A>(
     k8s_version: &str,
 ) -> Result<ResolvedNodeClass, NodeClassError>
 where
-    A: Ec2Api + ParameterStore + InstanceProfiles,
+    A: Ec2Api + ParameterStore + InstanceProfiles + crate::ec2_extra::PlacementGroups,
 {
     let mut subnets: Vec<SubnetInfo> = Vec::new();
     for term in &spec.subnet_selector_terms {
@@ -175,12 +177,16 @@ where
             ));
         }
     };
+    // Last, as the status conditions are ordered: the parts before it resolved.
+    let placement_group =
+        crate::placementgroup::resolve(api, spec.placement_group_selector.as_ref()).await?;
     Ok(ResolvedNodeClass {
         subnets,
         security_groups,
         images,
         instance_profile,
         capacity_reservations,
+        placement_group,
     })
 }
 

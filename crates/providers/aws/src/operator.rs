@@ -56,6 +56,10 @@ pub struct AwsSettings {
     /// recommendations, scheduled changes, state changes); none handled when unset.
     #[arg(long, env = "INTERRUPTION_QUEUE")]
     pub interruption_queue: Option<String>,
+    /// Mark EC2NodeClasses `ValidationSucceeded` without the dry-run permission checks
+    /// (CreateFleet, RunInstances).
+    #[arg(long, env = "DISABLE_DRY_RUN", default_value_t = false)]
+    pub disable_dry_run: bool,
 }
 
 impl Provider for AwsProvider {
@@ -113,6 +117,7 @@ impl Provider for AwsProvider {
             vm_memory_overhead_percent: settings.vm_memory_overhead_percent,
             reserved_enis: settings.reserved_enis,
             isolated_vpc: settings.isolated_vpc,
+            disable_dry_run: settings.disable_dry_run,
         };
         Ok(
             AwsCloudProvider::new(Ec2Client::new(http), Api::all(client), options)
