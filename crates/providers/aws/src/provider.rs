@@ -249,6 +249,9 @@ where
         let types = self.types_for(class, resolved).await?;
         let mut claim = NodeClaim::default();
         claim.spec.node_class_ref.name = class.metadata.name.clone().unwrap_or_default();
+        // Tagged as a launch is (with an empty NodePool), so IAM policies that demand the
+        // NodePool tag judge the dry runs as they judge launches.
+        claim.metadata.labels = Some(BTreeMap::from([(NODE_POOL_LABEL.into(), String::new())]));
         claim
             .spec
             .requirements

@@ -100,6 +100,9 @@ fn the_dry_runs_use_the_template_made_for_the_node_class() {
         let (name, data) = templates.iter().next().unwrap();
         assert_eq!(data.tags["team"], "a");
         assert_eq!(data.tags["karpenter.k8s.aws/ec2nodeclass"], "default");
+        // The NodePool tag IAM policies ask for is there, empty, as upstream sets it.
+        assert_eq!(data.tags["karpenter.sh/nodepool"], "");
+        assert_eq!(data.tags["kubernetes.io/cluster/test"], "owned");
         let runs = fake.checks().dry_runs.clone();
         assert_eq!(
             runs,
