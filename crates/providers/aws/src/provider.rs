@@ -62,6 +62,8 @@ pub const TAG_NODE_CLAIM: &str = "karpenter.sh/nodeclaim";
 pub const TAG_NODE_CLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
 /// The tag naming the cluster.
 pub const TAG_CLUSTER_NAME: &str = "eks:eks-cluster-name";
+/// The label naming the type of the capacity reservation a reserved node runs in.
+pub const LABEL_CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
 /// The label naming the EC2NodeClass on nodes.
 pub const LABEL_NODE_CLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
 
@@ -1107,14 +1109,26 @@ fn launch_images(resolved: &ResolvedNodeClass) -> Vec<LaunchImage> {
         .collect()
 }
 
-/// A launched NodeClaim with the labels of the placement group it launched into.
+/// A launched NodeClaim with the labels of where it launched: the placement group (and
+/// partition), and the type of the capacity reservation it runs in (`default` or
+/// `capacity-block`).
 fn placed(mut out: NodeClaim, claim: &NodeClaim, resolved: &ResolvedNodeClass) -> NodeClaim {
+    let labels = out.metadata.labels.get_or_insert_with(BTreeMap::new);
     if let Some(group) = &resolved.placement_group {
-        let labels = placementgroup::labels(group, placementgroup::partition(claim, group));
-        out.metadata
-            .labels
-            .get_or_insert_with(BTreeMap::new)
-            .extend(labels);
+        labels.extend(placementgroup::labels(
+            group,
+            placementgroup::partition(claim, group),
+        ));
+    }
+    let reservation_type = labels.get(LABEL_CAPACITY_RESERVATION_ID).and_then(|id| {
+        resolved
+            .capacity_reservations
+            .iter()
+            .find(|r| r.id == *id)
+            .map(|r| r.reservation_type.clone())
+    });
+    if let Some(t) = reservation_type {
+        labels.insert(LABEL_CAPACITY_RESERVATION_TYPE.into(), t);
     }
     out
 }

@@ -137,6 +137,11 @@ fn an_instance_in_a_reservation_the_node_class_no_longer_selects_drifts() {
         let p = provider_with(fake.clone(), store.clone());
         let request = claim("a", &["reserved"]);
         let launched = kept(request.clone(), p.create(&request).await.unwrap());
+        let labels = launched.metadata.labels.clone().unwrap();
+        assert_eq!(
+            labels["karpenter.k8s.aws/capacity-reservation-type"],
+            "default"
+        );
         // EC2 reports the reservation the instance runs in.
         fake.instances.lock().unwrap()[0].capacity_reservation_id = Some("cr-0123".into());
         assert_eq!(p.is_drifted(&launched).await.unwrap(), None);
