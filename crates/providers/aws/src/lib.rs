@@ -76,6 +76,8 @@ pub mod pricing_api;
 #[cfg(feature = "cloud")]
 pub mod provider;
 #[cfg(feature = "cloud")]
+pub mod reservation_expiration;
+#[cfg(feature = "cloud")]
 pub mod sqs;
 #[cfg(feature = "cloud")]
 pub mod ssm;

@@ -126,10 +126,13 @@ impl Provider for AwsProvider {
     }
 
     fn controllers(ctx: &Arc<Context<Self>>, shutdown: &CancellationToken) -> Vec<ProviderLoop> {
-        let mut loops: Vec<ProviderLoop> = vec![Box::pin(nodeclass_status::run(
-            ctx.clone(),
-            shutdown.clone(),
-        ))];
+        let mut loops: Vec<ProviderLoop> = vec![
+            Box::pin(nodeclass_status::run(ctx.clone(), shutdown.clone())),
+            Box::pin(crate::reservation_expiration::run(
+                ctx.clone(),
+                shutdown.clone(),
+            )),
+        ];
         if let Some(queue) = ctx.provider.interruption_queue().cloned() {
             loops.push(Box::pin(interruption_controller::run(
                 ctx.clone(),

@@ -494,3 +494,76 @@ async fn a_capacity_reservation_interruption_replaces_the_node_and_frees_no_more
     let _ = running.await;
     let _ = interruption.await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_in_an_expiring_capacity_block_are_replaced_ahead_of_ec2() {
+    use karpenter_aws::ec2::CapacityReservationInfo;
+    let server = setup();
+    for (claim, reservation) in [("a", "cr-ending"), ("b", "cr-later")] {
+        server
+            .merge::<NodeClaim>(
+                "",
+                claim,
+                json!({"metadata": {"labels": {
+                    "karpenter.sh/capacity-type": "reserved",
+                    "karpenter.k8s.aws/capacity-reservation-id": reservation,
+                }}}),
+            )
+            .unwrap();
+    }
+    let store = Store::default();
+    store
+        .0
+        .lock()
+        .unwrap()
+        .insert("default".into(), node_class(json!({})));
+    let ec2 = FakeEc2::default();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let block = |id: &str, ends_in_minutes: i64| CapacityReservationInfo {
+        id: id.into(),
+        instance_type: "m5.large".into(),
+        zone: "us-east-1a".into(),
+        reservation_type: "capacity-block".into(),
+        end_date: Some(
+            (now + k8s_openapi::jiff::SignedDuration::from_mins(ends_in_minutes)).to_string(),
+        ),
+        ..Default::default()
+    };
+    // One block ends in 30 minutes (inside the 40-minute window), the other in two hours.
+    *ec2.reservations.lock().unwrap() = vec![block("cr-ending", 30), block("cr-later", 120)];
+    for id in ["i-1", "i-2", "i-3"] {
+        ec2.instances.lock().unwrap().push(Instance {
+            id: id.into(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            state: "running".into(),
+            capacity_type: "reserved".into(),
+            ..Default::default()
+        });
+    }
+    let provider = Arc::new(provider_with(ec2, store));
+    let options = Options {
+        disable_leader_election: true,
+        resync: Duration::from_millis(200),
+        ..Options::default()
+    };
+    let controller = Controller::new(server.client(), provider, options);
+    let ctx = controller.context();
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(controller.run(stop.clone()));
+    let expiration = tokio::spawn(karpenter_aws::reservation_expiration::run(
+        ctx.clone(),
+        stop.clone(),
+    ));
+    eventually(WAIT, || gone_or_deleting(&server, "a").then_some(()))
+        .await
+        .expect("the claim in the expiring block is deleted");
+    assert!(
+        !gone_or_deleting(&server, "b"),
+        "a later block keeps its node"
+    );
+    assert!(!gone_or_deleting(&server, "c"), "an on-demand node stays");
+    stop.cancel();
+    let _ = running.await;
+    let _ = expiration.await;
+}
