@@ -16,6 +16,9 @@
 //! - [`nodeclass`]: resolving an EC2NodeClass's selectors; [`provider`]: the controller's
 //!   `CloudProvider`; [`nodeclass_status`] and [`interruption_controller`]: the provider's own
 //!   loops beside the controller's.
+//! - [`placementgroup`] (the NodeClass's placement group, its labels and drift),
+//!   [`validation`] (`ValidationSucceeded`'s dry runs, through [`ec2_extra`]) and
+//!   [`reservation_expiration`] (nodes of ending capacity blocks replaced ahead of EC2).
 //!
 //! The API, pure too: [`ec2nodeclass`] (`EC2NodeClass`, `karpenter.k8s.aws/v1`: the types,
 //! the CRD with upstream's CEL rules, the hash, the v1beta1 conversion), [`catalog`] (the simulator's `aws` catalog) and
