@@ -185,6 +185,9 @@ pub struct LaunchTemplateData {
     pub market_type: Option<String>,
     /// `cpuOptions.nestedVirtualization` (`enabled` / `disabled`).
     pub nested_virtualization: Option<String>,
+    /// The placement group instances launch into (`pg-…`) and, for a partition group, the
+    /// partition.
+    pub placement: Option<(String, Option<i32>)>,
 }
 
 /// One instance type × subnet a fleet may launch.
@@ -812,6 +815,10 @@ impl Ec2Api for Ec2Client {
             &format!("{d}.CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId"),
             data.capacity_reservation_id.as_ref(),
         );
+        if let Some((group, partition)) = &data.placement {
+            p.set(format!("{d}.Placement.GroupId"), group);
+            p.opt(&format!("{d}.Placement.PartitionNumber"), *partition);
+        }
         p.tags(
             &format!("{d}.TagSpecification"),
             1,
@@ -928,6 +935,89 @@ impl Ec2Api for Ec2Client {
         let mut p = Params::new("TerminateInstances");
         p.list("InstanceId", &ids);
         self.call(&p).await.map(|_| ())
+    }
+}
+
+impl crate::ec2_extra::PlacementGroups for Ec2Client {
+    async fn describe_placement_groups(
+        &self,
+        query: crate::ec2_extra::PlacementGroupQuery,
+    ) -> Result<Vec<crate::ec2_extra::PlacementGroupInfo>> {
+        let mut p = Params::new("DescribePlacementGroups");
+        p.filters(&[Filter::new("state", &["available"])]);
+        match (query.id, query.name) {
+            (Some(id), _) => p.set("GroupId.1", id),
+            (None, Some(name)) => p.set("GroupName.1", name),
+            (None, None) => {}
+        }
+        let body = self.call(&p).await?;
+        let d = doc(&body)?;
+        Ok(items(set_of(&d, "placementGroupSet"))
+            .map(|g| crate::ec2_extra::PlacementGroupInfo {
+                id: text(g, "groupId"),
+                name: text(g, "groupName"),
+                strategy: text(g, "strategy"),
+                partition_count: text(g, "partitionCount").parse().unwrap_or(0),
+                spread_level: Some(text(g, "spreadLevel")).filter(|l| !l.is_empty()),
+            })
+            .collect())
+    }
+}
+
+impl crate::ec2_extra::DryRuns for Ec2Client {
+    async fn dry_run_create_fleet(
+        &self,
+        request: crate::ec2_extra::CreateFleetDryRun,
+    ) -> Result<()> {
+        let mut p = Params::new("CreateFleet");
+        p.set("DryRun", true);
+        p.set("Type", "instant");
+        p.set("TargetCapacitySpecification.TotalTargetCapacity", 1);
+        p.set(
+            "TargetCapacitySpecification.DefaultTargetCapacityType",
+            "on-demand",
+        );
+        p.set("OnDemandOptions.AllocationStrategy", "lowest-price");
+        let lp = "LaunchTemplateConfigs.1";
+        p.set(
+            format!("{lp}.LaunchTemplateSpecification.LaunchTemplateName"),
+            &request.launch_template,
+        );
+        p.set(
+            format!("{lp}.LaunchTemplateSpecification.Version"),
+            "$Latest",
+        );
+        for (j, o) in request.overrides.iter().enumerate() {
+            let op = format!("{lp}.Overrides.{}", j + 1);
+            p.set(format!("{op}.InstanceType"), &o.instance_type);
+            p.set(format!("{op}.SubnetId"), &o.subnet_id);
+        }
+        p.tags("TagSpecification", 1, "instance", &request.tags);
+        p.tags("TagSpecification", 2, "volume", &request.tags);
+        p.tags("TagSpecification", 3, "fleet", &request.tags);
+        crate::ec2_extra::dry_run_answer(self.call(&p).await)
+    }
+
+    async fn dry_run_run_instances(
+        &self,
+        request: crate::ec2_extra::RunInstancesDryRun,
+    ) -> Result<()> {
+        let mut p = Params::new("RunInstances");
+        p.set("DryRun", true);
+        p.set("MinCount", 1);
+        p.set("MaxCount", 1);
+        p.set(
+            "LaunchTemplate.LaunchTemplateName",
+            &request.launch_template,
+        );
+        p.set("LaunchTemplate.Version", "$Latest");
+        p.set("InstanceType", &request.instance_type);
+        p.set("NetworkInterface.1.DeviceIndex", 0);
+        p.set("NetworkInterface.1.SubnetId", &request.subnet_id);
+        p.tags("TagSpecification", 1, "instance", &request.tags);
+        p.tags("TagSpecification", 2, "volume", &request.tags);
+        p.tags("TagSpecification", 3, "network-interface", &request.tags);
+        crate::ec2_extra::dry_run_answer(self.call(&p).await)
     }
 }
 

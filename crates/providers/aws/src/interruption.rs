@@ -8,6 +8,7 @@
 //! | AWS Health scheduled change (maintenance, retirement) | replace the node |
 //! | EC2 Instance State-change: stopping, stopped, shutting-down, terminated | replace the node |
 //! | EC2 Instance Rebalance Recommendation | an event; replace only when the NodePool opts in |
+//! | EC2 Capacity Reservation Instance Interruption Warning | replace the node; the reservation takes no more launches until EC2 is asked again |
 
 use serde_json::Value;
 
@@ -26,6 +27,9 @@ pub enum Kind {
     ScheduledChange,
     /// The instance changed state (`stopping`, `stopped`, `shutting-down`, `terminated`).
     StateChange(String),
+    /// The capacity reservation the instance runs in is taking it back (an interruptible
+    /// reservation reclaimed by its owner).
+    CapacityReservationInterruption,
     /// Something this provider does not act on (a state change to `running`, another
     /// service's health event).
     Noop,
@@ -43,6 +47,7 @@ impl Kind {
                 "instance_terminated"
             }
             Self::StateChange(_) => "instance_stopped",
+            Self::CapacityReservationInterruption => "capacity_reservation_interrupted",
             Self::Noop => "no_op",
         }
     }
@@ -57,6 +62,7 @@ impl Kind {
                 "InstanceTerminating"
             }
             Self::StateChange(_) => "InstanceStopping",
+            Self::CapacityReservationInterruption => "CapacityReservationInstanceInterrupted",
             Self::Noop => "",
         }
     }
@@ -114,6 +120,9 @@ pub fn parse(body: &str) -> Result<Message, ParseError> {
         ("aws.ec2", "EC2 Instance Rebalance Recommendation") => {
             (Kind::RebalanceRecommendation, instance())
         }
+        ("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning") => {
+            (Kind::CapacityReservationInterruption, instance())
+        }
         ("aws.ec2", "EC2 Instance State-change Notification") => {
             let state = detail["state"].as_str().unwrap_or_default();
             let kind = match state {
@@ -159,7 +168,10 @@ pub fn parse(body: &str) -> Result<Message, ParseError> {
 /// replacing on rebalance recommendations.
 pub fn action(kind: &Kind, replace_on_rebalance: bool) -> Action {
     match kind {
-        Kind::SpotInterruption | Kind::ScheduledChange | Kind::StateChange(_) => Action::Replace,
+        Kind::SpotInterruption
+        | Kind::ScheduledChange
+        | Kind::StateChange(_)
+        | Kind::CapacityReservationInterruption => Action::Replace,
         Kind::RebalanceRecommendation if replace_on_rebalance => Action::Replace,
         Kind::RebalanceRecommendation => Action::Notify,
         Kind::Noop => Action::Ignore,
@@ -318,6 +330,15 @@ mod tests {
                 Kind::StateChange("terminated".into()),
                 Action::Replace,
                 "instance_terminated",
+            ),
+            (
+                ec2(
+                    "EC2 Capacity Reservation Instance Interruption Warning",
+                    r#"{"instance-id":"i-0b662ef9931388ba0","instance-action":"terminate"}"#,
+                ),
+                Kind::CapacityReservationInterruption,
+                Action::Replace,
+                "capacity_reservation_interrupted",
             ),
             (
                 ec2(

@@ -1,7 +1,7 @@
 //! The interruption loop: long-polls the queue while this replica leads, deletes the
 //! NodeClaims of instances AWS is about to take (the core's termination then taints, drains
-//! and replaces them), marks interrupted spot offerings unavailable, and deletes each message
-//! once handled.
+//! and replaces them), marks interrupted spot offerings and reclaimed capacity reservations
+//! unavailable, and deletes each message once handled.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -13,6 +13,7 @@ use kube::Api;
 use kube::api::DeleteParams;
 use tokio_util::sync::CancellationToken;
 
+use crate::instancetype::LABEL_CAPACITY_RESERVATION_ID;
 use crate::interruption::{self, Action, Kind};
 use crate::provider::{AwsApi, AwsCloudProvider, NodeClassStore};
 use crate::sqs::{Queue, QueueMessage};
@@ -112,6 +113,16 @@ where
                     .unavailable()
                     .mark(t, z, "spot", Instant::now());
             }
+        }
+        // The reservation is being reclaimed: launching the replacement into it would fail.
+        if message.kind == Kind::CapacityReservationInterruption
+            && let Some(reservation) = claim
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_CAPACITY_RESERVATION_ID))
+        {
+            ctx.provider.mark_reservation_unavailable(reservation).await;
         }
         let api: Api<NodeClaim> = Api::all(ctx.client.clone());
         match api.delete(&name, &DeleteParams::default()).await {

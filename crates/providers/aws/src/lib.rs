@@ -18,6 +18,9 @@
 //! - [`nodeclass`]: resolving an EC2NodeClass's selectors; [`provider`]: the controller's
 //!   `CloudProvider`; [`nodeclass_status`] and [`interruption_controller`]: the provider's own
 //!   loops beside the controller's.
+//! - [`placementgroup`] (the NodeClass's placement group, its labels and drift),
+//!   [`validation`] (`ValidationSucceeded`'s dry runs, through [`ec2_extra`]) and
+//!   [`reservation_expiration`] (nodes of ending capacity blocks replaced ahead of EC2).
 //!
 //! The API, pure too: [`ec2nodeclass`] (`EC2NodeClass`, `karpenter.k8s.aws/v1`: the types,
 //! the CRD with upstream's CEL rules, the hash, the v1beta1 conversion), [`catalog`] (the simulator's `aws` catalog) and
@@ -59,6 +62,8 @@ pub mod auth;
 #[cfg(feature = "cloud")]
 pub mod ec2;
 #[cfg(feature = "cloud")]
+pub mod ec2_extra;
+#[cfg(feature = "cloud")]
 pub mod eks;
 #[cfg(feature = "cloud")]
 pub mod http;
@@ -73,12 +78,18 @@ pub mod nodeclass_status;
 #[cfg(feature = "cloud")]
 pub mod operator;
 #[cfg(feature = "cloud")]
+pub mod placementgroup;
+#[cfg(feature = "cloud")]
 pub mod pricing_api;
 #[cfg(feature = "cloud")]
 pub mod provider;
 #[cfg(feature = "cloud")]
+pub mod reservation_expiration;
+#[cfg(feature = "cloud")]
 pub mod sqs;
 #[cfg(feature = "cloud")]
 pub mod ssm;
+#[cfg(feature = "cloud")]
+pub mod validation;
 #[cfg(feature = "cloud")]
 pub mod version;

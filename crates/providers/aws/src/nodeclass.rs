@@ -29,6 +29,8 @@ pub struct ResolvedNodeClass {
     pub instance_profile: String,
     /// Active capacity reservations the NodeClass may launch into.
     pub capacity_reservations: Vec<CapacityReservationInfo>,
+    /// The placement group instances launch into, when the NodeClass selects one.
+    pub placement_group: Option<crate::ec2_extra::PlacementGroupInfo>,
 }
 
 /// Why a NodeClass cannot launch.
@@ -113,7 +115,7 @@ pub async fn resolve<A>(
     now: Timestamp,
 ) -> Result<ResolvedNodeClass, NodeClassError>
 where
-    A: Ec2Api + ParameterStore + InstanceProfiles,
+    A: Ec2Api + ParameterStore + InstanceProfiles + crate::ec2_extra::PlacementGroups,
 {
     let mut subnets: Vec<SubnetInfo> = Vec::new();
     for term in &spec.subnet_selector_terms {
@@ -191,12 +193,16 @@ where
             ));
         }
     };
+    // Last, as the status conditions are ordered: the parts before it resolved.
+    let placement_group =
+        crate::placementgroup::resolve(api, spec.placement_group_selector.as_ref()).await?;
     Ok(ResolvedNodeClass {
         subnets,
         security_groups,
         images,
         instance_profile,
         capacity_reservations,
+        placement_group,
     })
 }
 

@@ -59,6 +59,10 @@ pub struct AwsSettings {
     /// recommendations, scheduled changes, state changes); none handled when unset.
     #[arg(long, env = "INTERRUPTION_QUEUE")]
     pub interruption_queue: Option<String>,
+    /// Mark EC2NodeClasses `ValidationSucceeded` without the dry-run permission checks
+    /// (CreateFleet, RunInstances).
+    #[arg(long, env = "DISABLE_DRY_RUN", default_value_t = false)]
+    pub disable_dry_run: bool,
 }
 
 /// The AWS client as the SDKs would configure it from the environment and the shared files:
@@ -161,6 +165,7 @@ impl Provider for AwsProvider {
             vm_memory_overhead_percent: settings.vm_memory_overhead_percent,
             reserved_enis: settings.reserved_enis,
             isolated_vpc: settings.isolated_vpc,
+            disable_dry_run: settings.disable_dry_run,
         };
         Ok(
             AwsCloudProvider::new(Ec2Client::new(http), Api::all(client), options)
@@ -169,11 +174,14 @@ impl Provider for AwsProvider {
     }
 
     fn controllers(ctx: &Arc<Context<Self>>, shutdown: &CancellationToken) -> Vec<ProviderLoop> {
-        let mut loops: Vec<ProviderLoop> = vec![Box::pin(nodeclass_status::run(
-            ctx.clone(),
-            shutdown.clone(),
-        ))];
-        loops.push(Box::pin(crate::version::run(ctx.clone(), shutdown.clone())));
+        let mut loops: Vec<ProviderLoop> = vec![
+            Box::pin(nodeclass_status::run(ctx.clone(), shutdown.clone())),
+            Box::pin(crate::reservation_expiration::run(
+                ctx.clone(),
+                shutdown.clone(),
+            )),
+            Box::pin(crate::version::run(ctx.clone(), shutdown.clone())),
+        ];
         if let Some(queue) = ctx.provider.interruption_queue().cloned() {
             loops.push(Box::pin(interruption_controller::run(
                 ctx.clone(),

@@ -39,6 +39,7 @@ use crate::ec2::{
     Ec2Api, Filter, FleetOverride, FleetRequest, Instance, LaunchTemplateBlockDevice,
     LaunchTemplateData,
 };
+use crate::ec2_extra::{DryRuns, PlacementGroups};
 use crate::iam::InstanceProfiles;
 use crate::instancetype::{
     self, AWS_LABELS, InstanceTypeInfo, LABEL_CAPACITY_RESERVATION_ID,
@@ -47,6 +48,7 @@ use crate::instancetype::{
 use crate::interfaces::{self, InterfaceInputs};
 use crate::launch::{self, LaunchImage, LaunchSubnet, PlanError};
 use crate::nodeclass::{self, NodeClassError, ResolvedNodeClass};
+use crate::placementgroup;
 use crate::pricing::Pricing;
 use crate::pricing_api::PriceList;
 use crate::ssm::ParameterStore;
@@ -99,6 +101,8 @@ pub struct AwsOptions {
     /// when the EC2NodeClass sets none; an IPv6 address makes the cluster IPv6 (interfaces
     /// get IPv6 addresses and prefixes), as upstream decides.
     pub kube_dns_ip: Option<String>,
+    /// `DISABLE_DRY_RUN`: `ValidationSucceeded` without the dry-run permission checks.
+    pub disable_dry_run: bool,
 }
 
 impl AwsOptions {
@@ -111,9 +115,15 @@ impl AwsOptions {
 }
 
 /// Every AWS call the provider makes, so one fake can stand in for AWS in tests.
-pub trait AwsApi: Ec2Api + ParameterStore + InstanceProfiles + PriceList {}
+pub trait AwsApi:
+    Ec2Api + ParameterStore + InstanceProfiles + PriceList + PlacementGroups + DryRuns
+{
+}
 
-impl<T: Ec2Api + ParameterStore + InstanceProfiles + PriceList> AwsApi for T {}
+impl<T> AwsApi for T where
+    T: Ec2Api + ParameterStore + InstanceProfiles + PriceList + PlacementGroups + DryRuns
+{
+}
 
 /// Where EC2NodeClasses are read from: the API server in the controller, a map in tests.
 pub trait NodeClassStore: Send + Sync + 'static {
@@ -244,6 +254,106 @@ where
         self.interruption_queue.as_ref()
     }
 
+    /// Takes a capacity reservation's room to none until the next resolution reads EC2's
+    /// count again (a minute at most): its instances are being reclaimed, so launching into it
+    /// would fail (upstream marks it unavailable the same way).
+    pub async fn mark_reservation_unavailable(&self, id: &str) {
+        for (_, _, resolved) in self.resolved.lock().await.values_mut() {
+            for reservation in resolved
+                .capacity_reservations
+                .iter_mut()
+                .filter(|r| r.id == id)
+            {
+                reservation.available = 0;
+            }
+        }
+    }
+
+    /// The AWS calls, for the checks that make their own (validation's dry runs).
+    pub(crate) fn api(&self) -> &A {
+        &self.api
+    }
+
+    /// Whether `ValidationSucceeded` skips the dry runs (`DISABLE_DRY_RUN`).
+    pub(crate) fn dry_run_disabled(&self) -> bool {
+        self.options.disable_dry_run
+    }
+
+    /// What validation's dry runs launch from, made the way a launch makes it: a NodeClaim of
+    /// the NodeClass asking for on-demand capacity is planned, and the launch template of its
+    /// cheapest instance type is made for real (the CreateLaunchTemplate check); CreateFleet
+    /// is then tried with that type in every subnet, RunInstances subnet by subnet.
+    pub(crate) async fn validation_launch(
+        &self,
+        class: &EC2NodeClass,
+        resolved: &ResolvedNodeClass,
+    ) -> Result<crate::validation::ValidationLaunch> {
+        let types = self.types_for(class, resolved).await?;
+        let mut claim = NodeClaim::default();
+        claim.spec.node_class_ref.name = class.metadata.name.clone().unwrap_or_default();
+        // Tagged as a launch is (with an empty NodePool), so IAM policies that demand the
+        // NodePool tag judge the dry runs as they judge launches.
+        claim.metadata.labels = Some(BTreeMap::from([(NODE_POOL_LABEL.into(), String::new())]));
+        claim
+            .spec
+            .requirements
+            .push(karpenter_api::NodeSelectorRequirementWithMinValues {
+                key: CAPACITY_TYPE_LABEL.into(),
+                operator: Operator::In,
+                values: vec!["on-demand".into()],
+                min_values: None,
+            });
+        let plan = launch::plan(
+            &claim,
+            &types,
+            &launch_subnets(resolved),
+            &launch_images(resolved),
+            &[],
+        )
+        .map_err(|e| CloudProviderError::node_class_not_ready(e.to_string()))?;
+        let cheapest = plan
+            .by_image
+            .iter()
+            .flat_map(|(key, list)| list.iter().map(move |o| (key, o)))
+            .min_by(|a, b| a.1.price.total_cmp(&b.1.price))
+            .map(|(key, o)| (key.clone(), o.clone()))
+            .ok_or_else(|| CloudProviderError::insufficient_capacity("no offering to validate"))?;
+        let (key, chosen) = cheapest;
+        let overrides = plan.by_image[&key]
+            .iter()
+            .filter(|o| o.instance_type == chosen.instance_type)
+            .cloned()
+            .collect();
+        let one = launch::FleetPlan {
+            capacity_type: plan.capacity_type.clone(),
+            by_image: BTreeMap::from([(key, overrides)]),
+        };
+        let tags = self.tags(&claim, class);
+        let templates = self
+            .ensure_launch_templates(&claim, class, resolved, &one, &tags, None)
+            .await?;
+        let subnets: Vec<String> = resolved.subnets.iter().map(|s| s.id.clone()).collect();
+        Ok(crate::validation::ValidationLaunch {
+            launch_template: templates
+                .into_iter()
+                .next()
+                .map(|(n, _)| n)
+                .unwrap_or_default(),
+            overrides: subnets
+                .iter()
+                .map(|s| FleetOverride {
+                    instance_type: chosen.instance_type.clone(),
+                    subnet_id: s.clone(),
+                    zone: String::new(),
+                    priority: None,
+                })
+                .collect(),
+            instance_type: chosen.instance_type,
+            subnets,
+            tags,
+        })
+    }
+
     /// The unavailable-offerings cache (interruption handling marks spot offerings in it).
     pub fn unavailable(&self) -> &UnavailableOfferings {
         &self.unavailable
@@ -358,6 +468,7 @@ where
                 &spec.capacity_reservation_selector_terms,
                 &spec.role,
                 &spec.instance_profile,
+                &spec.placement_group_selector,
             )
         );
         if let Some((h, at, r)) = self.resolved.lock().await.get(&name)
@@ -551,6 +662,93 @@ where
                 }
             })
             .collect()
+    }
+
+    /// Makes sure the launch template of each of `plan`'s AMI, pod count and reservation
+    /// exists, and returns each with the overrides the fleet may launch from it.
+    pub(crate) async fn ensure_launch_templates(
+        &self,
+        claim: &NodeClaim,
+        class: &EC2NodeClass,
+        resolved: &ResolvedNodeClass,
+        plan: &launch::FleetPlan,
+        tags: &BTreeMap<String, String>,
+        reservation_type: Option<&str>,
+    ) -> Result<Vec<(String, Vec<FleetOverride>)>> {
+        let metadata = &class.spec.metadata_options;
+        let security_groups: Vec<String> = resolved
+            .security_groups
+            .iter()
+            .map(|g| g.id.clone())
+            .collect();
+        let capacity_block = reservation_type == Some(launch::CAPACITY_BLOCK);
+        let mut launch_templates = Vec::new();
+        for (key, overrides) in &plan.by_image {
+            let mut bootstrap = self.bootstrap(claim, class, &plan.capacity_type, key.pods);
+            if let Some(reservation) = &key.reservation {
+                bootstrap
+                    .labels
+                    .insert(LABEL_CAPACITY_RESERVATION_ID.into(), reservation.clone());
+                if let Some(kind) = reservation_type {
+                    bootstrap
+                        .labels
+                        .insert(LABEL_CAPACITY_RESERVATION_TYPE.into(), kind.to_string());
+                }
+            }
+            let user_data = userdata::render(class.spec.ami_family(), &bootstrap)
+                .map_err(|e| CloudProviderError::node_class_not_ready(e.to_string()))?;
+            let data = LaunchTemplateData {
+                image_id: key.image.clone(),
+                capacity_reservation_id: key.reservation.clone(),
+                user_data: base64::engine::general_purpose::STANDARD.encode(user_data),
+                instance_profile: resolved.instance_profile.clone(),
+                network_interfaces: interfaces::network_interfaces(&InterfaceInputs {
+                    spec: &class.spec.network_interfaces,
+                    efa_count: key.efa,
+                    ipv6: self.options.ipv6(),
+                    ip_prefix_count: class.spec.ip_prefix_count,
+                    associate_public_ip: class.spec.associate_public_ip_address,
+                    security_groups: &security_groups,
+                    connection_tracking: class.spec.connection_tracking.as_ref(),
+                }),
+                security_groups: security_groups.clone(),
+                market_type: capacity_block.then(|| launch::CAPACITY_BLOCK.to_string()),
+                nested_virtualization: class
+                    .spec
+                    .cpu_options
+                    .as_ref()
+                    .and_then(|c| c.nested_virtualization.clone()),
+                block_devices: Self::block_devices(class),
+                http_tokens: metadata.http_tokens.clone(),
+                http_endpoint: metadata.http_endpoint.clone(),
+                http_protocol_ipv6: metadata.http_protocol_ipv6.clone(),
+                http_put_response_hop_limit: metadata.http_put_response_hop_limit,
+                monitoring: class.spec.detailed_monitoring.unwrap_or(false),
+                tags: tags
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != TAG_NODE_CLAIM)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                placement: resolved
+                    .placement_group
+                    .as_ref()
+                    .map(|g| (g.id.clone(), placementgroup::partition(claim, g))),
+            };
+            let name = self.ensure_launch_template(data).await?;
+            launch_templates.push((
+                name,
+                overrides
+                    .iter()
+                    .map(|o| FleetOverride {
+                        instance_type: o.instance_type.clone(),
+                        subnet_id: o.subnet_id.clone(),
+                        zone: o.zone.clone(),
+                        priority: None,
+                    })
+                    .collect(),
+            ));
+        }
+        Ok(launch_templates)
     }
 
     /// Makes sure the launch template for this data exists; its name is a hash of the data,
@@ -754,31 +952,13 @@ where
             let resolved = self.resolve(&class).await?;
             let types = self.types_for(&class, &resolved).await?;
             let it = types.iter().find(|t| t.name == instance.instance_type);
-            return Ok(self.launched(self.claim_for(instance, it.map(|t| &**t)), &class));
+            let out = self.launched(self.claim_for(instance, it.map(|t| &**t)), &class);
+            return Ok(placed(out, claim, &resolved));
         }
         let resolved = self.resolve(&class).await?;
         let types = self.types_for(&class, &resolved).await?;
-        let subnets: Vec<LaunchSubnet> = resolved
-            .subnets
-            .iter()
-            .map(|s| LaunchSubnet {
-                id: s.id.clone(),
-                zone: s.zone.clone(),
-                available_ips: s.available_ips,
-            })
-            .collect();
-        // Newest first: the plan takes the first image each type can boot.
-        let images: Vec<LaunchImage> = resolved
-            .images
-            .iter()
-            .map(|i| LaunchImage {
-                id: i.id.clone(),
-                requirements: nodeclass::image_requirements(i)
-                    .into_iter()
-                    .map(|(key, op, values)| Requirement::new(key, op, &values))
-                    .collect(),
-            })
-            .collect();
+        let subnets = launch_subnets(&resolved);
+        let images = launch_images(&resolved);
         let mut plan = launch::plan(claim, &types, &subnets, &images, &reservations(&resolved))
             .map_err(|e| match e {
                 PlanError::NothingFits => CloudProviderError::insufficient_capacity(e.to_string()),
@@ -795,75 +975,17 @@ where
                 .map_or_else(|| "default".to_string(), |r| r.reservation_type.clone())
         });
         let capacity_block = reservation_type.as_deref() == Some(launch::CAPACITY_BLOCK);
-        let security_groups: Vec<String> = resolved
-            .security_groups
-            .iter()
-            .map(|g| g.id.clone())
-            .collect();
         let tags = self.tags(claim, &class);
-        let metadata = &class.spec.metadata_options;
-        let mut launch_templates = Vec::new();
-        for (key, overrides) in &plan.by_image {
-            let mut bootstrap = self.bootstrap(claim, &class, &plan.capacity_type, key.pods);
-            if let Some(reservation) = &key.reservation {
-                bootstrap
-                    .labels
-                    .insert(LABEL_CAPACITY_RESERVATION_ID.into(), reservation.clone());
-                if let Some(kind) = &reservation_type {
-                    bootstrap
-                        .labels
-                        .insert(LABEL_CAPACITY_RESERVATION_TYPE.into(), kind.clone());
-                }
-            }
-            let user_data = userdata::render(class.spec.ami_family(), &bootstrap)
-                .map_err(|e| CloudProviderError::node_class_not_ready(e.to_string()))?;
-            let data = LaunchTemplateData {
-                image_id: key.image.clone(),
-                capacity_reservation_id: key.reservation.clone(),
-                user_data: base64::engine::general_purpose::STANDARD.encode(user_data),
-                instance_profile: resolved.instance_profile.clone(),
-                network_interfaces: interfaces::network_interfaces(&InterfaceInputs {
-                    spec: &class.spec.network_interfaces,
-                    efa_count: key.efa,
-                    ipv6: self.options.ipv6(),
-                    ip_prefix_count: class.spec.ip_prefix_count,
-                    associate_public_ip: class.spec.associate_public_ip_address,
-                    security_groups: &security_groups,
-                    connection_tracking: class.spec.connection_tracking.as_ref(),
-                }),
-                security_groups: security_groups.clone(),
-                market_type: capacity_block.then(|| launch::CAPACITY_BLOCK.to_string()),
-                nested_virtualization: class
-                    .spec
-                    .cpu_options
-                    .as_ref()
-                    .and_then(|c| c.nested_virtualization.clone()),
-                block_devices: Self::block_devices(&class),
-                http_tokens: metadata.http_tokens.clone(),
-                http_endpoint: metadata.http_endpoint.clone(),
-                http_protocol_ipv6: metadata.http_protocol_ipv6.clone(),
-                http_put_response_hop_limit: metadata.http_put_response_hop_limit,
-                monitoring: class.spec.detailed_monitoring.unwrap_or(false),
-                tags: tags
-                    .iter()
-                    .filter(|(k, _)| k.as_str() != TAG_NODE_CLAIM)
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            };
-            let name = self.ensure_launch_template(data).await?;
-            launch_templates.push((
-                name,
-                overrides
-                    .iter()
-                    .map(|o| FleetOverride {
-                        instance_type: o.instance_type.clone(),
-                        subnet_id: o.subnet_id.clone(),
-                        zone: o.zone.clone(),
-                        priority: None,
-                    })
-                    .collect(),
-            ));
-        }
+        let launch_templates = self
+            .ensure_launch_templates(
+                claim,
+                &class,
+                &resolved,
+                &plan,
+                &tags,
+                reservation_type.as_deref(),
+            )
+            .await?;
         let result = self
             .api
             .create_fleet(FleetRequest {
@@ -933,14 +1055,8 @@ where
             tags: self.tags(claim, &class),
             ..Default::default()
         };
-        let mut out = self.claim_for(&instance, it.map(|t| &**t));
-        if let (Some(kind), Some(labels)) = (
-            reservation_type.filter(|_| instance.capacity_reservation_id.is_some()),
-            out.metadata.labels.as_mut(),
-        ) {
-            labels.insert(LABEL_CAPACITY_RESERVATION_TYPE.into(), kind);
-        }
-        Ok(self.launched(out, &class))
+        let out = self.launched(self.claim_for(&instance, it.map(|t| &**t)), &class);
+        Ok(placed(out, claim, &resolved))
     }
 
     async fn delete(&self, claim: &NodeClaim) -> Result<()> {
@@ -1027,7 +1143,10 @@ where
             Err(CloudProviderError::NotFound(_)) => return Ok(None),
             Err(e) => return Err(e),
         };
-        Ok(drift_reason(&instance, &resolved))
+        let placement_drifted =
+            placementgroup::is_drifted(claim, resolved.placement_group.as_ref());
+        Ok(drift_reason(&instance, &resolved)
+            .or_else(|| placement_drifted.then(|| "PlacementGroupDrift".into())))
     }
 
     async fn instance_types(&self, node_pool: &NodePool) -> Result<Vec<Arc<InstanceType>>> {
@@ -1041,6 +1160,59 @@ where
     fn provider_labels(&self) -> Vec<String> {
         AWS_LABELS.iter().map(|s| s.to_string()).collect()
     }
+}
+
+/// The resolved subnets as a launch plans with them.
+fn launch_subnets(resolved: &ResolvedNodeClass) -> Vec<LaunchSubnet> {
+    resolved
+        .subnets
+        .iter()
+        .map(|s| LaunchSubnet {
+            id: s.id.clone(),
+            zone: s.zone.clone(),
+            available_ips: s.available_ips,
+        })
+        .collect()
+}
+
+/// The resolved images as a launch plans with them, newest first: the plan takes the first
+/// image each type can boot.
+fn launch_images(resolved: &ResolvedNodeClass) -> Vec<LaunchImage> {
+    resolved
+        .images
+        .iter()
+        .map(|i| LaunchImage {
+            id: i.id.clone(),
+            requirements: nodeclass::image_requirements(i)
+                .into_iter()
+                .map(|(key, op, values)| Requirement::new(key, op, &values))
+                .collect(),
+        })
+        .collect()
+}
+
+/// A launched NodeClaim with the labels of where it launched: the placement group (and
+/// partition), and the type of the capacity reservation it runs in (`default` or
+/// `capacity-block`).
+fn placed(mut out: NodeClaim, claim: &NodeClaim, resolved: &ResolvedNodeClass) -> NodeClaim {
+    let labels = out.metadata.labels.get_or_insert_with(BTreeMap::new);
+    if let Some(group) = &resolved.placement_group {
+        labels.extend(placementgroup::labels(
+            group,
+            placementgroup::partition(claim, group),
+        ));
+    }
+    let reservation_type = labels.get(LABEL_CAPACITY_RESERVATION_ID).and_then(|id| {
+        resolved
+            .capacity_reservations
+            .iter()
+            .find(|r| r.id == *id)
+            .map(|r| r.reservation_type.clone())
+    });
+    if let Some(t) = reservation_type {
+        labels.insert(LABEL_CAPACITY_RESERVATION_TYPE.into(), t);
+    }
+    out
 }
 
 /// The resolved reservations as the instance-type code takes them.
@@ -1058,7 +1230,8 @@ fn reservations(resolved: &ResolvedNodeClass) -> Vec<instancetype::Reservation> 
 }
 
 /// Why a running instance no longer matches its NodeClass's resolved selectors, in upstream's
-/// order: its AMI, its security groups, its subnet.
+/// order: its AMI, its security groups, its subnet, its capacity reservation. (The placement
+/// group, judged by the NodeClaim's label, comes after these.)
 pub fn drift_reason(instance: &Instance, resolved: &ResolvedNodeClass) -> Option<String> {
     if !instance.image_id.is_empty() && !resolved.images.iter().any(|i| i.id == instance.image_id) {
         return Some("AMIDrift".into());
@@ -1082,6 +1255,13 @@ pub fn drift_reason(instance: &Instance, resolved: &ResolvedNodeClass) -> Option
         && !resolved.subnets.iter().any(|s| s.id == instance.subnet_id)
     {
         return Some("SubnetDrift".into());
+    }
+    // Only an instance in a reservation can drift from the reservations: an on-demand
+    // instance (one that fell back from reserved capacity) matches any selector.
+    if let Some(id) = &instance.capacity_reservation_id
+        && !resolved.capacity_reservations.iter().any(|c| c.id == *id)
+    {
+        return Some("CapacityReservationDrift".into());
     }
     None
 }

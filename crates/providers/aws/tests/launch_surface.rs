@@ -164,6 +164,30 @@ impl InstanceProfiles for Surface {
     }
 }
 
+impl karpenter_aws::ec2_extra::PlacementGroups for Surface {
+    async fn describe_placement_groups(
+        &self,
+        query: karpenter_aws::ec2_extra::PlacementGroupQuery,
+    ) -> Result<Vec<karpenter_aws::ec2_extra::PlacementGroupInfo>> {
+        self.ec2.describe_placement_groups(query).await
+    }
+}
+
+impl karpenter_aws::ec2_extra::DryRuns for Surface {
+    async fn dry_run_create_fleet(
+        &self,
+        request: karpenter_aws::ec2_extra::CreateFleetDryRun,
+    ) -> Result<()> {
+        self.ec2.dry_run_create_fleet(request).await
+    }
+    async fn dry_run_run_instances(
+        &self,
+        request: karpenter_aws::ec2_extra::RunInstancesDryRun,
+    ) -> Result<()> {
+        self.ec2.dry_run_run_instances(request).await
+    }
+}
+
 fn options() -> AwsOptions {
     AwsOptions {
         cluster_name: "test".into(),

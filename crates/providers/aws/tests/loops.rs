@@ -312,6 +312,17 @@ async fn node_class_status_is_written() {
         .find(|c| c.type_ == "Ready")
         .unwrap();
     assert_eq!(ready.status, "True");
+    let validated = written
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ValidationSucceeded")
+        .expect("validated");
+    assert_eq!(validated.status, "True");
+    let calls: Vec<String> = ec2.checks().dry_runs.iter().map(|d| d.0.clone()).collect();
+    assert!(
+        calls.contains(&"CreateFleet".to_string()) && calls.contains(&"RunInstances".to_string()),
+        "{calls:?}"
+    );
     assert_eq!(written.subnets[0].id, "subnet-a");
     assert_eq!(written.security_groups[0].id, "sg-1");
     assert_eq!(written.amis[0].id, "ami-1");
@@ -352,18 +363,207 @@ async fn node_class_status_is_written() {
     })
     .await
     .expect("the fixed NodeClass becomes Ready");
+    // Validation made a template per NodeClass too; those of live NodeClasses stay.
     let collected = eventually(WAIT, || {
         let left: Vec<String> = ec2.templates.lock().unwrap().keys().cloned().collect();
-        (left.len() < 3).then_some(left)
+        (!left.iter().any(|n| n.ends_with("/orphan"))).then_some(left)
     })
     .await
     .expect("launch templates collected");
-    assert_eq!(
-        collected,
-        ["karpenter.k8s.aws/elsewhere", "karpenter.k8s.aws/live"],
-        "only the orphan of this cluster goes"
-    );
+    for kept in ["karpenter.k8s.aws/elsewhere", "karpenter.k8s.aws/live"] {
+        assert!(
+            collected.iter().any(|n| n == kept),
+            "only the orphan of this cluster goes: {collected:?}"
+        );
+    }
     stop.cancel();
     let _ = running.await;
     let _ = status.await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_reservation_interruption_replaces_the_node_and_frees_no_more_launches() {
+    use karpenter_aws::ec2::CapacityReservationInfo;
+    let server = setup();
+    // Claim b runs in reservation cr-0123.
+    server
+        .merge::<NodeClaim>(
+            "",
+            "b",
+            json!({"metadata": {"labels": {
+                "karpenter.sh/capacity-type": "reserved",
+                "karpenter.k8s.aws/capacity-reservation-id": "cr-0123",
+            }}}),
+        )
+        .unwrap();
+    let store = Store::default();
+    store.0.lock().unwrap().insert(
+        "default".into(),
+        node_class(json!({"capacityReservationSelectorTerms": [{"id": "cr-0123"}]})),
+    );
+    let ec2 = FakeEc2::default();
+    ec2.reservations
+        .lock()
+        .unwrap()
+        .push(CapacityReservationInfo {
+            id: "cr-0123".into(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            available: 2,
+            reservation_type: "default".into(),
+            ..Default::default()
+        });
+    for id in ["i-1", "i-2", "i-3"] {
+        ec2.instances.lock().unwrap().push(Instance {
+            id: id.into(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            state: "running".into(),
+            capacity_type: "on-demand".into(),
+            ..Default::default()
+        });
+    }
+    let provider = Arc::new(provider_with(ec2, store));
+    let options = Options {
+        disable_leader_election: true,
+        resync: Duration::from_millis(200),
+        ..Options::default()
+    };
+    let controller = Controller::new(server.client(), provider, options);
+    let ctx = controller.context();
+    let stop = CancellationToken::new();
+    let queue = MemoryQueue::default();
+    let running = tokio::spawn(controller.run(stop.clone()));
+    let interruption = tokio::spawn(karpenter_aws::interruption_controller::run(
+        ctx.clone(),
+        queue.clone(),
+        stop.clone(),
+    ));
+    eventually(WAIT, || {
+        (ctx.cluster.node_claims.all().len() == 3).then_some(())
+    })
+    .await
+    .expect("claims watched");
+    let mut pool = NodePool::default();
+    pool.spec.template.spec.node_class_ref.name = "default".into();
+    let reserved_offerings = |types: Vec<Arc<karpenter_core::cloudprovider::InstanceType>>| {
+        types
+            .iter()
+            .flat_map(|t| t.offerings.iter())
+            .filter(|o| o.capacity_type == "reserved")
+            .count()
+    };
+    use karpenter_controller::cloudprovider::CloudProvider;
+    let before = ctx.provider.instance_types(&pool).await.unwrap();
+    assert_eq!(reserved_offerings(before), 1);
+
+    queue.send(
+        "m1",
+        event(
+            "EC2 Capacity Reservation Instance Interruption Warning",
+            json!({"instance-id": "i-2", "instance-action": "terminate"}),
+        ),
+    );
+    eventually(WAIT, || {
+        queue
+            .deleted
+            .lock()
+            .unwrap()
+            .contains(&"m1".to_string())
+            .then_some(())
+    })
+    .await
+    .expect("message deleted");
+    assert!(gone_or_deleting(&server, "b"), "claim b deleted");
+    assert!(!gone_or_deleting(&server, "a"), "other claims stay");
+    let events: Vec<Event> = server.list();
+    assert!(events.iter().any(|e| e.reason.as_deref()
+        == Some("CapacityReservationInstanceInterrupted")
+        && e.involved_object.name.as_deref() == Some("b")));
+    // The replacement is not planned into the reservation being reclaimed.
+    let after = ctx.provider.instance_types(&pool).await.unwrap();
+    assert_eq!(reserved_offerings(after), 0);
+    let text = ctx.metrics.encode();
+    assert!(
+        text.contains(
+            "karpenter_interruption_received_messages_total{message_type=\"capacity_reservation_interrupted\"} 1"
+        ),
+        "{text}"
+    );
+    stop.cancel();
+    let _ = running.await;
+    let _ = interruption.await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_in_an_expiring_capacity_block_are_replaced_ahead_of_ec2() {
+    use karpenter_aws::ec2::CapacityReservationInfo;
+    let server = setup();
+    for (claim, reservation) in [("a", "cr-ending"), ("b", "cr-later")] {
+        server
+            .merge::<NodeClaim>(
+                "",
+                claim,
+                json!({"metadata": {"labels": {
+                    "karpenter.sh/capacity-type": "reserved",
+                    "karpenter.k8s.aws/capacity-reservation-id": reservation,
+                }}}),
+            )
+            .unwrap();
+    }
+    let store = Store::default();
+    store
+        .0
+        .lock()
+        .unwrap()
+        .insert("default".into(), node_class(json!({})));
+    let ec2 = FakeEc2::default();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let block = |id: &str, ends_in_minutes: i64| CapacityReservationInfo {
+        id: id.into(),
+        instance_type: "m5.large".into(),
+        zone: "us-east-1a".into(),
+        reservation_type: "capacity-block".into(),
+        end_date: Some(
+            (now + k8s_openapi::jiff::SignedDuration::from_mins(ends_in_minutes)).to_string(),
+        ),
+        ..Default::default()
+    };
+    // One block ends in 30 minutes (inside the 40-minute window), the other in two hours.
+    *ec2.reservations.lock().unwrap() = vec![block("cr-ending", 30), block("cr-later", 120)];
+    for id in ["i-1", "i-2", "i-3"] {
+        ec2.instances.lock().unwrap().push(Instance {
+            id: id.into(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            state: "running".into(),
+            capacity_type: "reserved".into(),
+            ..Default::default()
+        });
+    }
+    let provider = Arc::new(provider_with(ec2, store));
+    let options = Options {
+        disable_leader_election: true,
+        resync: Duration::from_millis(200),
+        ..Options::default()
+    };
+    let controller = Controller::new(server.client(), provider, options);
+    let ctx = controller.context();
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(controller.run(stop.clone()));
+    let expiration = tokio::spawn(karpenter_aws::reservation_expiration::run(
+        ctx.clone(),
+        stop.clone(),
+    ));
+    eventually(WAIT, || gone_or_deleting(&server, "a").then_some(()))
+        .await
+        .expect("the claim in the expiring block is deleted");
+    assert!(
+        !gone_or_deleting(&server, "b"),
+        "a later block keeps its node"
+    );
+    assert!(!gone_or_deleting(&server, "c"), "an on-demand node stays");
+    stop.cancel();
+    let _ = running.await;
+    let _ = expiration.await;
 }

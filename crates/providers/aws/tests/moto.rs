@@ -361,6 +361,91 @@ fn launch_find_list_and_terminate_through_moto() {
 }
 
 #[test]
+fn validation_dry_runs_through_moto() {
+    use karpenter_aws::validation::{self, Outcome, ValidationCache};
+    let moto = start();
+    block_on(async {
+        let http = http(&moto);
+        let ami = account(&http, "test").await;
+        let class = node_class("test", &ami);
+        let classes = BTreeMap::from([("default".to_string(), class.clone())]);
+        let options = AwsOptions {
+            cluster_name: "test".into(),
+            cluster_endpoint: "https://test-cluster".into(),
+            region: "us-east-1".into(),
+            kubernetes_version: "1.33".into(),
+            vm_memory_overhead_percent: 0.075,
+            ..Default::default()
+        };
+        let ec2 = Ec2Client::new(http.clone());
+        let provider = AwsCloudProvider::new(ec2.clone(), classes, options);
+        let resolved = provider.resolve_node_class(&class).await.unwrap();
+        // moto answers CreateFleet and RunInstances with DryRun=true as EC2 does, with
+        // DryRunOperation, and makes the launch template for real.
+        let outcome = validation::validate(
+            &provider,
+            &class,
+            &resolved,
+            &ValidationCache::default(),
+            std::time::Instant::now(),
+        )
+        .await;
+        assert_eq!(outcome, Outcome::Succeeded);
+        let templates = ec2
+            .describe_launch_templates(vec![Filter::new(
+                "tag:karpenter.k8s.aws/ec2nodeclass",
+                &["default"],
+            )])
+            .await
+            .unwrap();
+        assert_eq!(templates.len(), 1, "{templates:?}");
+        // A dry run launches nothing.
+        let instances = ec2
+            .describe_instances(Vec::new(), Vec::new())
+            .await
+            .unwrap();
+        assert!(instances.is_empty(), "{instances:?}");
+    });
+}
+
+#[test]
+fn placement_lands_in_the_launch_template() {
+    let moto = start();
+    block_on(async {
+        let http = http(&moto);
+        let ec2 = Ec2Client::new(http.clone());
+        let data = karpenter_aws::ec2::LaunchTemplateData {
+            image_id: "ami-12c6146b".into(),
+            placement: Some(("pg-0123456789abcdef0".into(), Some(2))),
+            tags: [("team".to_string(), "platform".to_string())].into(),
+            ..Default::default()
+        };
+        ec2.create_launch_template("placed".into(), data)
+            .await
+            .unwrap();
+        let versions = query(
+            &http,
+            "ec2",
+            "2016-11-15",
+            &[
+                ("Action", "DescribeLaunchTemplateVersions"),
+                ("LaunchTemplateName", "placed"),
+            ],
+        )
+        .await;
+        let placement = between(&versions, "<placement>", "</placement>");
+        assert!(
+            placement.contains("<groupId>pg-0123456789abcdef0</groupId>"),
+            "{placement}"
+        );
+        assert!(
+            placement.contains("<partitionNumber>2</partitionNumber>"),
+            "{placement}"
+        );
+    });
+}
+
+#[test]
 fn a_node_class_selecting_nothing_is_not_ready() {
     let moto = start();
     block_on(async {

@@ -34,6 +34,8 @@ pub struct FakeEc2 {
     pub reservations: Arc<Mutex<Vec<CapacityReservationInfo>>>,
     /// What the Price List API answers.
     pub on_demand: Arc<Mutex<Vec<(String, f64)>>>,
+    /// Placement groups and dry-run answers (see [`FakeChecks`]).
+    pub checks: Arc<Mutex<FakeChecks>>,
 }
 
 /// NodeClasses a test can change while the provider runs.
@@ -124,6 +126,9 @@ impl Ec2Api for FakeEc2 {
     }
 
     async fn create_launch_template(&self, name: String, data: LaunchTemplateData) -> Result<()> {
+        if !self.checks().template_errors.is_empty() {
+            return Err(self.checks().template_errors.remove(0));
+        }
         self.templates.lock().unwrap().insert(name, data);
         Ok(())
     }
@@ -290,4 +295,78 @@ fn options() -> AwsOptions {
 pub fn provider_with(fake: FakeEc2, store: Store) -> AwsCloudProvider<FakeEc2, Store> {
     with_image(&fake);
     AwsCloudProvider::new(fake, store, options())
+}
+
+/// Placement groups and dry-run answers of the fake account.
+#[derive(Clone, Default)]
+pub struct FakeChecks {
+    /// Placement groups in the account (all `available`).
+    pub placement_groups: Vec<karpenter_aws::ec2_extra::PlacementGroupInfo>,
+    /// What the next CreateFleet dry runs answer, first first; `DryRunOperation` when empty.
+    pub fleet_errors: Vec<AwsError>,
+    /// What the next RunInstances dry runs answer, first first; `DryRunOperation` when empty.
+    pub run_errors: Vec<AwsError>,
+    /// What the next CreateLaunchTemplate calls fail with, first first.
+    pub template_errors: Vec<AwsError>,
+    /// Every dry run made: `("CreateFleet" | "RunInstances", launch template, subnets)`.
+    pub dry_runs: Vec<(String, String, Vec<String>)>,
+}
+
+impl FakeEc2 {
+    /// The placement groups and dry-run answers, shared by every clone of this fake.
+    pub fn checks(&self) -> std::sync::MutexGuard<'_, FakeChecks> {
+        self.checks.lock().unwrap()
+    }
+}
+
+impl karpenter_aws::ec2_extra::PlacementGroups for FakeEc2 {
+    async fn describe_placement_groups(
+        &self,
+        query: karpenter_aws::ec2_extra::PlacementGroupQuery,
+    ) -> Result<Vec<karpenter_aws::ec2_extra::PlacementGroupInfo>> {
+        Ok(self
+            .checks()
+            .placement_groups
+            .iter()
+            .filter(|g| match (&query.id, &query.name) {
+                (Some(id), _) => g.id == *id,
+                (None, Some(name)) => g.name == *name,
+                (None, None) => true,
+            })
+            .cloned()
+            .collect())
+    }
+}
+
+impl karpenter_aws::ec2_extra::DryRuns for FakeEc2 {
+    async fn dry_run_create_fleet(
+        &self,
+        request: karpenter_aws::ec2_extra::CreateFleetDryRun,
+    ) -> Result<()> {
+        let mut checks = self.checks();
+        checks.dry_runs.push((
+            "CreateFleet".into(),
+            request.launch_template,
+            request.overrides.into_iter().map(|o| o.subnet_id).collect(),
+        ));
+        match checks.fleet_errors.is_empty() {
+            true => Ok(()),
+            false => Err(checks.fleet_errors.remove(0)),
+        }
+    }
+    async fn dry_run_run_instances(
+        &self,
+        request: karpenter_aws::ec2_extra::RunInstancesDryRun,
+    ) -> Result<()> {
+        let mut checks = self.checks();
+        checks.dry_runs.push((
+            "RunInstances".into(),
+            request.launch_template,
+            vec![request.subnet_id],
+        ));
+        match checks.run_errors.is_empty() {
+            true => Ok(()),
+            false => Err(checks.run_errors.remove(0)),
+        }
+    }
 }
