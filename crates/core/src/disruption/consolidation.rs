@@ -434,6 +434,7 @@ mod tests {
 
     fn node(name: &str, pool: &str, price: f64, pods: usize) -> NodeState {
         NodeState {
+            buffer_pods: 0,
             name: name.into(),
             node_pool: Some(pool.into()),
             price,
