@@ -161,3 +161,21 @@ fn consolidation_to_a_cheaper_node_keeps_room_for_the_buffer() {
     let d = decide_with(&[node("pricey", 16, vec![real], 0)], &[]);
     assert!(d.commands[0].replacements[0].requests.get("cpu") < 5000);
 }
+
+#[test]
+fn consolidation_does_not_move_pods_into_a_buffers_room() {
+    // `busy` runs a 2-CPU pod; `room` holds the buffer's two 1500m virtual pods. Moving the
+    // pod onto `room` would save a node but drop the buffer (upstream ignores pending pods
+    // there and relaunches for the buffer next round): refused.
+    let real = pod().labels(&[("app", "web")]).cpu("2").build();
+    let nodes = [
+        node("busy", 4, vec![real.clone()], 0),
+        node("room", 4, vec![], 2),
+    ];
+    let d = decide_with(&nodes, &buffer_pods(2, "1500m"));
+    assert!(removed(&d).is_empty(), "{:?}", d.commands);
+    // Without the buffer, the move is made.
+    let nodes = [node("busy", 4, vec![real], 0), node("room", 4, vec![], 0)];
+    let d = decide_with(&nodes, &[]);
+    assert_eq!(removed(&d).len(), 1, "{:?}", d.blocked);
+}
