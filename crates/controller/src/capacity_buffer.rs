@@ -122,6 +122,16 @@ async fn write_status(
 /// One pass: list the buffers and what they reference, write the statuses that changed,
 /// rebuild the virtual pods. Returns how many statuses were written.
 pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>) -> Result<usize, Error> {
+    observe(ctx, true).await
+}
+
+/// [`reconcile`] without writing anything (`plan` against a live cluster): the virtual pods
+/// follow the statuses the buffer controller would write.
+pub async fn read<P: CloudProvider>(ctx: &Context<P>) -> Result<(), Error> {
+    observe(ctx, false).await.map(|_| ())
+}
+
+async fn observe<P: CloudProvider>(ctx: &Context<P>, write: bool) -> Result<usize, Error> {
     let mut buffers: Vec<CapacityBuffer> = list(&ctx.client).await?;
     if buffers.is_empty() {
         ctx.buffers.set(Vec::new(), Vec::new());
@@ -154,7 +164,8 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>) -> Result<usize, Erro
         if buffer.status.as_ref() == Some(&status) {
             continue;
         }
-        if ctx.is_leader()
+        if write
+            && ctx.is_leader()
             && let Some(version) = write_status(&ctx.client, buffer, &status, true).await?
         {
             buffer.metadata.resource_version = version;
@@ -169,6 +180,12 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>) -> Result<usize, Erro
     Ok(written)
 }
 
+/// Notes which nodes a provisioning round over `batch` placed virtual pods on (disruption
+/// keeps them), writing nothing.
+pub fn note_round<P, T: ObservedPod>(ctx: &Context<P>, results: &Results, batch: &[T]) {
+    ctx.buffers.write().by_node = buffer_pods_by_node(results, batch);
+}
+
 /// After a provisioning round over `batch`: each buffer's `Provisioning` condition, and the
 /// nodes that hold buffer capacity.
 pub async fn record_round<P: CloudProvider, T: ObservedPod>(
@@ -176,8 +193,7 @@ pub async fn record_round<P: CloudProvider, T: ObservedPod>(
     results: &Results,
     batch: &[T],
 ) {
-    let by_node = buffer_pods_by_node(results, batch);
-    ctx.buffers.write().by_node = by_node;
+    note_round(ctx, results, batch);
     let placed = placements(results, batch);
     let now = now_of(ctx);
     let mut buffers = (*ctx.buffers.buffers()).clone();

@@ -140,3 +140,48 @@ spec:
     assert!(total >= 2 * before, "{before} then {total}: {:?}", report.nodeclaims);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `plan` over a dump holding a CapacityBuffer: with the gate on, a NodeClaim for its virtual
+/// pods although no pod is pending (its status resolved as the controller would); off, none.
+#[test]
+fn plan_reports_buffer_headroom() {
+    let text = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  disruption: {consolidateAfter: 0s}
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [c-4x-amd64-linux]}
+---
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: headroom, namespace: default}
+template:
+  spec:
+    containers:
+      - {name: c, image: app, resources: {requests: {cpu: "1"}}}
+---
+apiVersion: autoscaling.x-k8s.io/v1beta1
+kind: CapacityBuffer
+metadata: {name: headroom, namespace: default, uid: u1}
+spec:
+  podTemplateRef: {name: headroom}
+  replicas: 2
+"#;
+    let path = Path::new("buffer.yaml");
+    let catalog = karpenter_kwok::catalog::catalog();
+    const NOW: i64 = 1_736_164_800;
+    let gates = "CapacityBuffer=true".parse().unwrap();
+    let plan = karpenter_sim::plan::plan(path, text, &catalog, NOW, gates).unwrap();
+    assert_eq!(plan.provisioning.nodeclaims.len(), 1, "{:?}", plan.provisioning);
+    assert_eq!(
+        plan.provisioning.nodeclaims[0].pods,
+        ["default/capacity-buffer-headroom-1", "default/capacity-buffer-headroom-2"]
+    );
+    let off = karpenter_sim::plan::plan(path, text, &catalog, NOW, Default::default()).unwrap();
+    assert!(off.provisioning.nodeclaims.is_empty());
+}
