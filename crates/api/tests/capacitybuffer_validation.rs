@@ -25,22 +25,30 @@ fn cases() -> Vec<(&'static str, Value, Expect)> {
         ),
         (
             "podTemplateRef with limits",
-            buffer(json!({"podTemplateRef": {"name": "t"}, "limits": {"cpu": "10", "memory": "20Gi"}})),
+            buffer(
+                json!({"podTemplateRef": {"name": "t"}, "limits": {"cpu": "10", "memory": "20Gi"}}),
+            ),
             Valid,
         ),
         (
             "scalableRef",
-            buffer(json!({"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "web"}, "percentage": 20})),
+            buffer(
+                json!({"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "web"}, "percentage": 20}),
+            ),
             Valid,
         ),
         (
             "scalableRef with an empty apiGroup (the core group)",
-            buffer(json!({"scalableRef": {"apiGroup": "", "kind": "ReplicationController", "name": "rc"}, "replicas": 1})),
+            buffer(
+                json!({"scalableRef": {"apiGroup": "", "kind": "ReplicationController", "name": "rc"}, "replicas": 1}),
+            ),
             Valid,
         ),
         (
             "both podTemplateRef and scalableRef",
-            buffer(json!({"podTemplateRef": {"name": "t"}, "scalableRef": {"kind": "Deployment", "name": "web"}, "replicas": 1})),
+            buffer(
+                json!({"podTemplateRef": {"name": "t"}, "scalableRef": {"kind": "Deployment", "name": "web"}, "replicas": 1}),
+            ),
             Rejected("spec", "either PodTemplateRef or ScalableRef, but not both"),
         ),
         (
@@ -105,14 +113,18 @@ fn upstream_capacity_buffer_cases() {
 #[test]
 fn the_crd_is_namespaced_in_the_autoscaling_category() {
     let crd = CAPACITY_BUFFER.definition();
-    assert_eq!(crd["metadata"]["name"], "capacitybuffers.autoscaling.x-k8s.io");
+    assert_eq!(
+        crd["metadata"]["name"],
+        "capacitybuffers.autoscaling.x-k8s.io"
+    );
     assert_eq!(crd["spec"]["scope"], "Namespaced");
     assert_eq!(crd["spec"]["names"]["categories"], json!(["autoscaling"]));
     assert_eq!(crd["spec"]["names"]["shortNames"], json!(["cb"]));
     let version = &crd["spec"]["versions"][0];
     assert_eq!(version["name"], "v1beta1");
     assert_eq!(
-        version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["provisioningStrategy"]["default"],
+        version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["provisioningStrategy"]
+            ["default"],
         "buffer.x-k8s.io/active-capacity"
     );
 }
@@ -120,7 +132,8 @@ fn the_crd_is_namespaced_in_the_autoscaling_category() {
 #[test]
 fn a_buffer_reads_and_writes_its_wire_form() {
     use karpenter_api::capacitybuffer::CapacityBuffer;
-    let wire = buffer(json!({"podTemplateRef": {"name": "t"}, "replicas": 3, "limits": {"cpu": "2"}}));
+    let wire =
+        buffer(json!({"podTemplateRef": {"name": "t"}, "replicas": 3, "limits": {"cpu": "2"}}));
     let typed: CapacityBuffer = serde_json::from_value(wire.clone()).unwrap();
     assert_eq!(typed.spec.replicas, Some(3));
     assert_eq!(typed.key(), "default/buffer");

@@ -17,8 +17,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use karpenter_api::capacitybuffer::{CapacityBuffer, CapacityBufferStatus};
 use karpenter_core::disruption::NodeState;
 use karpenter_core::provisioning::capacity_buffer::{
-    Workloads, all_virtual_pods, buffer_pods_by_node, placements, provisioning_condition,
-    resolve, resolved_status, with_condition,
+    Workloads, all_virtual_pods, buffer_pods_by_node, placements, provisioning_condition, resolve,
+    resolved_status, with_condition,
 };
 use karpenter_core::provisioning::scheduling::Results;
 use karpenter_core::state::pods::ObservedPod;
@@ -107,7 +107,8 @@ async fn write_status(
     let api: Api<CapacityBuffer> = Api::namespaced(client.clone(), buffer.namespace());
     let mut patch = serde_json::json!({ "status": status });
     if guarded {
-        patch["metadata"] = serde_json::json!({"resourceVersion": buffer.metadata.resource_version});
+        patch["metadata"] =
+            serde_json::json!({"resourceVersion": buffer.metadata.resource_version});
     }
     match api
         .patch_status(buffer.name(), &PatchParams::default(), &Patch::Merge(patch))
@@ -148,9 +149,21 @@ async fn observe<P: CloudProvider>(ctx: &Context<P>, write: bool) -> Result<usiz
     } else {
         Vec::new()
     };
-    let deployments: Vec<Deployment> = if wants("Deployment") { list(&ctx.client).await? } else { Vec::new() };
-    let sets: Vec<StatefulSet> = if wants("StatefulSet") { list(&ctx.client).await? } else { Vec::new() };
-    let replica_sets: Vec<ReplicaSet> = if wants("ReplicaSet") { list(&ctx.client).await? } else { Vec::new() };
+    let deployments: Vec<Deployment> = if wants("Deployment") {
+        list(&ctx.client).await?
+    } else {
+        Vec::new()
+    };
+    let sets: Vec<StatefulSet> = if wants("StatefulSet") {
+        list(&ctx.client).await?
+    } else {
+        Vec::new()
+    };
+    let replica_sets: Vec<ReplicaSet> = if wants("ReplicaSet") {
+        list(&ctx.client).await?
+    } else {
+        Vec::new()
+    };
     let workloads = Workloads {
         pod_templates: &templates,
         deployments: &deployments,
@@ -210,7 +223,9 @@ pub async fn record_round<P: CloudProvider, T: ObservedPod>(
         match write_status(&ctx.client, buffer, &status, false).await {
             Ok(Some(version)) => buffer.metadata.resource_version = version,
             Ok(None) => {}
-            Err(e) => tracing::warn!(capacitybuffer = %buffer.key(), error = %e, "writing Provisioning"),
+            Err(e) => {
+                tracing::warn!(capacitybuffer = %buffer.key(), error = %e, "writing Provisioning")
+            }
         }
         buffer.status = Some(status);
         changed = true;

@@ -10,11 +10,11 @@ use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use karpenter_api::{NodeClaim, NodePool};
+use karpenter_core::provisioning::capacity_buffer::is_virtual_pod;
 use karpenter_core::provisioning::nodepools::provisionable;
 use karpenter_core::provisioning::scheduling::{
     NodePoolInput, Results, Scheduler, SchedulerOptions,
 };
-use karpenter_core::provisioning::capacity_buffer::is_virtual_pod;
 use karpenter_core::provisioning::{Batcher, node_claim_for};
 use karpenter_core::state::Counts;
 use karpenter_core::state::pods;
@@ -247,9 +247,10 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         .scheduling_duration
         .with(&["provisioner"])
         .observe(started.elapsed().as_secs_f64());
-    ctx.metrics
-        .unschedulable_pods
-        .set(&["provisioner"], results.pod_errors.keys().filter(|i| real(i)).count() as f64);
+    ctx.metrics.unschedulable_pods.set(
+        &["provisioner"],
+        results.pod_errors.keys().filter(|i| real(i)).count() as f64,
+    );
     tracing::info!(
         pods = batch.len(),
         nodeclaims = results.new_node_claims.len(),
@@ -318,7 +319,12 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
     }
     Ok(Provisioned {
         node_claims: created,
-        nominated: results.existing_nodes.values().flatten().filter(|i| real(i)).count(),
+        nominated: results
+            .existing_nodes
+            .values()
+            .flatten()
+            .filter(|i| real(i))
+            .count(),
         unschedulable: results.pod_errors.keys().filter(|i| real(i)).count(),
     })
 }
@@ -362,7 +368,12 @@ pub async fn run<P: CloudProvider>(
             .collect();
         // Buffers trigger rounds too, as upstream's buffer controller triggers the provisioner.
         if ctx.options.feature_gates.capacity_buffer {
-            pending.extend(ctx.buffers.virtual_pods().iter().filter_map(|p| p.metadata.uid.clone()));
+            pending.extend(
+                ctx.buffers
+                    .virtual_pods()
+                    .iter()
+                    .filter_map(|p| p.metadata.uid.clone()),
+            );
         }
         if !batcher.observe(origin.elapsed(), pending.iter().map(String::as_str)) {
             continue;

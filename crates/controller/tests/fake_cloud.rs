@@ -748,9 +748,8 @@ async fn a_capacity_buffer_launches_headroom_ahead_of_pods() {
     );
     buffer_and_template(&h, 2);
     h.until(minutes(1), || {
-        (buffer_condition(&h, "ReadyForProvisioning")
-            == Some(("True".into(), "Resolved".into())))
-        .then_some(())
+        (buffer_condition(&h, "ReadyForProvisioning") == Some(("True".into(), "Resolved".into())))
+            .then_some(())
     })
     .await;
     let stored = h
@@ -759,11 +758,19 @@ async fn a_capacity_buffer_launches_headroom_ahead_of_pods() {
         .unwrap();
     let status = stored.status.unwrap();
     assert_eq!(status.replicas, Some(2));
-    assert_eq!(status.pod_template_ref.map(|r| r.name).as_deref(), Some("headroom"));
+    assert_eq!(
+        status.pod_template_ref.map(|r| r.name).as_deref(),
+        Some("headroom")
+    );
     // A NodeClaim for the buffer, with no pod at all.
-    h.until(minutes(2), || (h.server.list::<NodeClaim>().len() == 1).then_some(()))
-        .await;
-    assert!(h.server.list::<Pod>().is_empty(), "virtual pods are never created");
+    h.until(minutes(2), || {
+        (h.server.list::<NodeClaim>().len() == 1).then_some(())
+    })
+    .await;
+    assert!(
+        h.server.list::<Pod>().is_empty(),
+        "virtual pods are never created"
+    );
     h.until(minutes(3), || {
         (buffer_condition(&h, "Provisioning")
             == Some(("True".into(), "FitsExistingCapacity".into())))
@@ -787,13 +794,17 @@ async fn a_capacity_buffer_launches_headroom_ahead_of_pods() {
     );
     // A real pod takes the buffer's room at once (no launch), and the buffer gets a new node.
     h.pod_of("web", "500m", json!({}));
-    let (node, _) = h
-        .until(minutes(1), || h.pod_node("web"))
-        .await;
+    let (node, _) = h.until(minutes(1), || h.pod_node("web")).await;
     assert!(!node.is_empty());
-    assert_eq!(h.server.list::<NodeClaim>().len(), 1, "bound to the buffer's node");
-    h.until(minutes(2), || (h.server.list::<NodeClaim>().len() == 2).then_some(()))
-        .await;
+    assert_eq!(
+        h.server.list::<NodeClaim>().len(),
+        1,
+        "bound to the buffer's node"
+    );
+    h.until(minutes(2), || {
+        (h.server.list::<NodeClaim>().len() == 2).then_some(())
+    })
+    .await;
     h.stop().await;
 }
 

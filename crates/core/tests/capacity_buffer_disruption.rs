@@ -68,7 +68,10 @@ fn decide_with(nodes: &[NodeState], pending: &[Pod]) -> Decision {
 }
 
 fn removed(d: &Decision) -> Vec<String> {
-    d.commands.iter().flat_map(|c| c.candidates.clone()).collect()
+    d.commands
+        .iter()
+        .flat_map(|c| c.candidates.clone())
+        .collect()
 }
 
 /// The virtual pods of a ready buffer of `replicas` chunks of `cpu`.
@@ -106,12 +109,19 @@ fn buffer_pods(replicas: i32, cpu: &str) -> Vec<Pod> {
         }),
         spec: shape.spec,
     };
-    virtual_pods(&buffer, &template, &Time("2024-06-03T00:00:00Z".parse().unwrap()))
+    virtual_pods(
+        &buffer,
+        &template,
+        &Time("2024-06-03T00:00:00Z".parse().unwrap()),
+    )
 }
 
 #[test]
 fn a_node_with_only_buffer_pods_is_not_emptied() {
-    let d = decide_with(&[node("buffer-node", 4, vec![], 5)], &buffer_pods(5, "500m"));
+    let d = decide_with(
+        &[node("buffer-node", 4, vec![], 5)],
+        &buffer_pods(5, "500m"),
+    );
     assert!(removed(&d).is_empty(), "{:?}", d.commands);
     let block = &d.blocked["buffer-node"];
     assert_eq!(block.kind, Blocked::Unconsolidatable);
@@ -120,7 +130,10 @@ fn a_node_with_only_buffer_pods_is_not_emptied() {
 
 #[test]
 fn a_buffer_node_is_emptied_once_its_buffer_is_gone() {
-    let d = decide_with(&[node("buffer-node", 4, vec![], 3)], &buffer_pods(3, "500m"));
+    let d = decide_with(
+        &[node("buffer-node", 4, vec![], 3)],
+        &buffer_pods(3, "500m"),
+    );
     assert!(removed(&d).is_empty());
     // The buffer was deleted: the next provisioning round placed no virtual pods anywhere.
     let d = decide_with(&[node("buffer-node", 4, vec![], 0)], &[]);
@@ -149,7 +162,10 @@ fn consolidation_to_a_cheaper_node_keeps_room_for_the_buffer() {
     // The most expensive node runs one 1-CPU pod; the buffer's two 2-CPU virtual pods are
     // pending. A cheaper replacement is legitimate, but it must hold all three.
     let real = pod().labels(&[("app", "web")]).cpu("1").build();
-    let d = decide_with(&[node("pricey", 16, vec![real.clone()], 2)], &buffer_pods(2, "2"));
+    let d = decide_with(
+        &[node("pricey", 16, vec![real.clone()], 2)],
+        &buffer_pods(2, "2"),
+    );
     assert_eq!(removed(&d), ["pricey"], "{:?}", d.blocked);
     let replacement = &d.commands[0].replacements[0];
     assert!(

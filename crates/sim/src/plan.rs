@@ -13,12 +13,12 @@ use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::cloudprovider::cheapest_launch;
 use karpenter_core::disruption::{self, Decision};
 use karpenter_core::feature_gates::FeatureGates;
+use karpenter_core::provisioning::capacity_buffer;
 use karpenter_core::provisioning::node_claim_for;
 use karpenter_core::provisioning::nodepools::{launchable, provisionable};
 use karpenter_core::provisioning::scheduling::{
     NewNodeClaim, NodePoolInput, Results, Scheduler, SchedulerOptions,
 };
-use karpenter_core::provisioning::capacity_buffer;
 use karpenter_core::provisioning::static_capacity;
 use karpenter_core::state::pods::{self, ObservedPod};
 use karpenter_core::state::{Counts, Observed, Snapshot};
@@ -278,7 +278,9 @@ impl ClusterObjects {
                 "StatefulSet" => objects
                     .stateful_sets
                     .push(read(file, doc.index, doc.object)?),
-                "ReplicaSet" => objects.replica_sets.push(read(file, doc.index, doc.object)?),
+                "ReplicaSet" => objects
+                    .replica_sets
+                    .push(read(file, doc.index, doc.object)?),
                 _ => objects.ignored += 1,
             }
         }

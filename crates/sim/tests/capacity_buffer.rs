@@ -34,7 +34,8 @@ fn events<'a>(report: &'a Report, kind: &str) -> Vec<(u64, &'a str)> {
 
 #[test]
 fn a_buffer_keeps_headroom_ahead_of_the_pods() {
-    let s = scenario::load(&example("capacity-buffer.yaml"), &crds()).unwrap_or_else(|e| panic!("{e}"));
+    let s =
+        scenario::load(&example("capacity-buffer.yaml"), &crds()).unwrap_or_else(|e| panic!("{e}"));
     let report = run(&s);
     assert!(report.failures.is_empty(), "{:?}", report.failures);
     // One node for the buffer before any pod, one more when the web pods took its room.
@@ -50,7 +51,10 @@ fn a_buffer_keeps_headroom_ahead_of_the_pods() {
     // The buffer's conditions, as the controller and the provisioner write them.
     let buffer = events(&report, "CapacityBuffer");
     let said = |text: &str| buffer.iter().any(|(_, m)| m.contains(text));
-    assert!(said("default/headroom ReadyForProvisioning=True Resolved"), "{buffer:?}");
+    assert!(
+        said("default/headroom ReadyForProvisioning=True Resolved"),
+        "{buffer:?}"
+    );
     assert!(said("Provisioning=False RequiresNewCapacity"), "{buffer:?}");
     assert!(said("Provisioning=True FitsExistingCapacity"), "{buffer:?}");
     // No FailedScheduling for virtual pods.
@@ -137,7 +141,11 @@ spec:
         .count();
     let total = report.nodeclaims.len();
     assert!(before >= 2, "{:?}", report.nodeclaims);
-    assert!(total >= 2 * before, "{before} then {total}: {:?}", report.nodeclaims);
+    assert!(
+        total >= 2 * before,
+        "{before} then {total}: {:?}",
+        report.nodeclaims
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -177,10 +185,18 @@ spec:
     const NOW: i64 = 1_736_164_800;
     let gates = "CapacityBuffer=true".parse().unwrap();
     let plan = karpenter_sim::plan::plan(path, text, &catalog, NOW, gates).unwrap();
-    assert_eq!(plan.provisioning.nodeclaims.len(), 1, "{:?}", plan.provisioning);
+    assert_eq!(
+        plan.provisioning.nodeclaims.len(),
+        1,
+        "{:?}",
+        plan.provisioning
+    );
     assert_eq!(
         plan.provisioning.nodeclaims[0].pods,
-        ["default/capacity-buffer-headroom-1", "default/capacity-buffer-headroom-2"]
+        [
+            "default/capacity-buffer-headroom-1",
+            "default/capacity-buffer-headroom-2"
+        ]
     );
     let off = karpenter_sim::plan::plan(path, text, &catalog, NOW, Default::default()).unwrap();
     assert!(off.provisioning.nodeclaims.is_empty());

@@ -18,7 +18,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus, PodTemplate, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    Pod, PodCondition, PodSpec, PodStatus, PodTemplate, PodTemplateSpec,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use karpenter_api::capacitybuffer::{
     BUFFER_NAME_ANNOTATION, BUFFER_NAMESPACE_ANNOTATION, CapacityBuffer, CapacityBufferStatus,
@@ -107,7 +109,10 @@ fn in_namespace<'a, T: k8s_openapi::Metadata<Ty = ObjectMeta>>(
 }
 
 /// The pod template `buffer` names (its `podTemplateRef` first, as upstream), among `workloads`.
-pub fn resolve(buffer: &CapacityBuffer, workloads: &Workloads<'_>) -> Result<Resolution, ResolveError> {
+pub fn resolve(
+    buffer: &CapacityBuffer,
+    workloads: &Workloads<'_>,
+) -> Result<Resolution, ResolveError> {
     let namespace = buffer.namespace();
     let not_found = |kind: &str, name: &str| ResolveError::NotFound {
         kind: kind.into(),
@@ -203,9 +208,10 @@ pub fn desired_replicas(buffer: &CapacityBuffer, resolution: &Resolution) -> i32
     }
     sizes.extend(spec.replicas);
     let desired = sizes.iter().copied().max();
-    let by_limits = spec.limits.as_ref().and_then(|limits| {
-        limit_replicas(limits, resolution.template.spec.as_ref()?)
-    });
+    let by_limits = spec
+        .limits
+        .as_ref()
+        .and_then(|limits| limit_replicas(limits, resolution.template.spec.as_ref()?));
     match (desired, by_limits) {
         (Some(d), Some(l)) => d.min(l),
         (None, Some(l)) => l,
@@ -228,7 +234,14 @@ pub fn set_condition(conditions: &mut Vec<Condition>, new: Condition) {
     }
 }
 
-fn condition_of(buffer: &CapacityBuffer, kind: &str, status: bool, reason: &str, message: String, now: &Time) -> Condition {
+fn condition_of(
+    buffer: &CapacityBuffer,
+    kind: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    now: &Time,
+) -> Condition {
     Condition {
         type_: kind.into(),
         status: if status { "True" } else { "False" }.into(),
@@ -249,7 +262,14 @@ pub fn resolved_status(
 ) -> CapacityBufferStatus {
     let mut status = buffer.status.clone().unwrap_or_default();
     let ready = |ok: bool, reason: &str, message: String| {
-        condition_of(buffer, condition::READY_FOR_PROVISIONING, ok, reason, message, now)
+        condition_of(
+            buffer,
+            condition::READY_FOR_PROVISIONING,
+            ok,
+            reason,
+            message,
+            now,
+        )
     };
     match resolution {
         Ok(r) => {
@@ -266,7 +286,11 @@ pub fn resolved_status(
             status.replicas = Some(desired_replicas(buffer, r));
             set_condition(
                 &mut status.conditions,
-                ready(true, condition::REASON_RESOLVED, "Pod template resolved successfully".into()),
+                ready(
+                    true,
+                    condition::REASON_RESOLVED,
+                    "Pod template resolved successfully".into(),
+                ),
             );
         }
         Err(e) => {
@@ -326,7 +350,11 @@ fn sanitized(spec: &PodSpec) -> PodSpec {
 /// `capacity-buffer-<name>-<i>` (i from 1), UID `<buffer uid>-<i>`, the template's labels (so
 /// spread and affinity count them), the buffer annotations, and `PodScheduled=False`
 /// (`Unschedulable`) so every provisionable check accepts them.
-pub fn virtual_pods(buffer: &CapacityBuffer, template: &PodTemplateSpec, created: &Time) -> Vec<Pod> {
+pub fn virtual_pods(
+    buffer: &CapacityBuffer,
+    template: &PodTemplateSpec,
+    created: &Time,
+) -> Vec<Pod> {
     let count = buffer.status.as_ref().and_then(|s| s.replicas).unwrap_or(0);
     if count <= 0 {
         return Vec::new();
@@ -344,7 +372,10 @@ pub fn virtual_pods(buffer: &CapacityBuffer, template: &PodTemplateSpec, created
                 annotations: Some(BTreeMap::from([
                     (FAKE_POD_ANNOTATION.into(), FAKE_POD_ANNOTATION_VALUE.into()),
                     (BUFFER_NAME_ANNOTATION.into(), buffer.name().into()),
-                    (BUFFER_NAMESPACE_ANNOTATION.into(), buffer.namespace().into()),
+                    (
+                        BUFFER_NAMESPACE_ANNOTATION.into(),
+                        buffer.namespace().into(),
+                    ),
                 ])),
                 creation_timestamp: Some(created.clone()),
                 ..Default::default()
@@ -364,11 +395,21 @@ pub fn virtual_pods(buffer: &CapacityBuffer, template: &PodTemplateSpec, created
 }
 
 /// The virtual pods of every buffer ready for provisioning whose reference resolves.
-pub fn all_virtual_pods(buffers: &[CapacityBuffer], workloads: &Workloads<'_>, created: &Time) -> Vec<Pod> {
+pub fn all_virtual_pods(
+    buffers: &[CapacityBuffer],
+    workloads: &Workloads<'_>,
+    created: &Time,
+) -> Vec<Pod> {
     buffers
         .iter()
         .filter(|b| is_ready_for_provisioning(b))
-        .filter_map(|b| Some(virtual_pods(b, &resolve(b, workloads).ok()?.template, created)))
+        .filter_map(|b| {
+            Some(virtual_pods(
+                b,
+                &resolve(b, workloads).ok()?.template,
+                created,
+            ))
+        })
         .flatten()
         .collect()
 }
@@ -388,8 +429,12 @@ pub fn buffer_key_of(pod: &(impl ObservedPod + ?Sized)) -> Option<String> {
         return None;
     }
     let annotations = pod.meta().annotations.as_ref()?;
-    let namespace = annotations.get(BUFFER_NAMESPACE_ANNOTATION).filter(|s| !s.is_empty())?;
-    let name = annotations.get(BUFFER_NAME_ANNOTATION).filter(|s| !s.is_empty())?;
+    let namespace = annotations
+        .get(BUFFER_NAMESPACE_ANNOTATION)
+        .filter(|s| !s.is_empty())?;
+    let name = annotations
+        .get(BUFFER_NAME_ANNOTATION)
+        .filter(|s| !s.is_empty())?;
     Some(format!("{namespace}/{name}"))
 }
 
@@ -428,7 +473,10 @@ pub fn placements<P: ObservedPod>(results: &Results, batch: &[P]) -> BTreeMap<St
 
 /// How many virtual pods a round placed on each existing node, by name: emptiness keeps those
 /// nodes (NodeClaims the round creates are young, so consolidation leaves them anyway).
-pub fn buffer_pods_by_node<P: ObservedPod>(results: &Results, batch: &[P]) -> BTreeMap<String, usize> {
+pub fn buffer_pods_by_node<P: ObservedPod>(
+    results: &Results,
+    batch: &[P],
+) -> BTreeMap<String, usize> {
     results
         .existing_nodes
         .iter()
@@ -454,21 +502,44 @@ pub fn provisioning_condition(
     now: &Time,
 ) -> Option<Condition> {
     let cond = |ok: bool, reason: &str, message: String| {
-        Some(condition_of(buffer, condition::PROVISIONING, ok, reason, message, now))
+        Some(condition_of(
+            buffer,
+            condition::PROVISIONING,
+            ok,
+            reason,
+            message,
+            now,
+        ))
     };
     if !buffer.condition_true(condition::READY_FOR_PROVISIONING) {
-        return cond(false, condition::REASON_NOT_READY_FOR_PROVISIONING, "Buffer is not ReadyForProvisioning".into());
+        return cond(
+            false,
+            condition::REASON_NOT_READY_FOR_PROVISIONING,
+            "Buffer is not ReadyForProvisioning".into(),
+        );
     }
-    let desired = buffer.status.as_ref().and_then(|s| s.replicas).unwrap_or(0).max(0) as usize;
+    let desired = buffer
+        .status
+        .as_ref()
+        .and_then(|s| s.replicas)
+        .unwrap_or(0)
+        .max(0) as usize;
     if desired == 0 {
-        return cond(false, condition::REASON_BUFFER_EMPTY, "Buffer has zero desired replicas".into());
+        return cond(
+            false,
+            condition::REASON_BUFFER_EMPTY,
+            "Buffer has zero desired replicas".into(),
+        );
     }
     let p = placement?;
     if p.new_capacity > 0 || p.failed > 0 {
         return cond(
             false,
             condition::REASON_REQUIRES_NEW_CAPACITY,
-            format!("{}/{desired} virtual pods required new capacity, {} failed", p.new_capacity, p.failed),
+            format!(
+                "{}/{desired} virtual pods required new capacity, {} failed",
+                p.new_capacity, p.failed
+            ),
         );
     }
     if p.existing == desired {
@@ -482,15 +553,29 @@ pub fn provisioning_condition(
 }
 
 /// `buffer`'s status with `condition` set, if that changes it.
-pub fn with_condition(buffer: &CapacityBuffer, condition: Condition) -> Option<CapacityBufferStatus> {
+pub fn with_condition(
+    buffer: &CapacityBuffer,
+    condition: Condition,
+) -> Option<CapacityBufferStatus> {
     let mut status = buffer.status.clone().unwrap_or_default();
     let before = status.clone();
     set_condition(&mut status.conditions, condition);
     let same = |a: &CapacityBufferStatus, b: &CapacityBufferStatus| {
         a.conditions.len() == b.conditions.len()
             && a.conditions.iter().zip(&b.conditions).all(|(x, y)| {
-                (&x.type_, &x.status, &x.reason, &x.message, x.observed_generation)
-                    == (&y.type_, &y.status, &y.reason, &y.message, y.observed_generation)
+                (
+                    &x.type_,
+                    &x.status,
+                    &x.reason,
+                    &x.message,
+                    x.observed_generation,
+                ) == (
+                    &y.type_,
+                    &y.status,
+                    &y.reason,
+                    &y.message,
+                    y.observed_generation,
+                )
             })
     };
     (!same(&status, &before)).then_some(status)

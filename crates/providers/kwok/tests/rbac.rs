@@ -103,10 +103,22 @@ async fn the_chart_grants_exactly_what_the_controller_uses() {
         .install_crds([karpenter_api::crd::CAPACITY_BUFFER.definition()])
         .unwrap();
     for (name, reference) in [
-        ("template", json!({"podTemplateRef": {"name": "missing"}, "replicas": 1})),
-        ("deployment", json!({"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "missing"}})),
-        ("statefulset", json!({"scalableRef": {"apiGroup": "apps", "kind": "StatefulSet", "name": "missing"}})),
-        ("replicaset", json!({"scalableRef": {"apiGroup": "apps", "kind": "ReplicaSet", "name": "missing"}})),
+        (
+            "template",
+            json!({"podTemplateRef": {"name": "missing"}, "replicas": 1}),
+        ),
+        (
+            "deployment",
+            json!({"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "missing"}}),
+        ),
+        (
+            "statefulset",
+            json!({"scalableRef": {"apiGroup": "apps", "kind": "StatefulSet", "name": "missing"}}),
+        ),
+        (
+            "replicaset",
+            json!({"scalableRef": {"apiGroup": "apps", "kind": "ReplicaSet", "name": "missing"}}),
+        ),
     ] {
         let buffer: karpenter_api::capacitybuffer::CapacityBuffer = serde_json::from_value(json!({
             "apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",

@@ -14,8 +14,8 @@ use k8s_openapi::jiff::Timestamp;
 use karpenter_api::capacitybuffer::{CapacityBuffer, condition};
 use karpenter_core::disruption::NodeState;
 use karpenter_core::provisioning::capacity_buffer::{
-    Workloads, all_virtual_pods, buffer_pods_by_node, placements, provisioning_condition,
-    resolve, resolved_status, with_condition,
+    Workloads, all_virtual_pods, buffer_pods_by_node, placements, provisioning_condition, resolve,
+    resolved_status, with_condition,
 };
 use karpenter_core::provisioning::scheduling::Results;
 
@@ -46,7 +46,10 @@ fn key(meta: &ObjectMeta) -> String {
 impl Buffers {
     /// Applies a CapacityBuffer (its status is the controller's to write).
     pub(super) fn apply_buffer(&mut self, mut buffer: CapacityBuffer) {
-        buffer.metadata.namespace.get_or_insert_with(|| "default".into());
+        buffer
+            .metadata
+            .namespace
+            .get_or_insert_with(|| "default".into());
         let key = key(&buffer.metadata);
         let uid = format!("capacitybuffer-{key}");
         buffer.metadata.uid.get_or_insert(uid);
@@ -62,7 +65,10 @@ impl Buffers {
 
     /// Applies a PodTemplate (its generation moves on each apply, as the API server's does).
     pub(super) fn apply_pod_template(&mut self, mut template: PodTemplate) {
-        template.metadata.namespace.get_or_insert_with(|| "default".into());
+        template
+            .metadata
+            .namespace
+            .get_or_insert_with(|| "default".into());
         let key = key(&template.metadata);
         let generation = self
             .pod_templates
@@ -114,12 +120,20 @@ impl Simulation {
             match owner.kind.as_str() {
                 "Deployment" => deployments.push(Deployment {
                     metadata,
-                    spec: Some(DeploymentSpec { replicas, template, ..Default::default() }),
+                    spec: Some(DeploymentSpec {
+                        replicas,
+                        template,
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }),
                 "StatefulSet" => sets.push(StatefulSet {
                     metadata,
-                    spec: Some(StatefulSetSpec { replicas, template, ..Default::default() }),
+                    spec: Some(StatefulSetSpec {
+                        replicas,
+                        template,
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }),
                 "ReplicaSet" => replica_sets.push(ReplicaSet {

@@ -888,7 +888,10 @@ impl Simulation {
             .collect();
         let unschedulable = real_errors.len();
         if unschedulable > 0 && results.new_node_claims.is_empty() {
-            let reason = real_errors.first().map(|r| r.to_string()).unwrap_or_default();
+            let reason = real_errors
+                .first()
+                .map(|r| r.to_string())
+                .unwrap_or_default();
             let already = self
                 .events
                 .iter()
