@@ -127,17 +127,36 @@ fn ready(replicas: i32) -> CapacityBufferStatus {
     }
 }
 
+/// (case, limits, containers, init containers, expected)
+type LimitCase = (
+    &'static str,
+    ResourceList,
+    Vec<Container>,
+    Vec<Container>,
+    Option<i32>,
+);
+/// (case, spec, ready, reason, replicas, status podTemplateRef)
+type ResolutionCase = (
+    &'static str,
+    CapacityBufferSpec,
+    &'static str,
+    &'static str,
+    Option<i32>,
+    Option<&'static str>,
+);
+/// (case, status, placement, expected status and reason)
+type ConditionCase = (
+    &'static str,
+    Option<CapacityBufferStatus>,
+    Option<Placement>,
+    Option<(&'static str, &'static str)>,
+);
+
 #[test]
 fn limit_replicas_as_upstream() {
     let c = |r: &[(&str, &str)]| container(r);
     // (case, limits, containers, init containers, expected)
-    let cases: Vec<(
-        &str,
-        ResourceList,
-        Vec<Container>,
-        Vec<Container>,
-        Option<i32>,
-    )> = vec![
+    let cases: Vec<LimitCase> = vec![
         (
             "by cpu",
             list(&[("cpu", "4")]),
@@ -364,14 +383,7 @@ fn resolution_sets_ready_for_provisioning_as_upstream() {
         })
     };
     // (case, spec, ready, reason, replicas, status podTemplateRef)
-    let cases: Vec<(
-        &str,
-        CapacityBufferSpec,
-        &str,
-        &str,
-        Option<i32>,
-        Option<&str>,
-    )> = vec![
+    let cases: Vec<ResolutionCase> = vec![
         (
             "a PodTemplate resolves",
             CapacityBufferSpec {
@@ -821,12 +833,7 @@ fn provisioning_condition_as_upstream() {
             failed,
         })
     };
-    let cases: Vec<(
-        &str,
-        Option<CapacityBufferStatus>,
-        Option<Placement>,
-        Option<(&str, &str)>,
-    )> = vec![
+    let cases: Vec<ConditionCase> = vec![
         (
             "all fit",
             Some(ready(2)),
