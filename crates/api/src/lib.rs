@@ -6,6 +6,7 @@
 //!   crate exports for them: [`cluster_resource!`], the schema helpers in [`crd`], the
 //!   runtime-check plumbing in [`validation`] and [`hash::Fnv`].
 //! - [`nodeoverlay`]: `karpenter.sh/v1alpha1` NodeOverlay (feature gate `NodeOverlay`).
+//! - [`capacitybuffer`]: `autoscaling.x-k8s.io/v1beta1` CapacityBuffer (feature gate `CapacityBuffer`).
 //! - [`labels`]: well-known labels, annotations, taints and the finalizer.
 //! - [`duration`] and [`cron`]: Go durations and budget schedules.
 //! - [`crd`]: the CustomResourceDefinitions; [`validation`]: checks manifests against them.
@@ -14,6 +15,7 @@
 // The `cluster_resource!` macro names this crate by its name, from inside and outside alike.
 extern crate self as karpenter_api;
 
+pub mod capacitybuffer;
 pub mod convert;
 pub mod crd;
 pub mod cron;

@@ -15,13 +15,20 @@
 #[macro_export]
 macro_rules! cluster_resource {
     ($ty:ident, $spec:ty, $status:ty, group: $group:literal, version: $version:literal, plural: $plural:literal) => {
+        $crate::cluster_resource!(@scoped $ty, $spec, $status, $group, $version, $plural, ClusterResourceScope);
+    };
+    // The same for a namespaced resource (CapacityBuffer).
+    ($ty:ident, $spec:ty, $status:ty, group: $group:literal, version: $version:literal, plural: $plural:literal, namespaced) => {
+        $crate::cluster_resource!(@scoped $ty, $spec, $status, $group, $version, $plural, NamespaceResourceScope);
+    };
+    (@scoped $ty:ident, $spec:ty, $status:ty, $group:literal, $version:literal, $plural:literal, $scope:ident) => {
         impl $crate::__private::k8s_openapi::Resource for $ty {
             const API_VERSION: &'static str = concat!($group, "/", $version);
             const GROUP: &'static str = $group;
             const KIND: &'static str = stringify!($ty);
             const VERSION: &'static str = $version;
             const URL_PATH_SEGMENT: &'static str = $plural;
-            type Scope = $crate::__private::k8s_openapi::ClusterResourceScope;
+            type Scope = $crate::__private::k8s_openapi::$scope;
         }
 
         impl $crate::__private::k8s_openapi::ListableResource for $ty {

@@ -169,7 +169,7 @@ fn v1beta1_is_pointed_at_convert_and_converts_to_valid_v1() {
 }
 
 #[test]
-fn crds_print_all_twelve() {
+fn crds_print_all_thirteen() {
     let out = karpenter_rs(&["crds"]);
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);
@@ -177,6 +177,7 @@ fn crds_print_all_twelve() {
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
         "nodeoverlays.karpenter.sh",
+        "capacitybuffers.autoscaling.x-k8s.io",
         "kwoknodeclasses.karpenter.kwok.sh",
         "ec2nodeclasses.karpenter.k8s.aws",
         "aksnodeclasses.karpenter.azure.com",
@@ -191,7 +192,7 @@ fn crds_print_all_twelve() {
     }
     assert_eq!(
         text.matches("\n---\n").count() + usize::from(text.starts_with("---\n")),
-        12
+        13
     );
 }
 

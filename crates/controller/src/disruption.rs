@@ -477,7 +477,11 @@ fn with_input<P: CloudProvider, T>(
     let provider_labels = ctx.provider.provider_labels();
     let objects = ctx.cluster.objects();
     let now = ctx.clock.now().as_second();
-    let inputs = objects.snapshot(pools, &provider_labels).disruption(now);
+    let mut inputs = objects.snapshot(pools, &provider_labels).disruption(now);
+    if ctx.options.feature_gates.capacity_buffer {
+        ctx.buffers
+            .apply_to(&mut inputs.pending_pods, &mut inputs.nodes);
+    }
     f(&inputs.input(
         now,
         pools,

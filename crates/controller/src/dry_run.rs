@@ -21,7 +21,13 @@ pub struct DryRun {
 /// Lists the cluster into `ctx`'s state and decides as the loops would.
 pub async fn dry_run<P: CloudProvider>(ctx: &Context<P>) -> Result<DryRun, Error> {
     ctx.cluster.list(&ctx.client).await?;
+    if ctx.options.feature_gates.capacity_buffer {
+        crate::capacity_buffer::read(ctx).await?;
+    }
     let provisioning = schedule(ctx).await?;
+    if ctx.options.feature_gates.capacity_buffer {
+        crate::capacity_buffer::note_round(ctx, &provisioning.results, &provisioning.batch);
+    }
     // Disruption sees the static NodePools too, as its loop does.
     let pools = crate::static_capacity::with_static_pools(ctx, provisioning.pools.clone()).await;
     let disruption = disruption::decision(ctx, &pools);

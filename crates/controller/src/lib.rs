@@ -6,6 +6,7 @@
 //! carries out the answers through the Kubernetes API and a [`CloudProvider`].
 
 pub mod admin;
+pub mod capacity_buffer;
 pub mod clock;
 pub mod cloudprovider;
 pub mod conditions;
@@ -92,6 +93,8 @@ pub struct Context<P> {
     pub registration_health: nodepool_status::RegistrationHealth,
     /// The NodeOverlays last listed (feature gate `NodeOverlay`).
     pub overlays: nodeoverlay::OverlayStore,
+    /// The CapacityBuffers last listed and their virtual pods (feature gate `CapacityBuffer`).
+    pub buffers: capacity_buffer::BufferStore,
     /// The loops that stopped before shutdown: `/healthz` fails while there is one, so the
     /// kubelet restarts a controller that can no longer do part of its job.
     pub stopped_loops: StoppedLoops,
@@ -216,6 +219,7 @@ impl<P: CloudProvider> Controller<P> {
             evictions: Default::default(),
             registration_health: Default::default(),
             overlays: Default::default(),
+            buffers: Default::default(),
             stopped_loops: Default::default(),
         };
         Self {
@@ -294,6 +298,12 @@ impl<P: CloudProvider> Controller<P> {
             "nodeoverlay",
             Box::pin(nodeoverlay::run(ctx.clone(), shutdown.clone())),
         ));
+        if ctx.options.feature_gates.capacity_buffer {
+            loops.spawn(watched(
+                "capacitybuffer",
+                Box::pin(capacity_buffer::run(ctx.clone(), shutdown.clone())),
+            ));
+        }
         if ctx.options.feature_gates.static_capacity {
             loops.spawn(watched(
                 "static.provisioning",

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use karpenter_api::{NodeClaim, NodePool};
+use karpenter_core::provisioning::capacity_buffer::is_virtual_pod;
 use karpenter_core::provisioning::nodepools::provisionable;
 use karpenter_core::provisioning::scheduling::{
     NodePoolInput, Results, Scheduler, SchedulerOptions,
@@ -127,7 +128,16 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
             c.metadata.name.as_deref().unwrap_or_default()
         )));
     }
-    let batch: Vec<Arc<StoredPod>> = snapshot.pods_to_schedule().into_iter().cloned().collect();
+    let mut batch: Vec<Arc<StoredPod>> = snapshot.pods_to_schedule().into_iter().cloned().collect();
+    // CapacityBuffers' virtual pods are scheduled after the real ones, as upstream appends them.
+    if ctx.options.feature_gates.capacity_buffer {
+        let virtual_pods = ctx.buffers.virtual_pods();
+        batch.extend(
+            virtual_pods
+                .iter()
+                .map(|p| Arc::new(StoredPod::new(p.clone(), &cluster.specs))),
+        );
+    }
     let launching = snapshot
         .nodes
         .iter()
@@ -209,9 +219,14 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         );
         ctx.metrics.pods.decided(&key, false, now);
     }
+    if ctx.options.feature_gates.capacity_buffer {
+        crate::capacity_buffer::record_round(ctx, &results, &batch).await;
+    }
+    // Virtual pods never exist: no metrics, events or nominations for them.
+    let real = |i: &usize| !is_virtual_pod(&*batch[*i]);
     for (i, pod) in batch.iter().enumerate() {
         // Pods of nodes being deleted are simulated too; they are bound already.
-        if pod.node_name.is_none() {
+        if pod.node_name.is_none() && real(&i) {
             ctx.metrics
                 .pods
                 .decided(&pod.key(), !results.pod_errors.contains_key(&i), now);
@@ -232,9 +247,10 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         .scheduling_duration
         .with(&["provisioner"])
         .observe(started.elapsed().as_secs_f64());
-    ctx.metrics
-        .unschedulable_pods
-        .set(&["provisioner"], results.pod_errors.len() as f64);
+    ctx.metrics.unschedulable_pods.set(
+        &["provisioner"],
+        results.pod_errors.keys().filter(|i| real(i)).count() as f64,
+    );
     tracing::info!(
         pods = batch.len(),
         nodeclaims = results.new_node_claims.len(),
@@ -243,7 +259,7 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         duration = ?started.elapsed(),
         "computed new nodeclaim(s) to fit pod(s)"
     );
-    for (i, reason) in &results.pod_errors {
+    for (i, reason) in results.pod_errors.iter().filter(|(i, _)| real(i)) {
         let pod = pods::reference(&batch[*i]);
         let note = failed_scheduling(&pod, reason);
         ctx.recorder.publish_to(pod, note).await;
@@ -251,10 +267,12 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
     // Upstream's window: twice the longest batch, at least 10 s.
     let window = (ctx.options.batch_max_duration * 2).max(Duration::from_secs(10));
     for (node, pods) in &results.existing_nodes {
-        if !pods.is_empty() {
+        // A node only virtual pods would use is not nominated (upstream: the nomination would
+        // never lapse, as the virtual pods come back every round).
+        if pods.iter().any(real) {
             ctx.cluster.nominations.nominate(node, window);
         }
-        for &i in pods {
+        for &i in pods.iter().filter(|i| real(i)) {
             let pod = pods::reference(&batch[i]);
             let note = nominated(&pod, None, Some(node));
             ctx.recorder.publish_to(pod, note).await;
@@ -288,7 +306,7 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
                 &claim.min_values_relaxed.to_string(),
             ])
             .inc();
-        for &i in &claim.pods {
+        for &i in claim.pods.iter().filter(|i| real(i)) {
             let pod = pods::reference(&batch[i]);
             let note = nominated(&pod, Some(&name), None);
             ctx.recorder.publish_to(pod, note).await;
@@ -301,8 +319,13 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
     }
     Ok(Provisioned {
         node_claims: created,
-        nominated: results.existing_nodes.values().map(Vec::len).sum(),
-        unschedulable: results.pod_errors.len(),
+        nominated: results
+            .existing_nodes
+            .values()
+            .flatten()
+            .filter(|i| real(i))
+            .count(),
+        unschedulable: results.pod_errors.keys().filter(|i| real(i)).count(),
     })
 }
 
@@ -339,10 +362,19 @@ pub async fn run<P: CloudProvider>(
         ctx.metrics
             .pods
             .ack(keys.iter().map(String::as_str), ctx.clock.now());
-        let pending: Vec<String> = provisionable
+        let mut pending: Vec<String> = provisionable
             .iter()
             .filter_map(|p| p.metadata.uid.clone())
             .collect();
+        // Buffers trigger rounds too, as upstream's buffer controller triggers the provisioner.
+        if ctx.options.feature_gates.capacity_buffer {
+            pending.extend(
+                ctx.buffers
+                    .virtual_pods()
+                    .iter()
+                    .filter_map(|p| p.metadata.uid.clone()),
+            );
+        }
         if !batcher.observe(origin.elapsed(), pending.iter().map(String::as_str)) {
             continue;
         }

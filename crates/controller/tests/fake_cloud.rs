@@ -695,3 +695,126 @@ async fn without_the_gate_a_static_node_pool_gets_nothing() {
     assert!(h.server.list::<NodeClaim>().is_empty());
     h.stop().await;
 }
+
+/// A CapacityBuffer of `replicas` chunks of the `headroom` PodTemplate (500m each), with the
+/// CRD installed so its status is a subresource.
+fn buffer_and_template(h: &Harness, replicas: i32) {
+    use k8s_openapi::api::core::v1::PodTemplate;
+    use karpenter_api::capacitybuffer::CapacityBuffer;
+    h.server
+        .install_crds([karpenter_api::crd::CAPACITY_BUFFER.definition()])
+        .expect("the CapacityBuffer CRD");
+    let template: PodTemplate = serde_json::from_value(json!({
+        "metadata": {"name": "headroom", "namespace": "default"},
+        "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "app", "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}]},
+        },
+    }))
+    .expect("a PodTemplate");
+    h.server.create(&template).expect("created");
+    let buffer: CapacityBuffer = serde_json::from_value(json!({
+        "apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+        "metadata": {"name": "headroom", "namespace": "default"},
+        "spec": {"podTemplateRef": {"name": "headroom"}, "replicas": replicas},
+    }))
+    .expect("a CapacityBuffer");
+    h.server.create(&buffer).expect("created");
+}
+
+fn buffer_condition(h: &Harness, type_: &str) -> Option<(String, String)> {
+    let buffer = h
+        .server
+        .get::<karpenter_api::capacitybuffer::CapacityBuffer>("default", "headroom")?;
+    buffer
+        .conditions()
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+/// Capacity buffers end to end (upstream's buffer controller and provisioning suites): the
+/// buffer is resolved (`ReadyForProvisioning`), a NodeClaim is launched for its virtual pods
+/// with no pod pending, the buffer then fits existing capacity (`Provisioning=True`), no
+/// virtual pod is ever created, nominated or given an event, and the buffer's node is not
+/// emptied.
+#[tokio::test(start_paused = true)]
+async fn a_capacity_buffer_launches_headroom_ahead_of_pods() {
+    let mut options = options();
+    options.feature_gates = "CapacityBuffer=true".parse().unwrap();
+    let h = Harness::start_with(
+        json!({"spec": {"disruption": {"consolidateAfter": "0s"}}}),
+        options,
+    );
+    buffer_and_template(&h, 2);
+    h.until(minutes(1), || {
+        (buffer_condition(&h, "ReadyForProvisioning") == Some(("True".into(), "Resolved".into())))
+            .then_some(())
+    })
+    .await;
+    let stored = h
+        .server
+        .get::<karpenter_api::capacitybuffer::CapacityBuffer>("default", "headroom")
+        .unwrap();
+    let status = stored.status.unwrap();
+    assert_eq!(status.replicas, Some(2));
+    assert_eq!(
+        status.pod_template_ref.map(|r| r.name).as_deref(),
+        Some("headroom")
+    );
+    // A NodeClaim for the buffer, with no pod at all.
+    h.until(minutes(2), || {
+        (h.server.list::<NodeClaim>().len() == 1).then_some(())
+    })
+    .await;
+    assert!(
+        h.server.list::<Pod>().is_empty(),
+        "virtual pods are never created"
+    );
+    h.until(minutes(3), || {
+        (buffer_condition(&h, "Provisioning")
+            == Some(("True".into(), "FitsExistingCapacity".into())))
+        .then_some(())
+    })
+    .await;
+    // Minutes on, the empty-looking node is kept, and no second one launched.
+    tokio::time::sleep(minutes(5)).await;
+    assert_eq!(h.server.list::<NodeClaim>().len(), 1);
+    assert_eq!(h.cloud.deleted().len(), 0, "the buffer's node stays");
+    // No event names a virtual pod.
+    let events = h.server.list::<k8s_openapi::api::core::v1::Event>();
+    assert!(
+        events.iter().all(|e| !e
+            .involved_object
+            .name
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("capacity-buffer-")),
+        "{events:?}"
+    );
+    // A real pod takes the buffer's room at once (no launch), and the buffer gets a new node.
+    h.pod_of("web", "500m", json!({}));
+    let (node, _) = h.until(minutes(1), || h.pod_node("web")).await;
+    assert!(!node.is_empty());
+    assert_eq!(
+        h.server.list::<NodeClaim>().len(),
+        1,
+        "bound to the buffer's node"
+    );
+    h.until(minutes(2), || {
+        (h.server.list::<NodeClaim>().len() == 2).then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+/// With the gate off a CapacityBuffer is ignored: no status, no NodeClaim.
+#[tokio::test(start_paused = true)]
+async fn without_the_gate_a_capacity_buffer_gets_nothing() {
+    let h = Harness::start(json!({}));
+    buffer_and_template(&h, 2);
+    tokio::time::sleep(minutes(2)).await;
+    assert!(h.server.list::<NodeClaim>().is_empty());
+    assert_eq!(buffer_condition(&h, "ReadyForProvisioning"), None);
+    h.stop().await;
+}

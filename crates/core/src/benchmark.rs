@@ -350,6 +350,7 @@ pub fn consolidation_cluster(
             labels.insert(HOSTNAME_LABEL.into(), name.clone());
             labels.insert(NODE_POOL_LABEL.into(), "default".into());
             crate::disruption::NodeState {
+                buffer_pods: 0,
                 name,
                 node_pool: Some("default".into()),
                 labels,

@@ -16,17 +16,15 @@ pub struct FeatureGates {
     pub node_overlay: bool,
     /// Static NodePools with `replicas` (off upstream).
     pub static_capacity: bool,
-    /// CapacityBuffer headroom (off upstream; not acted on yet).
+    /// CapacityBuffer headroom (off upstream; see `provisioning::capacity_buffer`).
     pub capacity_buffer: bool,
 }
 
 impl FeatureGates {
     /// The gates that are on but that nothing here acts on yet (logged at startup).
     pub fn not_acted_on(&self) -> Vec<&'static str> {
-        [("CapacityBuffer", self.capacity_buffer)]
-            .into_iter()
-            .filter_map(|(name, on)| on.then_some(name))
-            .collect()
+        // Every gate upstream knows is acted on now; the list stays for the next one.
+        Vec::new()
     }
 }
 
@@ -97,6 +95,15 @@ mod tests {
             .parse()
             .unwrap();
         assert_eq!(gates, FeatureGates::default());
+    }
+
+    #[test]
+    fn every_gate_is_acted_on() {
+        let all: FeatureGates = "SpotToSpotConsolidation=true,NodeRepair=true,ReservedCapacity=true,NodeOverlay=true,StaticCapacity=true,CapacityBuffer=true"
+            .parse()
+            .unwrap();
+        assert!(all.capacity_buffer);
+        assert!(all.not_acted_on().is_empty(), "{:?}", all.not_acted_on());
     }
 
     #[test]

@@ -90,6 +90,7 @@ fn node_of(name: &str, pool: &str, it: &InstanceType, pods: Vec<Pod>) -> NodeSta
     }
     let allocatable = Resources::parse(&[("cpu", "32"), ("pods", "100"), ("memory", "128Gi")]);
     NodeState {
+        buffer_pods: 0,
         name: name.into(),
         node_pool: Some(pool.into()),
         labels,

@@ -34,6 +34,7 @@ fn node(name: &str, pool: &str, cpu: usize, capacity_type: &str, pods: Vec<Pod>)
     let it = fake::instance_types(16).into_iter().nth(cpu - 1).unwrap();
     let labels = managed_node_labels(name, pool, &it, capacity_type);
     NodeState {
+        buffer_pods: 0,
         name: name.into(),
         node_pool: Some(pool.into()),
         labels,
@@ -699,6 +700,7 @@ fn nodes_being_deleted_count_toward_the_pool_and_against_its_budget() {
             [
                 empties(4),
                 vec![NodeState {
+                    buffer_pods: 0,
                     initialized: false,
                     ..node("new", "default", 2, "on-demand", vec![])
                 }],

@@ -120,6 +120,7 @@ fn build(spec: &ClusterSpec) -> Cluster {
             .find(|o| o.capacity_type == capacity_type)
             .unwrap();
         nodes.push(NodeState {
+            buffer_pods: 0,
             name,
             node_pool: Some("default".into()),
             labels,

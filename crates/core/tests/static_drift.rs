@@ -45,6 +45,7 @@ fn static_pool(replicas: i64, limit: Option<&str>, budget: Option<&str>) -> Node
 fn node(name: &str, cpu: usize, drifted: bool, pods: Vec<Pod>) -> NodeState {
     let it = fake::instance_types(16).into_iter().nth(cpu - 1).unwrap();
     NodeState {
+        buffer_pods: 0,
         name: name.into(),
         node_pool: Some("static".into()),
         labels: managed_node_labels(name, "static", &it, "on-demand"),

@@ -13,6 +13,7 @@ use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::cloudprovider::cheapest_launch;
 use karpenter_core::disruption::{self, Decision};
 use karpenter_core::feature_gates::FeatureGates;
+use karpenter_core::provisioning::capacity_buffer;
 use karpenter_core::provisioning::node_claim_for;
 use karpenter_core::provisioning::nodepools::{launchable, provisionable};
 use karpenter_core::provisioning::scheduling::{
@@ -296,6 +297,16 @@ pub struct ClusterObjects {
     pub storage_classes: Vec<StorageClass>,
     /// CSINodes (nodes' CSI volume limits).
     pub csi_nodes: Vec<CSINode>,
+    /// CapacityBuffers (their virtual pods are planned when the `CapacityBuffer` gate is on).
+    pub capacity_buffers: Vec<karpenter_api::capacitybuffer::CapacityBuffer>,
+    /// PodTemplates, Deployments, StatefulSets and ReplicaSets: what buffers reference.
+    pub pod_templates: Vec<k8s_openapi::api::core::v1::PodTemplate>,
+    /// Deployments (a buffer's `scalableRef`).
+    pub deployments: Vec<k8s_openapi::api::apps::v1::Deployment>,
+    /// StatefulSets (a buffer's `scalableRef`).
+    pub stateful_sets: Vec<k8s_openapi::api::apps::v1::StatefulSet>,
+    /// ReplicaSets (a buffer's `scalableRef`).
+    pub replica_sets: Vec<k8s_openapi::api::apps::v1::ReplicaSet>,
     /// Objects of kinds the planner does not use.
     pub ignored: usize,
 }
@@ -331,6 +342,19 @@ impl ClusterObjects {
                     .storage_classes
                     .push(read(file, doc.index, doc.object)?),
                 "CSINode" => objects.csi_nodes.push(read(file, doc.index, doc.object)?),
+                "CapacityBuffer" => objects
+                    .capacity_buffers
+                    .push(read(file, doc.index, doc.object)?),
+                "PodTemplate" => objects
+                    .pod_templates
+                    .push(read(file, doc.index, doc.object)?),
+                "Deployment" => objects.deployments.push(read(file, doc.index, doc.object)?),
+                "StatefulSet" => objects
+                    .stateful_sets
+                    .push(read(file, doc.index, doc.object)?),
+                "ReplicaSet" => objects
+                    .replica_sets
+                    .push(read(file, doc.index, doc.object)?),
                 _ => objects.ignored += 1,
             }
         }
@@ -415,11 +439,16 @@ pub fn plan_objects(
         .filter(|n| n.launching())
         .map(|n| n.name().to_string())
         .collect();
-    let pending: Vec<Pod> = snapshot
+    let mut pending: Vec<Pod> = snapshot
         .pods_to_schedule()
         .into_iter()
         .map(|p| p.to_pod())
         .collect();
+    // CapacityBuffers' virtual pods, after the real ones, as the controller schedules them.
+    let real = pending.len();
+    if feature_gates.capacity_buffer {
+        pending.extend(buffer_virtual_pods(objects, now));
+    }
     let options = SchedulerOptions {
         provider_labels: provider_labels.to_vec(),
         ..Default::default()
@@ -433,7 +462,15 @@ pub fn plan_objects(
         snapshot.scheduler_options(&options),
     )
     .solve(&pending, &|| false);
-    let inputs = snapshot.disruption(now);
+    let mut inputs = snapshot.disruption(now);
+    if feature_gates.capacity_buffer {
+        // Disruption sees the virtual pods as pending, and the nodes holding them.
+        inputs.pending_pods.extend(pending[real..].iter().cloned());
+        let by_node = capacity_buffer::buffer_pods_by_node(&results, &pending);
+        for n in &mut inputs.nodes {
+            n.buffer_pods = by_node.get(&n.name).copied().unwrap_or(0);
+        }
+    }
     let decision = disruption::decide(&inputs.input(
         now,
         pools,
@@ -478,6 +515,35 @@ pub fn plan_objects(
     } else {
         StaticCapacity::default()
     })
+}
+
+/// The virtual pods of the snapshot's CapacityBuffers, with the status the buffer controller
+/// would write now (the status in the dump may be stale or absent).
+fn buffer_virtual_pods(objects: &ClusterObjects, now: i64) -> Vec<Pod> {
+    let workloads = capacity_buffer::Workloads {
+        pod_templates: &objects.pod_templates,
+        deployments: &objects.deployments,
+        stateful_sets: &objects.stateful_sets,
+        replica_sets: &objects.replica_sets,
+    };
+    let at = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::from_second(now)
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    );
+    let buffers: Vec<_> = objects
+        .capacity_buffers
+        .iter()
+        .map(|b| {
+            let mut b = b.clone();
+            b.status = Some(capacity_buffer::resolved_status(
+                &b,
+                &capacity_buffer::resolve(&b, &workloads),
+                &at,
+            ));
+            b
+        })
+        .collect();
+    capacity_buffer::all_virtual_pods(&buffers, &workloads, &at)
 }
 
 /// What static capacity would do, through the controller's decision: `claims` are every

@@ -293,6 +293,10 @@ pub enum Object {
     /// A PersistentVolumeClaim, PersistentVolume or StorageClass: what pods' volumes require
     /// of their node.
     Storage(Storage),
+    /// A CapacityBuffer (acted on when the scenario turns the `CapacityBuffer` gate on).
+    CapacityBuffer(Box<karpenter_api::capacitybuffer::CapacityBuffer>),
+    /// A PodTemplate (the shape a CapacityBuffer's `podTemplateRef` names).
+    PodTemplate(Box<k8s_openapi::api::core::v1::PodTemplate>),
 }
 
 /// The storage objects a scenario may hold.
@@ -457,6 +461,12 @@ pub fn parse_object(
         ("v1", "Pod") => Object::Pod(Box::new(typed(file, document, prefix, value)?)),
         ("v1", "Node") => Object::Node(Box::new(typed(file, document, prefix, value)?)),
         ("v1", "Namespace") => Object::Namespace(Box::new(typed(file, document, prefix, value)?)),
+        ("v1", "PodTemplate") => {
+            Object::PodTemplate(Box::new(typed(file, document, prefix, value)?))
+        }
+        ("autoscaling.x-k8s.io/v1beta1", "CapacityBuffer") => {
+            Object::CapacityBuffer(Box::new(typed(file, document, prefix, value)?))
+        }
         ("v1", "PersistentVolumeClaim") => Object::Storage(Storage::Claim(Box::new(typed(
             file, document, prefix, value,
         )?))),

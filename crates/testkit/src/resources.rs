@@ -32,6 +32,7 @@ const KNOWN: &[(&str, &str, &str, bool)] = &[
     ("", "services", "Service", true),
     ("", "persistentvolumeclaims", "PersistentVolumeClaim", true),
     ("", "persistentvolumes", "PersistentVolume", true),
+    ("", "podtemplates", "PodTemplate", false),
     ("apps", "daemonsets", "DaemonSet", true),
     ("apps", "deployments", "Deployment", true),
     ("apps", "replicasets", "ReplicaSet", true),

@@ -7,8 +7,10 @@ use serde_json::{Value, json};
 
 use crate::validation::Problem;
 
+mod capacity_buffer;
 mod node_overlay;
 
+pub use capacity_buffer::CAPACITY_BUFFER;
 pub use node_overlay::{NODE_OVERLAY, PRICE_ADJUSTMENT_PATTERN, PRICE_PATTERN};
 
 /// `"720h"`, `"1h30m"` or `"Never"`.
@@ -140,6 +142,10 @@ pub struct Crd {
     printer_columns: Option<fn() -> Value>,
     scale: Option<(&'static str, &'static str)>,
     runtime_checks: Option<RuntimeChecks>,
+    /// Namespaced rather than cluster-scoped.
+    namespaced: bool,
+    /// The `kubectl get <category>` groups it belongs to.
+    categories: &'static [&'static str],
 }
 
 impl PartialEq for Crd {
@@ -174,7 +180,7 @@ pub const NODE_CLAIM: Crd = Crd::new(
 .with_runtime_checks(node_claim_checks);
 
 /// karpenter's own CRDs, before any provider's.
-pub const CORE: [Crd; 3] = [NODE_POOL, NODE_CLAIM, NODE_OVERLAY];
+pub const CORE: [Crd; 4] = [NODE_POOL, NODE_CLAIM, NODE_OVERLAY, CAPACITY_BUFFER];
 
 /// The CRD in `crds` that serves `kind` at `api_version` (its stored version or another it
 /// serves), if there is one.
@@ -204,7 +210,26 @@ impl Crd {
             printer_columns: None,
             scale: None,
             runtime_checks: None,
+            namespaced: false,
+            categories: &["karpenter"],
         }
+    }
+
+    /// Namespaced instead of cluster-scoped.
+    pub const fn namespaced(mut self) -> Self {
+        self.namespaced = true;
+        self
+    }
+
+    /// In these categories instead of `karpenter`.
+    pub const fn with_categories(mut self, categories: &'static [&'static str]) -> Self {
+        self.categories = categories;
+        self
+    }
+
+    /// Whether objects of this kind live in a namespace.
+    pub fn is_namespaced(&self) -> bool {
+        self.namespaced
     }
 
     /// Also serving `versions`, not stored, with the stored version's schema (see
@@ -361,7 +386,7 @@ impl Crd {
         let kind = self.kind;
         let singular = kind.to_lowercase();
         let mut names = json!({
-            "categories": ["karpenter"],
+            "categories": self.categories,
             "kind": kind,
             "listKind": format!("{kind}List"),
             "plural": self.plural,
@@ -413,7 +438,7 @@ impl Crd {
             "spec": {
                 "group": self.group,
                 "names": names,
-                "scope": "Cluster",
+                "scope": if self.namespaced { "Namespaced" } else { "Cluster" },
                 "versions": versions,
             },
         })

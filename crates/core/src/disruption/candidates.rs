@@ -352,6 +352,7 @@ mod tests {
         let nodes: Vec<NodeState> = ["a1", "a2", "a3", "b1"]
             .iter()
             .map(|n| NodeState {
+                buffer_pods: 0,
                 name: n.to_string(),
                 ..Default::default()
             })

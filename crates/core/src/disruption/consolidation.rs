@@ -12,6 +12,7 @@ use super::candidates::{
 use super::{
     Blocked, Command, Decision, Input, MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT, Method, NodeState,
 };
+use crate::provisioning::capacity_buffer::is_virtual_pod;
 use crate::provisioning::scheduling::{
     BoundPod, ExistingNodeInput, NewNodeClaim, Results, Scheduler,
 };
@@ -89,11 +90,49 @@ pub(super) fn reschedule(
     if let Some(name) = uninitialized.first() {
         return Err(format!("would schedule against uninitialized node {name}"));
     }
-    Ok(results
+    let kept: Vec<NewNodeClaim> = results
         .new_node_claims
         .into_iter()
         .filter(|c| c.pods.iter().any(|p| *p < moving.len()))
-        .collect())
+        .collect();
+    buffer_capacity_kept(input, &pods, &results.existing_nodes, &kept)?;
+    Ok(kept)
+}
+
+/// CapacityBuffer capacity that exists must survive a move. Upstream ignores pending pods
+/// here, virtual ones included, so it would move real pods into a buffer's room and the next
+/// provisioning round would launch it again; the move is refused instead (the nodes'
+/// `buffer_pods` say how many virtual pods existing capacity holds).
+fn buffer_capacity_kept(
+    input: &Input<'_>,
+    pods: &[Pod],
+    existing: &std::collections::BTreeMap<String, Vec<usize>>,
+    replacements: &[NewNodeClaim],
+) -> Result<(), String> {
+    let virtual_pods = pods.iter().filter(|p| is_virtual_pod(*p)).count();
+    let held: usize = input
+        .nodes
+        .iter()
+        .filter(|n| !n.deleting)
+        .map(|n| n.buffer_pods)
+        .sum::<usize>()
+        .min(virtual_pods);
+    if held == 0 {
+        return Ok(());
+    }
+    let placed = existing
+        .values()
+        .flatten()
+        .chain(replacements.iter().flat_map(|c| &c.pods))
+        .filter(|&&i| pods.get(i).is_some_and(is_virtual_pod))
+        .count();
+    if placed < held {
+        return Err(format!(
+            "would leave {} CapacityBuffer virtual pod(s) without capacity",
+            held - placed
+        ));
+    }
+    Ok(())
 }
 
 pub(super) fn simulate(input: &Input<'_>, removed: &[&NodeState]) -> Simulation {
@@ -434,6 +473,7 @@ mod tests {
 
     fn node(name: &str, pool: &str, price: f64, pods: usize) -> NodeState {
         NodeState {
+            buffer_pods: 0,
             name: name.into(),
             node_pool: Some(pool.into()),
             price,

@@ -38,13 +38,21 @@ pub(super) fn method(method: Method) -> &'static dyn DisruptionMethod {
 struct Emptiness;
 
 /// Whether emptiness may take the candidate (upstream's `ShouldDisrupt` for emptiness): empty,
-/// nothing blocking it, consolidation enabled and `consolidateAfter` passed.
+/// nothing blocking it, consolidation enabled, holding no CapacityBuffer capacity and
+/// `consolidateAfter` passed.
 pub(super) fn emptiness_eligible(c: &Candidate<'_>, now: i64) -> bool {
     !c.is_static()
         && c.pod_blocker.is_none()
         && !no_consolidation(c)
+        && c.node.buffer_pods == 0
         && is_empty(c.node)
         && c.consolidatable(now)
+}
+
+/// Upstream's `Unconsolidatable` message for a node a CapacityBuffer's virtual pods hold.
+fn holds_buffer(c: &Candidate<'_>) -> Option<String> {
+    (c.node.buffer_pods > 0 && !c.is_static() && !no_consolidation(c))
+        .then(|| format!("Node {:?} has buffer pods", c.node.name))
 }
 
 impl DisruptionMethod for Emptiness {
@@ -54,6 +62,12 @@ impl DisruptionMethod for Emptiness {
         candidates: &[Candidate<'_>],
         decision: &mut Decision,
     ) -> Option<Command> {
+        for c in candidates {
+            // Removing it would only make provisioning launch the buffer's capacity again.
+            if let Some(why) = holds_buffer(c).filter(|_| is_empty(c.node)) {
+                decision.block(&c.node.name, Blocked::Unconsolidatable, why);
+            }
+        }
         let empty: Vec<&Candidate<'_>> = candidates
             .iter()
             .filter(|c| emptiness_eligible(c, input.now))

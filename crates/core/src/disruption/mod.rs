@@ -71,6 +71,9 @@ pub struct NodeState {
     pub instance_terminating: bool,
     /// Its CSI volume limits with the volumes its pods attach.
     pub volume_usage: crate::scheduling::volumeusage::VolumeUsage,
+    /// CapacityBuffer virtual pods the last provisioning round placed on it: emptiness keeps
+    /// a node holding buffer capacity (see `provisioning::capacity_buffer`).
+    pub buffer_pods: usize,
 }
 
 /// A decision to disrupt nodes.

@@ -2,6 +2,7 @@
 //! schedule, and the NodeClaims they are launched as.
 
 pub mod batcher;
+pub mod capacity_buffer;
 mod nodeclaim;
 pub mod nodepools;
 pub mod scheduling;

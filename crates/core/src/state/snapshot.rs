@@ -571,6 +571,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
                 let node_pool = n.node_pool().map(str::to_string);
                 let created_at = n.created_at().unwrap_or(now);
                 NodeState {
+                    buffer_pods: 0,
                     name: n.name().to_string(),
                     price: node_pool
                         .as_deref()

@@ -97,6 +97,37 @@ async fn the_chart_grants_exactly_what_the_controller_uses() {
     }))
     .unwrap();
     server.create(&overlay).unwrap();
+    // CapacityBuffers naming each kind a buffer may reference (none exists: no headroom is
+    // launched, but every list and the status writes are made).
+    server
+        .install_crds([karpenter_api::crd::CAPACITY_BUFFER.definition()])
+        .unwrap();
+    for (name, reference) in [
+        (
+            "template",
+            json!({"podTemplateRef": {"name": "missing"}, "replicas": 1}),
+        ),
+        (
+            "deployment",
+            json!({"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "missing"}}),
+        ),
+        (
+            "statefulset",
+            json!({"scalableRef": {"apiGroup": "apps", "kind": "StatefulSet", "name": "missing"}}),
+        ),
+        (
+            "replicaset",
+            json!({"scalableRef": {"apiGroup": "apps", "kind": "ReplicaSet", "name": "missing"}}),
+        ),
+    ] {
+        let buffer: karpenter_api::capacitybuffer::CapacityBuffer = serde_json::from_value(json!({
+            "apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": reference,
+        }))
+        .unwrap();
+        server.create(&buffer).unwrap();
+    }
     server.spawn_cluster(Duration::from_millis(50));
     let options = Options {
         batch_idle_duration: Duration::from_millis(100),
@@ -108,7 +139,7 @@ async fn the_chart_grants_exactly_what_the_controller_uses() {
         instance_launch_grace: Duration::ZERO,
         resync: Duration::from_millis(200),
         drift_poll: Duration::from_millis(200),
-        feature_gates: "NodeOverlay=true".parse().unwrap(),
+        feature_gates: "NodeOverlay=true,CapacityBuffer=true".parse().unwrap(),
         ..Options::default()
     };
     let client = server.client();
@@ -130,6 +161,14 @@ async fn the_chart_grants_exactly_what_the_controller_uses() {
     })
     .await
     .expect("the overlay's conditions are written");
+    eventually(WAIT, || {
+        server
+            .get::<karpenter_api::capacitybuffer::CapacityBuffer>("default", "replicaset")?
+            .status
+            .filter(|s| !s.conditions.is_empty())
+    })
+    .await
+    .expect("the buffers' conditions are written");
     let claim = eventually(WAIT, || {
         server
             .list::<NodeClaim>()

@@ -187,9 +187,11 @@ impl Simulation {
         let pools = self.pool_inputs();
         let objects = self.objects();
         let now = EPOCH + self.now as i64;
-        let inputs = objects
+        let mut inputs = objects
             .snapshot(&pools, &self.catalog.provider_labels)
             .disruption(now);
+        self.buffers
+            .apply_to(&mut inputs.pending_pods, &mut inputs.nodes);
         f(&inputs.input(
             now,
             &pools,

@@ -30,6 +30,7 @@ use karpenter_core::resources::{Resources, pod_requests};
 use karpenter_core::scheduling::Requirements;
 use karpenter_core::scheduling::requirements::node_claim_labels;
 
+mod capacity_buffer;
 pub mod cluster_autoscaler;
 mod disruption;
 mod objects;
@@ -166,6 +167,8 @@ pub struct Simulation {
     pools: BTreeMap<String, NodePool>,
     /// NodeOverlays, by name; applied to the instance types when the gate is on.
     overlays: BTreeMap<String, karpenter_api::nodeoverlay::NodeOverlay>,
+    /// CapacityBuffers and PodTemplates, with what provisioning made of them.
+    buffers: capacity_buffer::Buffers,
     workloads: BTreeMap<OwnerKey, Workload>,
     daemonsets: BTreeMap<OwnerKey, PodTemplateSpec>,
     pdbs: Vec<PodDisruptionBudget>,
@@ -235,6 +238,7 @@ impl Simulation {
             catalog,
             pools: BTreeMap::new(),
             overlays: BTreeMap::new(),
+            buffers: capacity_buffer::Buffers::default(),
             workloads: BTreeMap::new(),
             daemonsets: BTreeMap::new(),
             pdbs: Vec::new(),
@@ -306,6 +310,8 @@ impl Simulation {
                 self.overlays.insert(name, *overlay);
             }
             Object::NodeClass(_) => {}
+            Object::CapacityBuffer(buffer) => self.apply_buffer(*buffer),
+            Object::PodTemplate(template) => self.buffers.apply_pod_template(*template),
             Object::Namespace(ns) => {
                 let name = ns.metadata.name.clone().unwrap_or_default();
                 self.namespaces.insert(name, *ns);
@@ -507,6 +513,7 @@ impl Simulation {
                     "NodePool" => {
                         self.pools.remove(&r.name);
                     }
+                    "CapacityBuffer" => self.buffers.delete_buffer(&namespace, &r.name),
                     "Pod" => {
                         for p in self.pods.iter_mut().filter(|p| {
                             !p.done
@@ -864,10 +871,13 @@ impl Simulation {
     /// The provisioner: after a batch window, launches NodeClaims for the pods that need a
     /// node, reading the cluster through the same snapshot as the controller.
     fn provision(&mut self) {
-        let pending: Vec<String> = (0..self.pods.len())
+        let mut pending: Vec<String> = (0..self.pods.len())
             .filter(|&p| !self.pods[p].done && self.pods[p].bound_at.is_none())
             .map(|p| format!("pod-{p}"))
             .collect();
+        // Virtual pods trigger rounds too, as the buffer controller triggers the provisioner.
+        let virtual_pods = self.buffers.virtual_pods();
+        pending.extend(virtual_pods.iter().filter_map(|p| p.metadata.uid.clone()));
         let now = std::time::Duration::from_secs(self.now);
         if !self
             .batcher
@@ -878,7 +888,10 @@ impl Simulation {
         let pools = self.pool_inputs();
         let objects = self.objects();
         let snapshot = objects.snapshot(&pools, &self.catalog.provider_labels);
-        let batch: Vec<Pod> = snapshot.pods_to_schedule().into_iter().cloned().collect();
+        let mut batch: Vec<Pod> = snapshot.pods_to_schedule().into_iter().cloned().collect();
+        // Real pods first, then the CapacityBuffers' virtual pods (none with the gate off).
+        let real = batch.len();
+        batch.extend(self.buffers.virtual_pods().iter().cloned());
         if batch.is_empty() {
             return;
         }
@@ -890,16 +903,22 @@ impl Simulation {
             snapshot.scheduler_options(&self.options()),
         )
         .solve(&batch, &|| false);
+        self.record_buffer_round(&results, &batch);
         for claim in &results.new_node_claims {
             self.launch(claim, "provisioned");
         }
-        let unschedulable = results.pod_errors.len();
+        // Virtual pods get no FailedScheduling.
+        let real_errors: Vec<&String> = results
+            .pod_errors
+            .iter()
+            .filter(|(i, _)| **i < real)
+            .map(|(_, why)| why)
+            .collect();
+        let unschedulable = real_errors.len();
         if unschedulable > 0 && results.new_node_claims.is_empty() {
-            let reason = results
-                .pod_errors
-                .values()
-                .next()
-                .cloned()
+            let reason = real_errors
+                .first()
+                .map(|r| r.to_string())
                 .unwrap_or_default();
             let already = self
                 .events
@@ -1116,6 +1135,7 @@ impl Simulation {
             self.bind_pending();
             match self.autoscaler {
                 Autoscaler::Karpenter => {
+                    self.reconcile_buffers();
                     self.provision();
                     self.static_capacity();
                     self.repair();
