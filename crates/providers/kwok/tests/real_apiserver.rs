@@ -593,3 +593,129 @@ async fn a_capacity_overlay_change_drifts_the_node_it_launched() {
         .await
         .unwrap();
 }
+
+/// A CapacityBuffer on a real API server: the CRD (`autoscaling.x-k8s.io/v1beta1`) and its
+/// rules as the real server judges them, a PodTemplate read, the buffer's status written
+/// through the status subresource, and headroom launched with no pod pending at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_buffer_launches_headroom_with_no_pod_pending() {
+    const POOL: &str = "real-buffer";
+    let Some(client) = real::client().await else {
+        eprintln!("skipped: KARPENTER_RS_REAL_KUBECONFIG is not set");
+        return;
+    };
+    install_crds(&client).await;
+    let (classes, pools) = apply_class_and_pool(&client, POOL, json!({})).await;
+    let apply = PatchParams::apply("karpenter-rs-tests").force();
+    let templates: Api<k8s_openapi::api::core::v1::PodTemplate> =
+        Api::namespaced(client.clone(), "default");
+    let template: k8s_openapi::api::core::v1::PodTemplate = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": POOL},
+        "template": {"spec": {
+            "nodeSelector": {NODE_POOL_LABEL: POOL},
+            "containers": [{"name": "c", "image": "app", "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}],
+        }},
+    }))
+    .unwrap();
+    templates
+        .patch(POOL, &apply, &Patch::Apply(&template))
+        .await
+        .expect("the PodTemplate applies");
+    let buffers: Api<karpenter_api::capacitybuffer::CapacityBuffer> =
+        Api::namespaced(client.clone(), "default");
+    let buffer: karpenter_api::capacitybuffer::CapacityBuffer = serde_json::from_value(json!({
+        "apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+        "metadata": {"name": POOL, "namespace": "default"},
+        "spec": {"podTemplateRef": {"name": POOL}, "replicas": 2},
+    }))
+    .unwrap();
+    buffers
+        .patch(POOL, &apply, &Patch::Apply(&buffer))
+        .await
+        .expect("the CapacityBuffer applies");
+
+    let mut options = Options {
+        disable_leader_election: true,
+        ..Options::default()
+    };
+    options.feature_gates.capacity_buffer = true;
+    let controller = Controller::new(
+        client.clone(),
+        Arc::new(KwokProvider::new(client.clone())),
+        options,
+    );
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(controller.run_with_provider_controllers(stop.clone()));
+    let kubelets = fake_kubelets(client.clone(), stop.clone());
+
+    let claims: Api<NodeClaim> = Api::all(client.clone());
+    let by_pool = ListParams::default().labels(&format!("{NODE_POOL_LABEL}={POOL}"));
+    let launched = eventually(|| {
+        let claims = claims.clone();
+        let by_pool = by_pool.clone();
+        async move {
+            let items = claims.list(&by_pool).await.ok()?.items;
+            (!items.is_empty()).then_some(items.len())
+        }
+    })
+    .await;
+    assert!(launched.is_some(), "the buffer's headroom is launched");
+    let status = eventually(|| {
+        let buffers = buffers.clone();
+        async move {
+            let status = buffers.get(POOL).await.ok()?.status?;
+            let holds = |t: &str| {
+                status
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == t && c.status == "True")
+            };
+            (holds("ReadyForProvisioning") && holds("Provisioning")).then_some(status)
+        }
+    })
+    .await
+    .expect("the buffer's status says it is provisioned for");
+    assert_eq!(status.replicas, Some(2));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let virtual_pods = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("capacity-buffer-"))
+        })
+        .count();
+    assert_eq!(virtual_pods, 0, "virtual pods are never created");
+
+    buffers
+        .delete(POOL, &DeleteParams::default())
+        .await
+        .unwrap();
+    pools
+        .delete(POOL, &DeleteParams::background())
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let gone = eventually(|| {
+        let nodes = nodes.clone();
+        async move { pool_nodes(&nodes, POOL).await?.is_empty().then_some(()) }
+    })
+    .await;
+    assert!(gone.is_some(), "the pool's nodes go with it");
+    stop.cancel();
+    running.await.unwrap();
+    kubelets.await.unwrap();
+    templates
+        .delete(POOL, &DeleteParams::default())
+        .await
+        .unwrap();
+    classes
+        .delete(POOL, &DeleteParams::default())
+        .await
+        .unwrap();
+}
