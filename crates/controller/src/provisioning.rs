@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::provisioning::nodepools::provisionable;
 use karpenter_core::provisioning::scheduling::{
-    NodePoolInput, Results, Scheduler, SchedulerOptions,
+    NodePoolInput, ReservedOfferingMode, Results, Scheduler, SchedulerOptions,
 };
 use karpenter_core::provisioning::{Batcher, node_claim_for};
 use karpenter_core::state::Counts;
@@ -82,6 +82,7 @@ pub(crate) fn scheduler_options<P: CloudProvider>(ctx: &Context<P>) -> Scheduler
         respect_preferences: ctx.options.preference_policy == "Respect",
         strict_min_values: ctx.options.min_values_policy == "Strict",
         provider_labels: ctx.provider.provider_labels(),
+        reserved_capacity: ctx.options.feature_gates.reserved_capacity,
         ..Default::default()
     }
 }
@@ -154,7 +155,11 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
                 &pools,
                 &existing,
                 &snapshot.daemonset_pods(),
-                snapshot.scheduler_options(&scheduler_options(ctx)),
+                snapshot.scheduler_options(&SchedulerOptions {
+                    // Provisioning waits for reserved capacity rather than fall back (upstream).
+                    reserved_offering_mode: ReservedOfferingMode::Strict,
+                    ..scheduler_options(ctx)
+                }),
             )
         };
         drop(snapshot);
@@ -234,7 +239,11 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         .observe(started.elapsed().as_secs_f64());
     ctx.metrics
         .unschedulable_pods
-        .set(&["provisioner"], results.pod_errors.len() as f64);
+        // Pods waiting for reserved capacity are deferred, not unschedulable (upstream).
+        .set(
+            &["provisioner"],
+            (results.pod_errors.len() - results.deferred.len()) as f64,
+        );
     tracing::info!(
         pods = batch.len(),
         nodeclaims = results.new_node_claims.len(),
@@ -244,6 +253,9 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         "computed new nodeclaim(s) to fit pod(s)"
     );
     for (i, reason) in &results.pod_errors {
+        if results.deferred.contains(i) {
+            continue;
+        }
         let pod = pods::reference(&batch[*i]);
         let note = failed_scheduling(&pod, reason);
         ctx.recorder.publish_to(pod, note).await;
