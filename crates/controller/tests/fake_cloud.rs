@@ -701,7 +701,6 @@ async fn without_the_gate_a_static_node_pool_gets_nothing() {
     h.stop().await;
 }
 
-
 /// Reserved capacity end to end (upstream's "shouldn't fallback to on-demand or spot when
 /// compatible reserved offerings are available"): the first pod's NodeClaim takes the one
 /// reserved instance and is pinned to it; the second pod, which could have used it, waits for

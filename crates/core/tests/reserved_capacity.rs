@@ -197,7 +197,10 @@ fn spread_pod_in(instance_type: &str, node_pool: Option<&str>) -> PodBuilder {
         .anti_affinity_to(HOSTNAME, &[("app", "test")]);
     // One term: separate terms would be alternatives.
     match node_pool {
-        Some(np) => pod.require(&[(INSTANCE_TYPE, "In", &[instance_type]), (NODE_POOL, "In", &[np])]),
+        Some(np) => pod.require(&[
+            (INSTANCE_TYPE, "In", &[instance_type]),
+            (NODE_POOL, "In", &[np]),
+        ]),
         None => pod.require(&[(INSTANCE_TYPE, "In", &[instance_type])]),
     }
 }
@@ -226,7 +229,10 @@ fn no_fallback_to_on_demand_or_spot_while_compatible_reservations_exist() {
     let (launched, _) = cluster.provision(&pods);
     assert_eq!(scheduled(&launched), 1);
     let node = &launched[0];
-    assert_eq!(node.label(RESERVATION_LABEL), Some("r-medium-instance-type"));
+    assert_eq!(
+        node.label(RESERVATION_LABEL),
+        Some("r-medium-instance-type")
+    );
     assert_eq!(node.label(CAPACITY_TYPE), Some("reserved"));
     assert_eq!(node.label(INSTANCE_TYPE), Some("medium-instance-type"));
 
@@ -247,9 +253,7 @@ fn reservations_shared_across_node_pools_count_once() {
         (node_pool("np-2"), catalog()),
     ]);
     let pods: Vec<Pod> = (1..=2)
-        .map(|i| {
-            spread_pod_in("small-instance-type", Some(&format!("np-{i}"))).build()
-        })
+        .map(|i| spread_pod_in("small-instance-type", Some(&format!("np-{i}"))).build())
         .collect();
     let (launched, _) = cluster.provision(&pods);
     assert_eq!(scheduled(&launched), 1);
@@ -264,7 +268,10 @@ fn reservations_shared_across_node_pools_count_once() {
     assert_eq!(scheduled(&launched), 1);
     assert_eq!(launched[0].label(RESERVATION_LABEL), None);
     assert_ne!(launched[0].label(CAPACITY_TYPE), Some("reserved"));
-    assert_eq!(launched[0].label(INSTANCE_TYPE), Some("small-instance-type"));
+    assert_eq!(
+        launched[0].label(INSTANCE_TYPE),
+        Some("small-instance-type")
+    );
 }
 
 #[test]
@@ -280,9 +287,7 @@ fn distinct_reservations_per_node_pool_for_one_instance_pool() {
         (node_pool("np-2"), vec![distinct]),
     ]);
     let pods: Vec<Pod> = (1..=2)
-        .map(|i| {
-            spread_pod_in("small-instance-type", Some(&format!("np-{i}"))).build()
-        })
+        .map(|i| spread_pod_in("small-instance-type", Some(&format!("np-{i}"))).build())
         .collect();
     let (launched, results) = cluster.provision(&pods);
     assert_eq!(scheduled(&launched), 2, "{:?}", results.pod_errors);
@@ -304,12 +309,9 @@ fn several_reservations_for_one_instance_pool() {
         .find(|it| it.name == "small-instance-type")
         .unwrap();
     let price = small.offerings[0].price / 100_000.0;
-    small.offerings.push(reserved(
-        "test-zone-1",
-        "r-small-instance-type-2",
-        2,
-        price,
-    ));
+    small
+        .offerings
+        .push(reserved("test-zone-1", "r-small-instance-type-2", 2, price));
     let mut cluster = Cluster::new(vec![(node_pool("default"), types)]);
     let pods: Vec<Pod> = (0..4)
         .map(|_| spread_pod("small-instance-type").build())
@@ -333,7 +335,10 @@ fn several_reservations_for_one_instance_pool() {
     assert_eq!(scheduled(&launched), 1);
     assert_eq!(launched[0].label(RESERVATION_LABEL), None);
     assert_ne!(launched[0].label(CAPACITY_TYPE), Some("reserved"));
-    assert_eq!(launched[0].label(INSTANCE_TYPE), Some("small-instance-type"));
+    assert_eq!(
+        launched[0].label(INSTANCE_TYPE),
+        Some("small-instance-type")
+    );
 }
 
 #[test]
@@ -497,10 +502,7 @@ fn gate_off_drops_reserved_offerings() {
     let pods = pod().cpu("1800m").times(3);
     let (launched, results) = cluster.provision(&pods);
     assert_eq!(scheduled(&launched), 3, "{:?}", results.pod_errors);
-    assert!(
-        launched
-            .iter()
-            .all(|l| l.label(CAPACITY_TYPE) != Some("reserved")
-                && l.label(RESERVATION_LABEL).is_none())
-    );
+    assert!(launched.iter().all(
+        |l| l.label(CAPACITY_TYPE) != Some("reserved") && l.label(RESERVATION_LABEL).is_none()
+    ));
 }

@@ -520,7 +520,12 @@ pub fn parse(file: &Path, text: &str, crds: &[Crd]) -> Result<Scenario, Scenario
         .into_iter()
         .find(|(_, v)| v.is_empty());
         if let Some((field, _)) = empty {
-            return Err(invalid(file, document, format!("{path}.{field}"), "must not be empty"));
+            return Err(invalid(
+                file,
+                document,
+                format!("{path}.{field}"),
+                "must not be empty",
+            ));
         }
         if spec.capacity_reservations[..i].iter().any(|o| o.id == r.id) {
             return Err(invalid(

@@ -1035,7 +1035,10 @@ fn reserved_capacity_is_used_first_counted_down_and_given_back() {
 fn reserved_capacity_gate_off_ignores_reservations() {
     let text = std::fs::read_to_string(example("reserved-capacity.yaml"))
         .unwrap()
-        .replace("  duration: 1h\n", "  duration: 1h\n  featureGates: ReservedCapacity=false\n");
+        .replace(
+            "  duration: 1h\n",
+            "  duration: 1h\n  featureGates: ReservedCapacity=false\n",
+        );
     let s = scenario::parse(&example("reserved-capacity.yaml"), &text, &crds()).unwrap();
     let report = run(&s);
     assert!(!report.nodeclaims.is_empty());

@@ -755,11 +755,13 @@ impl Simulation {
     /// `NodeOverlay` gate is on.
     fn pool_inputs(&self) -> Vec<NodePoolInput> {
         // The catalog with what is left of each capacity reservation.
-        let types = self.reservations.offer(&self.catalog.instance_types, |label, id| {
-            self.nodes_alive()
-                .filter(|n| n.labels.get(label).is_some_and(|v| v == id))
-                .count() as u32
-        });
+        let types = self
+            .reservations
+            .offer(&self.catalog.instance_types, |label, id| {
+                self.nodes_alive()
+                    .filter(|n| n.labels.get(label).is_some_and(|v| v == id))
+                    .count() as u32
+            });
         let mut pools: Vec<NodePoolInput> = self
             .pools
             .values()

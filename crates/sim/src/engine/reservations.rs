@@ -189,7 +189,11 @@ mod tests {
         assert_eq!(r.label, DEFAULT_LABEL);
         // The type's labels span the reservation's zone and capacity type.
         assert!(types[0].requirements.allows(ZONE_LABEL, "z-2"));
-        assert!(types[0].requirements.allows(CAPACITY_TYPE_LABEL, "reserved"));
+        assert!(
+            types[0]
+                .requirements
+                .allows(CAPACITY_TYPE_LABEL, "reserved")
+        );
     }
 
     #[test]

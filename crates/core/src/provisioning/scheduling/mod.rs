@@ -560,7 +560,8 @@ impl Scheduler {
             if preferences::relax(pod, self.prefer_no_schedule_taints).is_none() {
                 return Err(err.into());
             }
-            *data = pod_data(pod, &self.options).map_err(|e| Failure::Unschedulable(e.to_string()))?;
+            *data =
+                pod_data(pod, &self.options).map_err(|e| Failure::Unschedulable(e.to_string()))?;
             self.topology.update(PodRef { id, pod });
         }
     }
@@ -675,7 +676,10 @@ impl Scheduler {
                 let Ok(reserved) = self.offerings_to_reserve(
                     &self.templates[claim.template],
                     claim,
-                    addition.requirements.as_ref().unwrap_or(&claim.requirements),
+                    addition
+                        .requirements
+                        .as_ref()
+                        .unwrap_or(&claim.requirements),
                     &addition.options,
                 ) else {
                     continue;
@@ -761,6 +765,9 @@ impl Scheduler {
     /// ones it no longer can use.
     fn hold(&mut self, c: usize, ids: Vec<String>) {
         let claim = &mut self.claims[c];
+        if ids.is_empty() && claim.reserved.is_empty() {
+            return; // the common case: no reservations anywhere near
+        }
         let taken = self
             .reservations
             .reserve(&claim.hostname, ids.iter().map(String::as_str));
@@ -862,7 +869,10 @@ impl Scheduler {
         let reserved = match self.offerings_to_reserve(
             template,
             &claim,
-            addition.requirements.as_ref().unwrap_or(&claim.requirements),
+            addition
+                .requirements
+                .as_ref()
+                .unwrap_or(&claim.requirements),
             &addition.options,
         ) {
             Ok(ids) => ids,
@@ -1075,7 +1085,10 @@ fn without_reserved_offerings(node_pools: &[NodePoolInput]) -> Vec<NodePoolInput
             instance_types: p
                 .instance_types
                 .iter()
-                .map(|it| it.without_reserved_offerings().map_or_else(|| it.clone(), Arc::new))
+                .map(|it| {
+                    it.without_reserved_offerings()
+                        .map_or_else(|| it.clone(), Arc::new)
+                })
                 .collect(),
         })
         .collect()
