@@ -264,6 +264,12 @@ impl From<String> for Failure {
     }
 }
 
+impl From<&str> for Failure {
+    fn from(reason: &str) -> Self {
+        Failure::Unschedulable(reason.to_string())
+    }
+}
+
 /// Why a claim holding reservations or able to take one refuses a pod (upstream's messages).
 const RESERVATIONS_HELD: &str = "one or more instance types with compatible reserved offerings are available, but could not be reserved";
 const RESERVATIONS_LOST: &str = "satisfying updated nodeclaim constraints would remove all compatible reserved offering options";
@@ -702,7 +708,7 @@ impl Scheduler {
         // 3. A new NodeClaim from each NodePool, by weight.
         let mut errors = Vec::new();
         if self.templates.is_empty() {
-            return Err("no nodepools found".to_string().into());
+            return Err("no nodepools found".into());
         }
         for t in 0..self.templates.len() {
             match self.open_claim(t, id, &pod_ref, data, &matching) {
@@ -792,17 +798,11 @@ impl Scheduler {
         matching: &Matching,
     ) -> Result<(), Failure> {
         if self.remaining[t].get(NODES).is_some_and(|n| n < 1000) {
-            return Err("node limits have been exhausted for nodepool"
-                .to_string()
-                .into());
+            return Err("node limits have been exhausted for nodepool".into());
         }
         let template = &self.templates[t];
         if template.instance_types.is_empty() {
-            return Err(
-                "nodepool requirements filtered out all available instance types"
-                    .to_string()
-                    .into(),
-            );
+            return Err("nodepool requirements filtered out all available instance types".into());
         }
         let options: Vec<u32> = (0..template.instance_types.len() as u32)
             .filter(|&i| {
@@ -812,9 +812,7 @@ impl Scheduler {
             })
             .collect();
         if options.is_empty() {
-            return Err("all available instance types exceed limits for nodepool"
-                .to_string()
-                .into());
+            return Err("all available instance types exceed limits for nodepool".into());
         }
         let hostname = format!("hostname-placeholder-{:04}", self.next_hostname);
         let mut requirements = template.requirements.clone();
