@@ -64,6 +64,41 @@ impl FakeCloudProvider {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The instance types with each capacity reservation's room less the live instances in it
+    /// (unavailable when none is left), as upstream's fake counts launches down.
+    fn with_reservations_counted(&self) -> Vec<Arc<InstanceType>> {
+        let state = self.state();
+        let in_use = |label: &str, id: &str| {
+            state
+                .instances
+                .values()
+                .filter(|i| {
+                    i.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(label))
+                        .is_some_and(|v| v == id)
+                })
+                .count() as u32
+        };
+        self.instance_types
+            .iter()
+            .map(|it| {
+                if !it.offerings.iter().any(|o| o.reserved().is_some()) {
+                    return it.clone();
+                }
+                let mut it = (**it).clone();
+                for o in &mut it.offerings {
+                    if let Some(r) = o.reservation.as_mut() {
+                        r.capacity = r.capacity.saturating_sub(in_use(&r.label, &r.id));
+                        o.available &= r.capacity > 0;
+                    }
+                }
+                Arc::new(it)
+            })
+            .collect()
+    }
+
     /// Makes the next launch fail with `error` (queued: one error per launch).
     pub fn fail_next_create(&self, error: CloudProviderError) {
         self.state().create_errors.push_back(error);
@@ -153,6 +188,8 @@ impl CloudProvider for FakeCloudProvider {
     }
 
     async fn create(&self, claim: &NodeClaim) -> Result<NodeClaim> {
+        // Reservations as the scheduler saw them: what is left of each.
+        let types = self.with_reservations_counted();
         let mut state = self.state();
         // A second call for the same claim finds the first instance, as the trait requires.
         if let Some(existing) = state
@@ -165,7 +202,7 @@ impl CloudProvider for FakeCloudProvider {
         if let Some(error) = state.create_errors.pop_front() {
             return Err(error);
         }
-        let (it, offering) = cheapest_launch(&self.instance_types, claim).ok_or_else(|| {
+        let (it, offering) = cheapest_launch(&types, claim).ok_or_else(|| {
             CloudProviderError::insufficient_capacity(
                 "no instance type satisfies the requirements and requests",
             )
@@ -230,7 +267,7 @@ impl CloudProvider for FakeCloudProvider {
     }
 
     async fn instance_types(&self, _: &NodePool) -> Result<Vec<Arc<InstanceType>>> {
-        Ok(self.instance_types.clone())
+        Ok(self.with_reservations_counted())
     }
 
     fn provider_labels(&self) -> Vec<String> {

@@ -13,7 +13,7 @@ use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::provisioning::capacity_buffer::is_virtual_pod;
 use karpenter_core::provisioning::nodepools::provisionable;
 use karpenter_core::provisioning::scheduling::{
-    NodePoolInput, Results, Scheduler, SchedulerOptions,
+    NodePoolInput, ReservedOfferingMode, Results, Scheduler, SchedulerOptions,
 };
 use karpenter_core::provisioning::{Batcher, node_claim_for};
 use karpenter_core::state::Counts;
@@ -83,6 +83,7 @@ pub(crate) fn scheduler_options<P: CloudProvider>(ctx: &Context<P>) -> Scheduler
         respect_preferences: ctx.options.preference_policy == "Respect",
         strict_min_values: ctx.options.min_values_policy == "Strict",
         provider_labels: ctx.provider.provider_labels(),
+        reserved_capacity: ctx.options.feature_gates.reserved_capacity,
         ..Default::default()
     }
 }
@@ -164,7 +165,11 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
                 &pools,
                 &existing,
                 &snapshot.daemonset_pods(),
-                snapshot.scheduler_options(&scheduler_options(ctx)),
+                snapshot.scheduler_options(&SchedulerOptions {
+                    // Provisioning waits for reserved capacity rather than fall back (upstream).
+                    reserved_offering_mode: ReservedOfferingMode::Strict,
+                    ..scheduler_options(ctx)
+                }),
             )
         };
         drop(snapshot);
@@ -247,9 +252,15 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         .scheduling_duration
         .with(&["provisioner"])
         .observe(started.elapsed().as_secs_f64());
+    // Pods waiting for reserved capacity are deferred, not unschedulable (upstream); virtual
+    // pods are nobody's.
     ctx.metrics.unschedulable_pods.set(
         &["provisioner"],
-        results.pod_errors.keys().filter(|i| real(i)).count() as f64,
+        results
+            .pod_errors
+            .keys()
+            .filter(|i| real(i) && !results.deferred.contains(*i))
+            .count() as f64,
     );
     tracing::info!(
         pods = batch.len(),
@@ -259,7 +270,11 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         duration = ?started.elapsed(),
         "computed new nodeclaim(s) to fit pod(s)"
     );
-    for (i, reason) in results.pod_errors.iter().filter(|(i, _)| real(i)) {
+    for (i, reason) in results
+        .pod_errors
+        .iter()
+        .filter(|(i, _)| real(i) && !results.deferred.contains(*i))
+    {
         let pod = pods::reference(&batch[*i]);
         let note = failed_scheduling(&pod, reason);
         ctx.recorder.publish_to(pod, note).await;

@@ -45,6 +45,11 @@ impl Harness {
 
     /// [`Harness::start`] with the controller's `options`.
     fn start_with(pool: serde_json::Value, options: Options) -> Self {
+        Self::start_on(pool, options, FakeCloudProvider::default())
+    }
+
+    /// [`Harness::start_with`] on `cloud`.
+    fn start_on(pool: serde_json::Value, options: Options, cloud: FakeCloudProvider) -> Self {
         let clock = Clock::following_tokio();
         let server = FakeApiServer::new();
         let stamps = clock.clone();
@@ -62,7 +67,7 @@ impl Harness {
         json_patch::merge(&mut object, &pool);
         let pool: NodePool = serde_json::from_value(object).expect("a NodePool");
         server.create(&pool).expect("created");
-        let cloud = Arc::new(FakeCloudProvider::default());
+        let cloud = Arc::new(cloud);
         let controller =
             Controller::with_clock(server.client(), cloud.clone(), options, clock.clone());
         let stop = CancellationToken::new();
@@ -816,5 +821,111 @@ async fn without_the_gate_a_capacity_buffer_gets_nothing() {
     tokio::time::sleep(minutes(2)).await;
     assert!(h.server.list::<NodeClaim>().is_empty());
     assert_eq!(buffer_condition(&h, "ReadyForProvisioning"), None);
+    h.stop().await;
+}
+
+/// Reserved capacity end to end (upstream's "shouldn't fallback to on-demand or spot when
+/// compatible reserved offerings are available"): the first pod's NodeClaim takes the one
+/// reserved instance and is pinned to it; the second pod, which could have used it, waits for
+/// the next round without a `FailedScheduling`, then falls back to on-demand.
+#[tokio::test(start_paused = true)]
+async fn reserved_capacity_is_used_first_and_the_next_pod_falls_back_a_round_later() {
+    use k8s_openapi::api::core::v1::Event;
+    use karpenter_core::cloudprovider::fake::FakeInstanceType;
+    use karpenter_core::cloudprovider::{Offering, Reservation};
+    const LABEL: &str = "karpenter.test.sh/reservation-id";
+    let mut small = FakeInstanceType::new("small")
+        .resources(&[("cpu", "2"), ("memory", "8Gi")])
+        .offerings(&[("on-demand", "test-zone-1", 0.2)])
+        .build();
+    small.offerings.push(Offering {
+        zone: "test-zone-1".into(),
+        capacity_type: "reserved".into(),
+        price: 0.000002,
+        available: true,
+        reservation: Some(Reservation {
+            id: "r-small".into(),
+            capacity: 1,
+            label: LABEL.into(),
+        }),
+    });
+    small.requirements.remove("karpenter.sh/capacity-type");
+    small
+        .requirements
+        .add(karpenter_core::scheduling::Requirement::new(
+            "karpenter.sh/capacity-type",
+            karpenter_api::Operator::In,
+            &["on-demand", "reserved"],
+        ));
+    let large = FakeInstanceType::new("large")
+        .resources(&[("cpu", "8"), ("memory", "32Gi")])
+        .offerings(&[("on-demand", "test-zone-1", 0.8)])
+        .build();
+    let h = Harness::start_on(
+        json!({"spec": {"template": {"spec": {"requirements": [
+            {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved", "on-demand"]},
+        ]}}}}),
+        options(),
+        FakeCloudProvider::new(vec![Arc::new(small), Arc::new(large)]),
+    );
+    // Each fits a small node alone; together only a large one.
+    h.pod_of("a", "1500m", json!({}));
+    h.pod_of("b", "1500m", json!({}));
+    let labels_of = |pod: &str| -> Option<BTreeMap<String, String>> {
+        let node: Node = h.server.get("", &h.pod_node(pod)?)?;
+        node.metadata.labels
+    };
+    let (first, _) = h
+        .until(minutes(2), || {
+            ["a", "b"]
+                .into_iter()
+                .find_map(|p| labels_of(p).map(|l| (p, l)))
+        })
+        .await;
+    let (placed, labels) = first;
+    assert_eq!(labels["karpenter.sh/capacity-type"], "reserved");
+    assert_eq!(labels[LABEL], "r-small");
+    assert_eq!(labels["node.kubernetes.io/instance-type"], "small");
+    let claim = h
+        .server
+        .list::<NodeClaim>()
+        .into_iter()
+        .next()
+        .expect("the claim");
+    let pinned: Vec<_> = claim
+        .spec
+        .requirements
+        .iter()
+        .filter(|r| r.key == LABEL || r.key == "karpenter.sh/capacity-type")
+        .map(|r| (r.key.as_str(), r.values.clone()))
+        .collect();
+    assert!(
+        pinned.contains(&(LABEL, vec!["r-small".to_string()]))
+            && pinned.contains(&("karpenter.sh/capacity-type", vec!["reserved".to_string()])),
+        "{pinned:?}"
+    );
+    let other = if placed == "a" { "b" } else { "a" };
+    let (labels, _) = h.until(minutes(2), || labels_of(other)).await;
+    assert_eq!(labels["karpenter.sh/capacity-type"], "on-demand");
+    assert!(!labels.contains_key(LABEL));
+    // Deferred, not unschedulable: no FailedScheduling for the pod that waited.
+    assert!(
+        !h.server.list::<Event>().into_iter().any(|e| {
+            e.involved_object.name.as_deref() == Some(other)
+                && e.reason.as_deref() == Some("FailedScheduling")
+        }),
+        "the waiting pod was reported unschedulable"
+    );
+    assert_eq!(h.cloud.created().len(), 2);
+    // The fallback came in a later round, not beside the reserved one.
+    let mut created: Vec<Timestamp> = h
+        .server
+        .list::<NodeClaim>()
+        .iter()
+        .filter_map(|c| Some(c.metadata.creation_timestamp.clone()?.0))
+        .collect();
+    created.sort();
+    assert!(created[1] > created[0], "{created:?}");
     h.stop().await;
 }

@@ -10,7 +10,7 @@ pub struct FeatureGates {
     pub spot_to_spot_consolidation: bool,
     /// Replace unhealthy nodes (off upstream; see `disruption::repair`).
     pub node_repair: bool,
-    /// Launch into capacity reservations (on upstream; not acted on yet).
+    /// Launch into capacity reservations (on upstream; see `provisioning::scheduling::reservation`).
     pub reserved_capacity: bool,
     /// NodeOverlay price and capacity overrides (off upstream).
     pub node_overlay: bool,

@@ -802,3 +802,157 @@ fn can_replace_a_node_maintaining_zonal_spread() {
         replacement.requirements
     );
 }
+
+// ---- Reserved capacity ----
+
+const RESERVATION_LABEL: &str = "karpenter.test.sh/reservation-id";
+
+/// `it` with a reserved offering in its first offering's zone, priced as upstream's test does
+/// (a millionth of the other), 10 instances left.
+fn with_reservation(it: &InstanceType) -> InstanceType {
+    let mut it = it.clone();
+    let base = it.offerings[0].clone();
+    it.offerings.push(karpenter_core::cloudprovider::Offering {
+        capacity_type: "reserved".into(),
+        price: base.price / 1_000_000.0,
+        reservation: Some(karpenter_core::cloudprovider::Reservation {
+            id: format!("r-{}", it.name),
+            capacity: 10,
+            label: RESERVATION_LABEL.into(),
+        }),
+        ..base
+    });
+    let mut cts: Vec<String> = it
+        .offerings
+        .iter()
+        .map(|o| o.capacity_type.clone())
+        .collect();
+    cts.sort();
+    cts.dedup();
+    it.requirements.remove(CAPACITY_TYPE_LABEL);
+    it.requirements
+        .add(karpenter_core::scheduling::Requirement::new(
+            CAPACITY_TYPE_LABEL,
+            karpenter_api::Operator::In,
+            &cts,
+        ));
+    it
+}
+
+/// The default pool with reservations for the named types.
+fn reserved_pool(reserved: &[&str]) -> NodePoolInput {
+    let mut p = pool("default");
+    p.instance_types = catalog()
+        .into_iter()
+        .map(|it| {
+            if reserved.contains(&it.name.as_str()) {
+                Arc::new(with_reservation(&it))
+            } else {
+                it
+            }
+        })
+        .collect();
+    p
+}
+
+/// A node launched into `it`'s reservation.
+fn reserved_node(name: &str, it: &InstanceType, pods: Vec<Pod>) -> NodeState {
+    let it = with_reservation(it);
+    let mut node = node_of(name, "default", &it, pods);
+    let offering = it.offerings.last().unwrap();
+    node.labels
+        .insert(CAPACITY_TYPE_LABEL.into(), "reserved".into());
+    node.labels
+        .insert(RESERVATION_LABEL.into(), format!("r-{}", it.name));
+    node.price = offering.price;
+    node
+}
+
+/// The replacement's launch: its cheapest type's cheapest offering it allows.
+fn launch_of(d: &Decision) -> (String, String, Option<String>) {
+    let claim = &d.commands[0].replacements[0];
+    let it = &claim.instance_types[0];
+    let o = it
+        .compatible_offerings(&claim.requirements)
+        .min_by(|a, b| a.price.total_cmp(&b.price))
+        .unwrap();
+    (
+        it.name.clone(),
+        o.capacity_type.clone(),
+        o.reservation.as_ref().map(|r| r.id.clone()),
+    )
+}
+
+#[test]
+fn can_consolidate_from_one_reserved_offering_to_another() {
+    let (most, least) = (most_expensive("on-demand"), least_expensive("on-demand"));
+    let mut c = Cluster::new(vec![reserved_node("node-0", &most, pods(1))]);
+    c.pools = vec![reserved_pool(&[&most.name, &least.name])];
+    let d = c.decide();
+    assert_eq!(outcome(&d), Some((names(&["node-0"]), 1)));
+    assert_eq!(
+        launch_of(&d),
+        (
+            least.name.clone(),
+            "reserved".into(),
+            Some(format!("r-{}", least.name))
+        )
+    );
+    let ct = d.commands[0].replacements[0]
+        .requirements
+        .get(CAPACITY_TYPE_LABEL)
+        .unwrap();
+    assert_eq!(ct.values().collect::<Vec<_>>(), ["reserved"]);
+}
+
+#[test]
+fn can_consolidate_into_reserved_capacity_for_the_same_instance_pool() {
+    for ct in ["on-demand", "spot"] {
+        let reserved_type = most_expensive("on-demand");
+        let mut c = Cluster::new(vec![pricey("node-0", ct, pods(1))]);
+        c.pools = vec![reserved_pool(&[&reserved_type.name])];
+        let d = c.decide();
+        assert_eq!(outcome(&d), Some((names(&["node-0"]), 1)), "from {ct}");
+        assert_eq!(
+            launch_of(&d),
+            (
+                reserved_type.name.clone(),
+                "reserved".into(),
+                Some(format!("r-{}", reserved_type.name))
+            ),
+            "from {ct}"
+        );
+    }
+}
+
+#[test]
+fn a_reserved_node_is_not_replaced_by_pricier_capacity() {
+    // The cheapest type in its reservation: every other launch costs more.
+    let least = least_expensive("on-demand");
+    let mut c = Cluster::new(vec![reserved_node("node-0", &least, pods(1))]);
+    c.pools = vec![reserved_pool(&[&least.name])];
+    assert_eq!(outcome(&c.decide()), None);
+}
+
+#[test]
+fn consolidation_does_not_count_on_a_reservation_with_no_capacity() {
+    // The priciest on-demand node could go into its type's reservation, but that is full.
+    let most = most_expensive("on-demand");
+    let mut c = Cluster::new(vec![pricey("node-0", "on-demand", pods(1))]);
+    let mut p = reserved_pool(&[&most.name]);
+    for it in &mut p.instance_types {
+        if it.name == most.name {
+            let it = Arc::make_mut(it);
+            let o = it.offerings.last_mut().unwrap();
+            o.available = false;
+            o.reservation.as_mut().unwrap().capacity = 0;
+        }
+    }
+    c.pools = vec![p];
+    let d = c.decide();
+    // Replaced by a cheaper on-demand type, not into the reservation.
+    assert_eq!(outcome(&d), Some((names(&["node-0"]), 1)));
+    let (_, ct, id) = launch_of(&d);
+    assert_ne!(ct, "reserved");
+    assert_eq!(id, None);
+}

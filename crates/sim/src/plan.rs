@@ -17,7 +17,7 @@ use karpenter_core::provisioning::capacity_buffer;
 use karpenter_core::provisioning::node_claim_for;
 use karpenter_core::provisioning::nodepools::{launchable, provisionable};
 use karpenter_core::provisioning::scheduling::{
-    NewNodeClaim, NodePoolInput, Results, Scheduler, SchedulerOptions,
+    NewNodeClaim, NodePoolInput, ReservedOfferingMode, Results, Scheduler, SchedulerOptions,
 };
 use karpenter_core::provisioning::static_capacity;
 use karpenter_core::state::pods::{self, ObservedPod};
@@ -451,6 +451,7 @@ pub fn plan_objects(
     }
     let options = SchedulerOptions {
         provider_labels: provider_labels.to_vec(),
+        reserved_capacity: feature_gates.reserved_capacity,
         ..Default::default()
     };
     let existing = snapshot.existing_nodes();
@@ -459,7 +460,11 @@ pub fn plan_objects(
         pools,
         &existing,
         &ds_pods,
-        snapshot.scheduler_options(&options),
+        snapshot.scheduler_options(&SchedulerOptions {
+            // Provisioning waits for reserved capacity rather than fall back (upstream).
+            reserved_offering_mode: ReservedOfferingMode::Strict,
+            ..options.clone()
+        }),
     )
     .solve(&pending, &|| false);
     let mut inputs = snapshot.disruption(now);

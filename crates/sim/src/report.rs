@@ -56,6 +56,9 @@ pub struct LaunchedNodeClaim {
     pub terminated_at_s: Option<u64>,
     /// Why it was launched.
     pub reason: String,
+    /// The capacity reservation it was launched into, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
 }
 
 /// The cluster at one moment.
@@ -203,9 +206,13 @@ impl Report {
         let _ = writeln!(out, "\nNodeClaims");
         for n in &self.nodeclaims {
             let until = n.terminated_at_s.map_or("-".to_string(), clock);
+            let reservation = n
+                .reservation
+                .as_ref()
+                .map_or(String::new(), |r| format!("  in {r}"));
             let _ = writeln!(
                 out,
-                "  {:<22} {:<22} {:<9} {:<12} {:>8.4}/h  {} → {}",
+                "  {:<22} {:<22} {:<9} {:<12} {:>8.4}/h  {} → {}{reservation}",
                 n.name,
                 n.instance_type,
                 n.capacity_type,
@@ -239,6 +246,17 @@ impl Report {
             "  cost: {:.4} total; lower bound {:.4}{gap}",
             s.cost_total, s.cost_lower_bound
         );
+        let reserved = self
+            .nodeclaims
+            .iter()
+            .filter(|n| n.reservation.is_some())
+            .count();
+        if reserved > 0 {
+            let _ = writeln!(
+                out,
+                "  reserved: {reserved} launched into capacity reservations"
+            );
+        }
         if s.spot_saving > 0.0 {
             let on_demand = s.cost_total + s.spot_saving;
             let _ = writeln!(

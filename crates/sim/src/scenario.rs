@@ -220,12 +220,36 @@ pub struct ScenarioSpec {
     /// (`SpotToSpotConsolidation=true`).
     #[serde(default, deserialize_with = "feature_gates")]
     pub feature_gates: karpenter_core::feature_gates::FeatureGates,
+    /// Capacity reservations in the catalog (an EC2 On-Demand Capacity Reservation and the
+    /// like): instances of one type in one zone, already paid for. Launches take them first
+    /// and deletions give them back (see `docs/reserved-capacity.md`).
+    #[serde(default)]
+    pub capacity_reservations: Vec<CapacityReservation>,
     /// Timed steps.
     #[serde(default)]
     pub steps: Vec<StepSpec>,
     /// Expectations.
     #[serde(default)]
     pub expect: Vec<Expectation>,
+}
+
+/// A capacity reservation a scenario declares.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CapacityReservation {
+    /// The reservation's id (`cr-0123…` on AWS); unique in the scenario.
+    pub id: String,
+    /// The instance type it holds.
+    pub instance_type: String,
+    /// The zone it is in.
+    pub zone: String,
+    /// How many instances it holds.
+    pub count: u32,
+    /// The node label a node launched into it carries the id in. By default the catalog's
+    /// provider label for it (`karpenter.k8s.aws/capacity-reservation-id` on `aws`), else
+    /// `simulation.karpenter-rs.dev/reservation-id`.
+    #[serde(default)]
+    pub label: Option<String>,
 }
 
 fn spot_price_ratio<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
@@ -531,6 +555,32 @@ pub fn parse(file: &Path, text: &str, crds: &[Crd]) -> Result<Scenario, Scenario
             message: format!("no Scenario document (kind: Scenario, apiVersion: {API_VERSION})"),
         });
     };
+    for (i, r) in spec.capacity_reservations.iter().enumerate() {
+        let path = format!("spec.capacityReservations[{i}]");
+        let empty = [
+            ("id", &r.id),
+            ("instanceType", &r.instance_type),
+            ("zone", &r.zone),
+        ]
+        .into_iter()
+        .find(|(_, v)| v.is_empty());
+        if let Some((field, _)) = empty {
+            return Err(invalid(
+                file,
+                document,
+                format!("{path}.{field}"),
+                "must not be empty",
+            ));
+        }
+        if spec.capacity_reservations[..i].iter().any(|o| o.id == r.id) {
+            return Err(invalid(
+                file,
+                document,
+                format!("{path}.id"),
+                format!("{:?} is declared twice", r.id),
+            ));
+        }
+    }
     let mut steps = Vec::new();
     for (i, step) in spec.steps.iter().enumerate() {
         let path = format!("spec.steps[{i}]");

@@ -1173,3 +1173,95 @@ fn plan_reports_node_repairs_and_the_circuit_breaker() {
     let off = plan_of(&repair_dump(5, 1, NOW - 11 * 60), Default::default());
     assert_eq!(off.repair, Default::default());
 }
+
+#[test]
+fn reserved_capacity_is_used_first_counted_down_and_given_back() {
+    let report = run_file("reserved-capacity.yaml");
+    let in_reservation = |n: &karpenter_sim::report::LaunchedNodeClaim| {
+        n.reservation.as_deref() == Some("cr-web-a") && n.capacity_type == "reserved"
+    };
+    // The first round takes the reservation's three instances; the rest wait a round and then
+    // fall back to on-demand.
+    let first: Vec<_> = report
+        .nodeclaims
+        .iter()
+        .filter(|n| n.launched_at_s < 120)
+        .collect();
+    assert_eq!(first.len(), 6, "{first:?}");
+    let reserved: Vec<_> = first.iter().filter(|n| in_reservation(n)).collect();
+    assert_eq!(reserved.len(), 3, "{first:?}");
+    let fallback_at = first
+        .iter()
+        .filter(|n| n.capacity_type == "on-demand")
+        .map(|n| n.launched_at_s)
+        .min()
+        .unwrap();
+    assert!(
+        reserved.iter().all(|n| n.launched_at_s < fallback_at),
+        "{first:?}"
+    );
+    // Never more nodes in the reservation than it holds.
+    for t in 0..report.duration_s {
+        let alive = report
+            .nodeclaims
+            .iter()
+            .filter(|n| in_reservation(n))
+            .filter(|n| n.launched_at_s <= t && n.terminated_at_s.is_none_or(|e| e > t))
+            .count();
+        assert!(alive <= 3, "t={t}: {alive} nodes in a reservation of 3");
+    }
+    // After the scale-down, consolidation moved the on-demand nodes' pods into the freed
+    // instances: the reservation is in use again.
+    assert!(
+        report
+            .nodeclaims
+            .iter()
+            .any(|n| in_reservation(n) && (1200..2400).contains(&n.launched_at_s)),
+        "{:?}",
+        report.nodeclaims
+    );
+    assert!(report.summary.pods_pending == 0);
+}
+
+#[test]
+fn reserved_capacity_gate_off_ignores_reservations() {
+    let text = std::fs::read_to_string(example("reserved-capacity.yaml"))
+        .unwrap()
+        .replace(
+            "  duration: 1h\n",
+            "  duration: 1h\n  featureGates: ReservedCapacity=false\n",
+        );
+    let s = scenario::parse(&example("reserved-capacity.yaml"), &text, &crds()).unwrap();
+    let report = run(&s);
+    assert!(!report.nodeclaims.is_empty());
+    assert!(
+        report
+            .nodeclaims
+            .iter()
+            .all(|n| n.capacity_type == "on-demand" && n.reservation.is_none()),
+        "{:?}",
+        report.nodeclaims
+    );
+}
+
+#[test]
+fn capacity_reservation_errors_name_the_field() {
+    let e = parse_error(&format!(
+        "{HEADER}spec:\n  duration: 1m\n  capacityReservations:\n  - {{id: cr-1, instanceType: c-8x-amd64-linux, zone: test-zone-a, count: 1}}\n  - {{id: cr-1, instanceType: c-4x-amd64-linux, zone: test-zone-a, count: 2}}\n"
+    ));
+    assert!(
+        e.contains("spec.capacityReservations[1].id: \"cr-1\" is declared twice"),
+        "{e}"
+    );
+    let e = parse_error(&format!(
+        "{HEADER}spec:\n  duration: 1m\n  capacityReservations:\n  - {{id: cr-1, instanceType: '', zone: test-zone-a, count: 1}}\n"
+    ));
+    assert!(
+        e.contains("spec.capacityReservations[0].instanceType: must not be empty"),
+        "{e}"
+    );
+    let e = parse_error(&format!(
+        "{HEADER}spec:\n  duration: 1m\n  capacityReservations:\n  - {{id: cr-1, instanceType: a, zone: b, count: -1}}\n"
+    ));
+    assert!(e.contains("spec.capacityReservations"), "{e}");
+}

@@ -27,21 +27,43 @@ pub struct Offering {
     pub reservation: Option<Reservation>,
 }
 
-/// A capacity reservation behind a `reserved` offering, as upstream's offering carries it
-/// (`karpenter.sh/reservation-id`-style requirement and `ReservationCapacity`).
+/// A capacity reservation behind a `reserved` offering, as upstream's offering carries it: the
+/// reservation-id requirement (upstream's `cloudprovider.ReservationIDLabel`) and
+/// `ReservationCapacity`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reservation {
     /// The provider's reservation id (`cr-…` on AWS).
     pub id: String,
     /// How many more instances the reservation can launch.
     pub capacity: u32,
+    /// The label a node launched into the reservation carries its id in. It is the
+    /// provider's (`karpenter.k8s.aws/capacity-reservation-id` on AWS), so the provider names
+    /// it here and the scheduler writes it into the NodeClaims it decides to launch into the
+    /// reservation, without knowing the provider.
+    pub label: String,
 }
 
+/// The capacity type of an offering backed by a capacity reservation.
+pub const RESERVED: &str = "reserved";
+
 impl Offering {
-    /// Whether `requirements` allow this offering's zone and capacity type.
+    /// Whether `requirements` allow this offering's zone and capacity type, and for a
+    /// reserved offering its reservation id (a NodeClaim the scheduler pinned to reservations
+    /// launches into no other).
     pub fn is_compatible(&self, requirements: &Requirements) -> bool {
         requirements.allows(ZONE_LABEL, &self.zone)
             && requirements.allows(CAPACITY_TYPE_LABEL, &self.capacity_type)
+            && self
+                .reservation
+                .as_ref()
+                .is_none_or(|r| requirements.allows(&r.label, &r.id))
+    }
+
+    /// The reservation behind this offering when it is a reserved one.
+    pub fn reserved(&self) -> Option<&Reservation> {
+        self.reservation
+            .as_ref()
+            .filter(|_| self.capacity_type == RESERVED)
     }
 }
 
@@ -143,6 +165,31 @@ impl InstanceType {
             .filter(move |o| o.available && o.is_compatible(requirements))
     }
 
+    /// The type without its reserved offerings, for when the `ReservedCapacity` gate is off
+    /// (upstream's providers then offer none); `None` when it has none to drop.
+    pub fn without_reserved_offerings(&self) -> Option<Self> {
+        if !self.offerings.iter().any(|o| o.capacity_type == RESERVED) {
+            return None;
+        }
+        let mut it = self.clone();
+        it.offerings.retain(|o| o.capacity_type != RESERVED);
+        let listed = it
+            .requirements
+            .get(CAPACITY_TYPE_LABEL)
+            .filter(|r| r.operator() == karpenter_api::Operator::In)
+            .cloned();
+        if let Some(ct) = listed {
+            it.requirements.remove(CAPACITY_TYPE_LABEL);
+            let kept: Vec<&str> = ct.values().filter(|v| *v != RESERVED).collect();
+            it.requirements.add(crate::scheduling::Requirement::new(
+                CAPACITY_TYPE_LABEL,
+                karpenter_api::Operator::In,
+                &kept,
+            ));
+        }
+        Some(it)
+    }
+
     /// The cheapest available offering `requirements` allow, if any.
     pub fn cheapest_price(&self, requirements: &Requirements) -> Option<f64> {
         self.compatible_offerings(requirements)
@@ -210,6 +257,9 @@ pub fn launch_labels<S: AsRef<str>>(
     ));
     labels.insert(ZONE_LABEL.into(), offering.zone.clone());
     labels.insert(CAPACITY_TYPE_LABEL.into(), offering.capacity_type.clone());
+    if let Some(r) = offering.reserved() {
+        labels.insert(r.label.clone(), r.id.clone());
+    }
     labels
 }
 

@@ -783,6 +783,7 @@ fn results(existing: &[(&str, &[usize])], new: &[&[usize]], errors: &[usize]) ->
             .collect(),
         pod_errors: errors.iter().map(|&i| (i, "no fit".to_string())).collect(),
         interrupted: false,
+        deferred: Default::default(),
     }
 }
 

@@ -791,7 +791,13 @@ pub fn price_of(pools: &[NodePoolInput], pool: &str, labels: &BTreeMap<String, S
             it.offerings
                 .iter()
                 .find(|o| {
-                    o.zone == label(ZONE_LABEL) && o.capacity_type == label(CAPACITY_TYPE_LABEL)
+                    o.zone == label(ZONE_LABEL)
+                        && o.capacity_type == label(CAPACITY_TYPE_LABEL)
+                        // A reserved node is priced by its own reservation's offering.
+                        && o
+                            .reservation
+                            .as_ref()
+                            .is_none_or(|r| labels.get(&r.label).is_none_or(|id| *id == r.id))
                 })
                 .map(|o| o.price)
         })

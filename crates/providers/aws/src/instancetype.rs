@@ -693,26 +693,25 @@ pub fn offerings(
     let mut offerings = Vec::new();
     for zone in zones {
         // Capacity already paid for is all but free to use, so it is chosen first (upstream
-        // prices it at a ten-millionth of on-demand).
-        // One reserved offering per zone, carrying the reservation a launch there would use
-        // (the roomiest), so the launch plan sees one override per zone as before.
-        let roomiest = reserved
-            .iter()
-            .filter(|r| r.zone == *zone && r.available > 0)
-            .max_by_key(|r| r.available);
-        if let Some(reservation) = roomiest
-            && let Some(price) = pricing.on_demand(&info.name)
-        {
-            offerings.push(Offering {
-                zone: zone.clone(),
-                capacity_type: "reserved".into(),
-                price: price / 10_000_000.0,
-                available: !unavailable(&info.name, zone, "reserved"),
-                reservation: Some(karpenter_core::cloudprovider::Reservation {
-                    id: reservation.id.clone(),
-                    capacity: u32::try_from(reservation.available).unwrap_or(u32::MAX),
-                }),
-            });
+        // prices it at a ten-millionth of on-demand). One offering per reservation, as
+        // upstream: the scheduler counts each down and pins a NodeClaim to the ones it may
+        // launch into. A full reservation stays listed, unavailable, so the nodes in it keep
+        // their price.
+        if let Some(price) = pricing.on_demand(&info.name) {
+            for reservation in reserved.iter().filter(|r| r.zone == *zone) {
+                offerings.push(Offering {
+                    zone: zone.clone(),
+                    capacity_type: "reserved".into(),
+                    price: price / 10_000_000.0,
+                    available: reservation.available > 0
+                        && !unavailable(&info.name, zone, "reserved"),
+                    reservation: Some(karpenter_core::cloudprovider::Reservation {
+                        id: reservation.id.clone(),
+                        capacity: u32::try_from(reservation.available.max(0)).unwrap_or(u32::MAX),
+                        label: LABEL_CAPACITY_RESERVATION_ID.into(),
+                    }),
+                });
+            }
         }
         if let Some(price) = pricing.on_demand(&info.name) {
             offerings.push(Offering {
@@ -761,8 +760,8 @@ pub fn resolve(
     )
 }
 
-/// [`resolve`], with the NodeClass's capacity reservations of this type: each zone with free
-/// reserved capacity gets a `reserved` offering.
+/// [`resolve`], with the NodeClass's capacity reservations of this type: each gets a
+/// `reserved` offering, available while it has room.
 #[allow(clippy::too_many_arguments)]
 pub fn resolve_with_reservations(
     info: &InstanceTypeInfo,

@@ -13,7 +13,7 @@ use karpenter_core::cloudprovider::InstanceType;
 use karpenter_core::resources::Resources;
 use karpenter_core::scheduling::Requirements;
 
-use crate::instancetype::{LABEL_CAPACITY_RESERVATION_ID, RESOURCE_EFA, Reservation};
+use crate::instancetype::{RESOURCE_EFA, Reservation};
 
 /// At most this many instance types go into one fleet (upstream's `MaxInstanceTypes`).
 pub const MAX_INSTANCE_TYPES: usize = 60;
@@ -146,24 +146,26 @@ pub fn plan(
     }) else {
         return Err(PlanError::NothingFits);
     };
-    // The reservation with the most room for a type in a zone.
-    let reservation_for = |t: &str, zone: &str| {
-        reservations
-            .iter()
-            .filter(|r| r.instance_type == t && r.zone == zone && r.available > 0)
-            .filter(|r| requirements.allows(LABEL_CAPACITY_RESERVATION_ID, &r.id))
-            .max_by_key(|r| r.available)
-            .map(|r| r.id.clone())
-    };
-    let mut overrides: Vec<(f64, &InstanceType, Override)> = Vec::new();
+    // The scheduler decided which reservations the claim may use (its
+    // `karpenter.k8s.aws/capacity-reservation-id` requirement, which reserved offerings must
+    // allow to be compatible); a reservation the NodeClass no longer resolves with room is
+    // skipped.
+    let still_open = |id: &str| reservations.iter().any(|r| r.id == id && r.available > 0);
+    let mut overrides: Vec<(f64, &InstanceType, Option<String>, Override)> = Vec::new();
     for t in &fitting {
         for o in t.offerings.iter().filter(|o| {
             o.available && o.capacity_type == capacity_type && o.is_compatible(&requirements)
         }) {
+            let reservation = match o.reserved() {
+                Some(r) if still_open(&r.id) => Some(r.id.clone()),
+                Some(_) => continue,
+                None => None,
+            };
             if let Some(subnet) = subnet_by_zone.get(o.zone.as_str()) {
                 overrides.push((
                     o.price,
                     t,
+                    reservation,
                     Override {
                         instance_type: t.name.clone(),
                         subnet_id: subnet.id.clone(),
@@ -178,20 +180,13 @@ pub fn plan(
     overrides.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
     let mut kept_types: Vec<&str> = Vec::new();
     let mut by_image: BTreeMap<TemplateKey, Vec<Override>> = BTreeMap::new();
-    for (_, t, o) in overrides {
+    for (_, t, reservation, o) in overrides {
         if !kept_types.contains(&t.name.as_str()) {
             if kept_types.len() == MAX_INSTANCE_TYPES {
                 continue;
             }
             kept_types.push(&t.name);
         }
-        let reservation = match capacity_type {
-            "reserved" => match reservation_for(&t.name, &o.zone) {
-                Some(r) => Some(r),
-                None => continue,
-            },
-            _ => None,
-        };
         if let Some(image) = image_for(t) {
             let key = TemplateKey {
                 image: image.id.clone(),

@@ -267,48 +267,67 @@ fn reservation(id: &str, instance_type: &str, zone: &str, available: i64) -> Res
 }
 
 #[test]
-fn reserved_capacity_comes_first_in_the_roomiest_reservation() {
+fn reserved_capacity_comes_first_in_the_reservations_the_claim_allows() {
     let reservations = vec![
         reservation("cr-small", "m5.xlarge", "us-east-1a", 1),
         reservation("cr-big", "m5.xlarge", "us-east-1a", 5),
         reservation("cr-empty", "c5.xlarge", "us-east-1b", 0),
     ];
     let t = resolved_types(true, &reservations, &|_, _, _| false);
-    // The reserved offering carries the reservation a launch there uses, and its room.
+    // One reserved offering per reservation (as upstream), carrying its id, its room and
+    // the label the scheduler pins NodeClaims to it with.
     let m5 = t.iter().find(|t| t.name == "m5.xlarge").unwrap();
     let reserved: Vec<_> = m5
         .offerings
         .iter()
         .filter(|o| o.capacity_type == "reserved")
-        .map(|o| (o.zone.as_str(), o.reservation.clone()))
+        .map(|o| (o.zone.as_str(), o.available, o.reservation.clone()))
         .collect();
+    let of = |id: &str, capacity| {
+        Some(karpenter_core::cloudprovider::Reservation {
+            id: id.into(),
+            capacity,
+            label: "karpenter.k8s.aws/capacity-reservation-id".into(),
+        })
+    };
     assert_eq!(
         reserved,
-        [(
-            "us-east-1a",
-            Some(karpenter_core::cloudprovider::Reservation {
-                id: "cr-big".into(),
-                capacity: 5
-            })
-        )]
+        [
+            ("us-east-1a", true, of("cr-small", 1)),
+            ("us-east-1a", true, of("cr-big", 5))
+        ]
     );
+    // A full reservation is listed unavailable: its nodes keep their price.
+    let c5 = t.iter().find(|t| t.name == "c5.xlarge").unwrap();
+    let full: Vec<_> = c5
+        .offerings
+        .iter()
+        .filter(|o| o.capacity_type == "reserved")
+        .map(|o| (o.available, o.reservation.clone()))
+        .collect();
+    assert_eq!(full, [(false, of("cr-empty", 0))]);
     assert!(
         m5.offerings
             .iter()
             .filter(|o| o.capacity_type != "reserved")
             .all(|o| o.reservation.is_none())
     );
+    // A claim the scheduler did not pin may use either reservation: one template each.
     let p = plan(&claim(&[], "1"), &t, &subnets(), &images(), &reservations).unwrap();
     assert_eq!(p.capacity_type, "reserved");
-    let keys: Vec<_> = p.by_image.keys().collect();
-    assert_eq!(keys.len(), 1);
-    assert_eq!(keys[0].reservation.as_deref(), Some("cr-big"));
-    let overrides = &p.by_image[keys[0]];
+    let keys: Vec<_> = p
+        .by_image
+        .keys()
+        .map(|k| k.reservation.as_deref())
+        .collect();
+    assert_eq!(keys, [Some("cr-big"), Some("cr-small")]);
     assert!(
-        overrides
-            .iter()
+        p.by_image
+            .values()
+            .flatten()
             .all(|o| o.instance_type == "m5.xlarge" && o.zone == "us-east-1a"),
-        "{overrides:?}"
+        "{:?}",
+        p.by_image
     );
 
     // A claim that wants on-demand or spot does not use the reservation.
@@ -334,7 +353,7 @@ fn reserved_capacity_comes_first_in_the_roomiest_reservation() {
             .capacity_type,
         "reserved"
     );
-    // A claim may name the reservation it wants.
+    // The scheduler's decision (or the user's): the claim names the reservations it may use.
     let pinned = claim(
         &[(
             "karpenter.k8s.aws/capacity-reservation-id",

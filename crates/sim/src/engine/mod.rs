@@ -22,7 +22,8 @@ use karpenter_core::cloudprovider::overlay::Evaluation;
 use karpenter_core::disruption::drift::node_pool_hash_annotations;
 use karpenter_core::provisioning::nodepools::{launchable, provisionable};
 use karpenter_core::provisioning::scheduling::{
-    BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
+    BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, ReservedOfferingMode, Scheduler,
+    SchedulerOptions,
 };
 use karpenter_core::provisioning::static_capacity::is_static;
 use karpenter_core::provisioning::{Batcher, node_claim_for};
@@ -35,6 +36,7 @@ pub mod cluster_autoscaler;
 mod disruption;
 mod objects;
 mod repair;
+mod reservations;
 mod static_capacity;
 
 use crate::catalog::Catalog;
@@ -164,6 +166,8 @@ pub struct Simulation {
     end: u64,
     timing: Timing,
     catalog: Catalog,
+    /// The scenario's capacity reservations.
+    reservations: reservations::Reservations,
     pools: BTreeMap<String, NodePool>,
     /// NodeOverlays, by name; applied to the instance types when the gate is on.
     overlays: BTreeMap<String, karpenter_api::nodeoverlay::NodeOverlay>,
@@ -228,7 +232,9 @@ impl Simulation {
             launch_delay: spec.launch_delay.map_or(20, |s| s.0),
             registration_delay: spec.registration_delay.map_or(30, |s| s.0),
         };
+        let reservations = reservations::Reservations::new(&spec.capacity_reservations, &catalog);
         let mut sim = Self {
+            reservations,
             autoscaler: Autoscaler::Karpenter,
             disruptions: Vec::new(),
             name: scenario.name.clone(),
@@ -763,6 +769,14 @@ impl Simulation {
     /// The NodePools (static ones included), each offering the whole catalog, with the NodeOverlays applied when the
     /// `NodeOverlay` gate is on.
     fn pool_inputs(&self) -> Vec<NodePoolInput> {
+        // The catalog with what is left of each capacity reservation.
+        let types = self
+            .reservations
+            .offer(&self.catalog.instance_types, |label, id| {
+                self.nodes_alive()
+                    .filter(|n| n.labels.get(label).is_some_and(|v| v == id))
+                    .count() as u32
+            });
         let mut pools: Vec<NodePoolInput> = self
             .pools
             .values()
@@ -771,7 +785,7 @@ impl Simulation {
             .filter(|np| provisionable(np) || (is_static(np) && launchable(np)))
             .map(|np| NodePoolInput {
                 node_pool: np.clone(),
-                instance_types: self.catalog.instance_types.clone(),
+                instance_types: types.clone(),
             })
             .collect();
         if self.feature_gates.node_overlay && !self.overlays.is_empty() {
@@ -802,8 +816,13 @@ impl Simulation {
     }
 
     fn options(&self) -> SchedulerOptions {
+        let mut provider_labels = self.catalog.provider_labels.clone();
+        // A NodeClaim pinned to one reservation is labelled with it, as the provider's own
+        // label would be.
+        provider_labels.extend(self.reservations.labels());
         SchedulerOptions {
-            provider_labels: self.catalog.provider_labels.clone(),
+            provider_labels,
+            reserved_capacity: self.feature_gates.reserved_capacity,
             ..Default::default()
         }
     }
@@ -900,7 +919,11 @@ impl Simulation {
             &pools,
             &existing,
             &snapshot.daemonset_pods(),
-            snapshot.scheduler_options(&self.options()),
+            snapshot.scheduler_options(&SchedulerOptions {
+                // Provisioning waits for reserved capacity rather than fall back (upstream).
+                reserved_offering_mode: ReservedOfferingMode::Strict,
+                ..self.options()
+            }),
         )
         .solve(&batch, &|| false);
         self.record_buffer_round(&results, &batch);
@@ -953,6 +976,9 @@ impl Simulation {
         labels.extend(node_claim_labels(&object, &self.catalog.provider_labels));
         labels.insert(ZONE_LABEL.into(), offering.zone.clone());
         labels.insert(CAPACITY_TYPE_LABEL.into(), offering.capacity_type.clone());
+        if let Some(r) = offering.reserved() {
+            labels.insert(r.label.clone(), r.id.clone());
+        }
         labels.insert(HOSTNAME_LABEL.into(), name.clone());
         let message = format!(
             "nodeclaim/{name} {} {} {} ${:.4}/h for {} pods",
@@ -1240,6 +1266,7 @@ impl Simulation {
                 launched_at_s: n.launched_at,
                 terminated_at_s: n.terminated_at,
                 reason: n.reason.to_string(),
+                reservation: self.reservations.id_of(&n.labels),
             })
             .collect();
         Report {

@@ -12,6 +12,7 @@ mod domains;
 mod existing;
 pub mod nodeclaim;
 pub mod preferences;
+pub mod reservation;
 pub mod topology;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -25,9 +26,10 @@ use domains::DomainMasks;
 use existing::ExistingNode;
 pub use existing::{BoundPod, ExistingNodeInput};
 use nodeclaim::{Headroom, InflightClaim, NodeClaimTemplate, relax_min_values, unmet_min_values};
+pub use reservation::{ReservationError, ReservationManager, ReservedOfferingMode};
 use topology::{CountedNode, Matching, PodRef, Topology};
 
-use crate::cloudprovider::InstanceType;
+use crate::cloudprovider::{InstanceType, RESERVED};
 use crate::resources::{Limits, NODES, QuantityError, Resources};
 use crate::scheduling::hostports::{HostPort, spec_host_ports};
 use crate::scheduling::volumeusage::Attachment;
@@ -68,6 +70,12 @@ pub struct SchedulerOptions {
     /// [`crate::state::volumes`]): requirements that constrain the node, not the pod's
     /// topology, and attachments that count against nodes' CSI volume limits.
     pub pod_volumes: Arc<HashMap<String, PodVolumes>>,
+    /// Launch into capacity reservations (upstream's `ReservedCapacity` gate, on by default);
+    /// off, reserved offerings are dropped as if the provider had none.
+    pub reserved_capacity: bool,
+    /// What a pod that would cost a NodeClaim its reservations does: provisioning is
+    /// [`ReservedOfferingMode::Strict`], disruption's simulations fall back.
+    pub reserved_offering_mode: ReservedOfferingMode,
 }
 
 impl Default for SchedulerOptions {
@@ -79,6 +87,8 @@ impl Default for SchedulerOptions {
             provider_labels: Vec::new(),
             namespaces: Vec::new(),
             pod_volumes: Arc::default(),
+            reserved_capacity: true,
+            reserved_offering_mode: ReservedOfferingMode::Fallback,
         }
     }
 }
@@ -196,6 +206,10 @@ pub struct Results {
     pub pod_errors: BTreeMap<usize, String>,
     /// The simulation stopped before every pod was tried (its time budget ran out).
     pub interrupted: bool,
+    /// Pods among `pod_errors` that wait for reserved capacity held by this round's other
+    /// NodeClaims (upstream's `ReservedOfferingError`): deferred to a later round rather than
+    /// unschedulable, so no `FailedScheduling` for them.
+    pub deferred: BTreeSet<usize>,
 }
 
 impl Results {
@@ -230,7 +244,35 @@ pub struct Scheduler {
     options: SchedulerOptions,
     prefer_no_schedule_taints: bool,
     next_hostname: usize,
+    /// Capacity reservations and which claims hold them.
+    reservations: ReservationManager,
 }
+
+/// Why a pod was not placed.
+#[derive(Debug)]
+enum Failure {
+    /// It fits nowhere (the reason upstream gives).
+    Unschedulable(String),
+    /// It could use reserved capacity that this round's other NodeClaims hold: it waits for the
+    /// next round, its preferences not relaxed (upstream's `ReservedOfferingError`).
+    Deferred(String),
+}
+
+impl From<String> for Failure {
+    fn from(reason: String) -> Self {
+        Failure::Unschedulable(reason)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(reason: &str) -> Self {
+        Failure::Unschedulable(reason.to_string())
+    }
+}
+
+/// Why a claim holding reservations or able to take one refuses a pod (upstream's messages).
+const RESERVATIONS_HELD: &str = "one or more instance types with compatible reserved offerings are available, but could not be reserved";
+const RESERVATIONS_LOST: &str = "satisfying updated nodeclaim constraints would remove all compatible reserved offering options";
 
 /// A rejection whose reason nobody will read: a pod tried against many nodes keeps only the
 /// reasons of the NodePools it could not open a NodeClaim from.
@@ -298,6 +340,13 @@ impl Scheduler {
             .filter(|p| !has_dra_requirements(p.spec.as_ref()))
             .filter_map(|p| PodData::new(p, false).ok().map(|d| (p.clone(), d)))
             .collect();
+        let unreserved: Vec<NodePoolInput>;
+        let node_pools = if options.reserved_capacity {
+            node_pools
+        } else {
+            unreserved = without_reserved_offerings(node_pools);
+            &unreserved
+        };
         let mut pools: Vec<&NodePoolInput> = node_pools
             .iter()
             .filter(|p| p.node_pool.spec.replicas.is_none())
@@ -376,6 +425,12 @@ impl Scheduler {
         let prefer_no_schedule_taints = templates
             .iter()
             .any(|t| t.taints.iter().any(|t| t.effect == "PreferNoSchedule"));
+        let reservations = ReservationManager::new(
+            templates
+                .iter()
+                .filter(|t| t.has_reserved)
+                .flat_map(|t| t.instance_types.iter().map(|it| &**it)),
+        );
         Self {
             templates,
             remaining,
@@ -390,6 +445,7 @@ impl Scheduler {
             options,
             prefer_no_schedule_taints,
             next_hostname: 0,
+            reservations,
         }
     }
 
@@ -453,8 +509,19 @@ impl Scheduler {
             ) {
                 Ok(()) => {
                     results.pod_errors.remove(&i);
+                    results.deferred.remove(&i);
                 }
-                Err(e) => {
+                Err(failure) => {
+                    let e = match failure {
+                        Failure::Unschedulable(e) => {
+                            results.deferred.remove(&i);
+                            e
+                        }
+                        Failure::Deferred(e) => {
+                            results.deferred.insert(i);
+                            e
+                        }
+                    };
                     results.pod_errors.insert(i, e);
                     // Retry later from the original pod: another placement may make room.
                     if relaxed.remove(&i).is_some() {
@@ -482,7 +549,7 @@ impl Scheduler {
         relaxed: &mut HashMap<usize, Pod>,
         data: &mut PodData,
         results: &mut Results,
-    ) -> Result<(), String> {
+    ) -> Result<(), Failure> {
         loop {
             let pod: &dyn ObservedPod = match relaxed.get(&id) {
                 Some(relaxed) => relaxed,
@@ -490,13 +557,17 @@ impl Scheduler {
             };
             let err = match self.add(id, pod, data, results) {
                 Ok(()) => return Ok(()),
-                Err(e) => e,
+                // Reserved capacity may come free later in this round or the next: the pod
+                // keeps its preferences.
+                Err(deferred @ Failure::Deferred(_)) => return Err(deferred),
+                Err(Failure::Unschedulable(e)) => e,
             };
             let pod = relaxed.entry(id).or_insert_with(|| pods[id].to_pod());
             if preferences::relax(pod, self.prefer_no_schedule_taints).is_none() {
-                return Err(err);
+                return Err(err.into());
             }
-            *data = pod_data(pod, &self.options).map_err(|e| e.to_string())?;
+            *data =
+                pod_data(pod, &self.options).map_err(|e| Failure::Unschedulable(e.to_string()))?;
             self.topology.update(PodRef { id, pod });
         }
     }
@@ -507,7 +578,7 @@ impl Scheduler {
         pod: &dyn ObservedPod,
         data: &PodData,
         results: &mut Results,
-    ) -> Result<(), String> {
+    ) -> Result<(), Failure> {
         let pod_ref = PodRef { id, pod };
         let matching = self.topology.matching(&pod_ref);
         // 1. Existing nodes.
@@ -607,7 +678,20 @@ impl Scheduler {
                 false,
             );
             if let Ok(addition) = addition {
+                let claim = &self.claims[c];
+                let Ok(reserved) = self.offerings_to_reserve(
+                    &self.templates[claim.template],
+                    claim,
+                    addition
+                        .requirements
+                        .as_ref()
+                        .unwrap_or(&claim.requirements),
+                    &addition.options,
+                ) else {
+                    continue;
+                };
                 self.claims[c].add(id, data, addition);
+                self.hold(c, reserved);
                 let claim = &self.claims[c];
                 self.claim_headroom[c] = claim.headroom(&self.templates[claim.template]);
                 self.domain_masks.update(c, &claim.requirements);
@@ -629,10 +713,80 @@ impl Scheduler {
         for t in 0..self.templates.len() {
             match self.open_claim(t, id, &pod_ref, data, &matching) {
                 Ok(()) => return Ok(()),
-                Err(e) => errors.push(format!("nodepool {:?}: {e}", self.templates[t].node_pool)),
+                // Reserved capacity in a heavier NodePool is not given up for a lighter one.
+                Err(Failure::Deferred(e)) => {
+                    return Err(Failure::Deferred(format!(
+                        "nodepool {:?}: {e}",
+                        self.templates[t].node_pool
+                    )));
+                }
+                Err(Failure::Unschedulable(e)) => {
+                    errors.push(format!("nodepool {:?}: {e}", self.templates[t].node_pool))
+                }
             }
         }
-        Err(errors.join("; "))
+        Err(errors.join("; ").into())
+    }
+
+    /// The reservations claim `claim` would hold with `requirements` and instance types
+    /// `options` (upstream's `offeringsToReserve`): every compatible reserved offering whose
+    /// reservation it holds or can take. In [`ReservedOfferingMode::Strict`] it refuses when
+    /// compatible reservations exist but all are taken, or when the claim would lose all it held.
+    fn offerings_to_reserve(
+        &self,
+        template: &NodeClaimTemplate,
+        claim: &InflightClaim,
+        requirements: &Requirements,
+        options: &[u32],
+    ) -> Result<Vec<String>, &'static str> {
+        if !template.has_reserved {
+            return Ok(Vec::new());
+        }
+        let mut compatible = false;
+        let mut ids: Vec<String> = Vec::new();
+        for &i in options {
+            for o in &template.instance_types[i as usize].offerings {
+                let Some(r) = o.reserved() else { continue };
+                if !o.available || !o.is_compatible(requirements) {
+                    continue;
+                }
+                compatible = true;
+                if !ids.contains(&r.id) && self.reservations.can_reserve(&claim.hostname, &r.id) {
+                    ids.push(r.id.clone());
+                }
+            }
+        }
+        if self.options.reserved_offering_mode == ReservedOfferingMode::Strict && ids.is_empty() {
+            if compatible {
+                return Err(RESERVATIONS_HELD);
+            }
+            if !claim.reserved.is_empty() {
+                return Err(RESERVATIONS_LOST);
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Makes claim `c` hold exactly the reservations `ids`: takes the new ones, gives back the
+    /// ones it no longer can use.
+    fn hold(&mut self, c: usize, ids: Vec<String>) {
+        let claim = &mut self.claims[c];
+        if ids.is_empty() && claim.reserved.is_empty() {
+            return; // the common case: no reservations anywhere near
+        }
+        let taken = self
+            .reservations
+            .reserve(&claim.hostname, ids.iter().map(String::as_str));
+        // `offerings_to_reserve` only returns reservations the claim can take.
+        debug_assert!(taken.is_ok(), "{taken:?}");
+        let released: Vec<&str> = claim
+            .reserved
+            .iter()
+            .filter(|id| !ids.contains(id))
+            .map(String::as_str)
+            .collect();
+        self.reservations.release(&claim.hostname, released);
+        claim.reserved = ids;
     }
 
     fn open_claim(
@@ -642,7 +796,7 @@ impl Scheduler {
         pod_ref: &PodRef<'_>,
         data: &PodData,
         matching: &Matching,
-    ) -> Result<(), String> {
+    ) -> Result<(), Failure> {
         if self.remaining[t].get(NODES).is_some_and(|n| n < 1000) {
             return Err("node limits have been exhausted for nodepool".into());
         }
@@ -675,6 +829,7 @@ impl Scheduler {
             requests: Resources::new(),
             pods: Vec::new(),
             host_ports: Vec::new(),
+            reserved: Vec::new(),
         };
         self.topology.register(HOSTNAME_LABEL, &hostname);
         let topology = &self.topology;
@@ -706,7 +861,22 @@ impl Scheduler {
             Ok(a) => a,
             Err(e) => {
                 self.topology.unregister(HOSTNAME_LABEL, &hostname);
-                return Err(e);
+                return Err(e.into());
+            }
+        };
+        let reserved = match self.offerings_to_reserve(
+            template,
+            &claim,
+            addition
+                .requirements
+                .as_ref()
+                .unwrap_or(&claim.requirements),
+            &addition.options,
+        ) {
+            Ok(ids) => ids,
+            Err(e) => {
+                self.topology.unregister(HOSTNAME_LABEL, &hostname);
+                return Err(Failure::Deferred(e.to_string()));
             }
         };
         self.next_hostname += 1;
@@ -736,6 +906,7 @@ impl Scheduler {
             .update(self.claims.len(), &claim.requirements);
         self.claims.push(claim);
         let c = self.claims.len() - 1;
+        self.hold(c, reserved);
         // A new claim has one pod: it goes after the other one-pod claims.
         let at = self
             .claim_order
@@ -768,10 +939,22 @@ impl Scheduler {
             let template = &self.templates[claim.template];
             let mut requirements = claim.requirements.clone();
             requirements.remove(HOSTNAME_LABEL);
+            if template.has_reserved {
+                self.pin_reservations(claim, &mut requirements);
+            }
             let allowed = template.offerings.allowed(&requirements);
             let mut types: Vec<(usize, f64)> = claim
                 .options
                 .iter()
+                .filter(|&&i| {
+                    // Only what can still launch: narrowing to (or away from) reservations
+                    // may leave a type without an offering.
+                    !template.has_reserved
+                        || template.instance_types[i as usize]
+                            .offerings
+                            .iter()
+                            .any(|o| o.available && o.is_compatible(&requirements))
+                })
                 .map(|&i| {
                     (
                         i as usize,
@@ -781,6 +964,14 @@ impl Scheduler {
                     )
                 })
                 .collect();
+            if types.is_empty() {
+                // Only reserved capacity fit it, and this round's other claims hold all of it.
+                for &p in &claim.pods {
+                    results.pod_errors.insert(p, RESERVATIONS_HELD.into());
+                    results.deferred.insert(p);
+                }
+                continue;
+            }
             // Cheapest first; equal prices keep the provider's order.
             types.sort_by(|a, b| a.1.total_cmp(&b.1));
             types.truncate(self.options.max_instance_types);
@@ -847,6 +1038,58 @@ impl Scheduler {
             });
         }
     }
+}
+
+impl Scheduler {
+    /// Upstream's `FinalizeScheduling` for reservations: a claim holding reservations launches
+    /// into one of them (`karpenter.sh/capacity-type In [reserved]` and the provider's
+    /// reservation-id label `In [ids…]`), so no two claims count on the same instance; one
+    /// holding none falls back to spot or on-demand.
+    fn pin_reservations(&self, claim: &InflightClaim, requirements: &mut Requirements) {
+        if claim.reserved.is_empty() {
+            if requirements.allows(CAPACITY_TYPE_LABEL, RESERVED) {
+                requirements.add(Requirement::new(
+                    CAPACITY_TYPE_LABEL,
+                    Operator::NotIn,
+                    &[RESERVED],
+                ));
+            }
+            return;
+        }
+        requirements.add(Requirement::new(
+            CAPACITY_TYPE_LABEL,
+            Operator::In,
+            &[RESERVED],
+        ));
+        let mut by_label: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for id in &claim.reserved {
+            if let Some(label) = self.reservations.label(id) {
+                by_label.entry(label).or_default().push(id);
+            }
+        }
+        for (label, ids) in by_label {
+            requirements.add(Requirement::new(label, Operator::In, &ids));
+        }
+    }
+}
+
+/// The NodePools with their instance types' reserved offerings dropped (the `ReservedCapacity`
+/// gate off).
+fn without_reserved_offerings(node_pools: &[NodePoolInput]) -> Vec<NodePoolInput> {
+    node_pools
+        .iter()
+        .map(|p| NodePoolInput {
+            node_pool: p.node_pool.clone(),
+            instance_types: p
+                .instance_types
+                .iter()
+                .map(|it| {
+                    it.without_reserved_offerings()
+                        .map_or_else(|| it.clone(), Arc::new)
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// Every value each label key can take on a node of any NodePool: the topology domains.

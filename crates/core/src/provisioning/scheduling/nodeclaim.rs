@@ -52,6 +52,8 @@ pub struct NodeClaimTemplate {
     pub offering_masks: Vec<u128>,
     /// Per instance type: the price of each available offering, by pair.
     offering_prices: Vec<Vec<(u32, f64)>>,
+    /// Whether any instance type has a reserved offering (only then are reservations counted).
+    pub has_reserved: bool,
     /// Which instance types agree with a requirement, by requirement (checked often, with
     /// few distinct requirements).
     agreement: RefCell<FxHashMap<Requirement, Rc<[u64]>>>,
@@ -194,6 +196,9 @@ impl NodeClaimTemplate {
             daemon_overhead.push(overhead);
             daemon_host_ports.push(ports);
         }
+        let has_reserved = kept
+            .iter()
+            .any(|it| it.offerings.iter().any(|o| o.reserved().is_some()));
         Self {
             node_pool: node_pool.name().to_string(),
             weight: node_pool.weight(),
@@ -208,6 +213,7 @@ impl NodeClaimTemplate {
             offerings,
             offering_masks,
             offering_prices,
+            has_reserved,
             agreement: RefCell::default(),
         }
     }
@@ -264,6 +270,8 @@ pub struct InflightClaim {
     pub pods: Vec<usize>,
     /// Host ports the pods bind.
     pub host_ports: Vec<HostPort>,
+    /// The capacity reservations it holds (see [`super::reservation`]).
+    pub reserved: Vec<String>,
 }
 
 /// The most a claim could still take, per resource, on its roomiest instance type option (each
