@@ -700,6 +700,9 @@ where
             let data = LaunchTemplateData {
                 image_id: key.image.clone(),
                 capacity_reservation_id: key.reservation.clone(),
+                capacity_reservation_preference: Some(LaunchTemplateData::reservation_preference(
+                    key.reservation.as_deref(),
+                )),
                 user_data: base64::engine::general_purpose::STANDARD.encode(user_data),
                 instance_profile: resolved.instance_profile.clone(),
                 network_interfaces: interfaces::network_interfaces(&InterfaceInputs {
@@ -1256,9 +1259,11 @@ pub fn drift_reason(instance: &Instance, resolved: &ResolvedNodeClass) -> Option
     {
         return Some("SubnetDrift".into());
     }
-    // Only an instance in a reservation can drift from the reservations: an on-demand
-    // instance (one that fell back from reserved capacity) matches any selector.
-    if let Some(id) = &instance.capacity_reservation_id
+    // Only reserved capacity can drift from the reservations: an on-demand instance (one that
+    // fell back from reserved capacity, or one EC2 placed in an open reservation on its own)
+    // matches any selector, whatever reservation EC2 reports it in.
+    if instance.capacity_type == "reserved"
+        && let Some(id) = &instance.capacity_reservation_id
         && !resolved.capacity_reservations.iter().any(|c| c.id == *id)
     {
         return Some("CapacityReservationDrift".into());
