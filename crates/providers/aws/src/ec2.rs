@@ -595,6 +595,11 @@ impl Ec2Client {
         self.http.query("ec2", &params.0).await
     }
 
+    /// One attempt, no retry (the validation dry runs).
+    async fn call_once(&self, params: &Params) -> Result<String> {
+        self.http.without_retries().query("ec2", &params.0).await
+    }
+
     /// Calls every page of a paginated action, handing each page's document to `read`.
     async fn pages(&self, params: Params, mut read: impl FnMut(&Document<'_>)) -> Result<()> {
         let mut token: Option<String> = None;
@@ -1041,7 +1046,7 @@ impl crate::ec2_extra::DryRuns for Ec2Client {
         p.tags("TagSpecification", 1, "instance", &request.tags);
         p.tags("TagSpecification", 2, "volume", &request.tags);
         p.tags("TagSpecification", 3, "fleet", &request.tags);
-        crate::ec2_extra::dry_run_answer(self.call(&p).await)
+        crate::ec2_extra::dry_run_answer(self.call_once(&p).await)
     }
 
     async fn dry_run_run_instances(
@@ -1058,12 +1063,27 @@ impl crate::ec2_extra::DryRuns for Ec2Client {
         );
         p.set("LaunchTemplate.Version", "$Latest");
         p.set("InstanceType", &request.instance_type);
-        p.set("NetworkInterface.1.DeviceIndex", 0);
-        p.set("NetworkInterface.1.SubnetId", &request.subnet_id);
+        // The subnet goes on the interfaces (never top-level SubnetId beside them, which EC2
+        // rejects); the template's groups stay on its own interfaces.
+        let primary = [crate::interfaces::LaunchTemplateInterface::default()];
+        let interfaces = match request.network_interfaces.as_slice() {
+            [] => &primary[..],
+            list => list,
+        };
+        for (i, ni) in interfaces.iter().enumerate() {
+            let prefix = format!("NetworkInterface.{}", i + 1);
+            p.opt(&format!("{prefix}.NetworkCardIndex"), ni.network_card_index);
+            p.set(format!("{prefix}.DeviceIndex"), ni.device_index);
+            p.opt(
+                &format!("{prefix}.InterfaceType"),
+                ni.interface_type.as_ref(),
+            );
+            p.set(format!("{prefix}.SubnetId"), &request.subnet_id);
+        }
         p.tags("TagSpecification", 1, "instance", &request.tags);
         p.tags("TagSpecification", 2, "volume", &request.tags);
         p.tags("TagSpecification", 3, "network-interface", &request.tags);
-        crate::ec2_extra::dry_run_answer(self.call(&p).await)
+        crate::ec2_extra::dry_run_answer(self.call_once(&p).await)
     }
 }
 

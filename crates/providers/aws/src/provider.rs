@@ -324,6 +324,12 @@ where
             .filter(|o| o.instance_type == chosen.instance_type)
             .cloned()
             .collect();
+        let groups: Vec<String> = resolved
+            .security_groups
+            .iter()
+            .map(|g| g.id.clone())
+            .collect();
+        let network_interfaces = self.template_interfaces(class, &groups, key.efa);
         let one = launch::FleetPlan {
             capacity_type: plan.capacity_type.clone(),
             by_image: BTreeMap::from([(key, overrides)]),
@@ -350,6 +356,7 @@ where
                 .collect(),
             instance_type: chosen.instance_type,
             subnets,
+            network_interfaces,
             tags,
         })
     }
@@ -664,6 +671,24 @@ where
             .collect()
     }
 
+    /// The interfaces a launch template of `class` attaches, for `efa` EFA interfaces.
+    fn template_interfaces(
+        &self,
+        class: &EC2NodeClass,
+        security_groups: &[String],
+        efa: i64,
+    ) -> Vec<interfaces::LaunchTemplateInterface> {
+        interfaces::network_interfaces(&InterfaceInputs {
+            spec: &class.spec.network_interfaces,
+            efa_count: efa,
+            ipv6: self.options.ipv6(),
+            ip_prefix_count: class.spec.ip_prefix_count,
+            associate_public_ip: class.spec.associate_public_ip_address,
+            security_groups,
+            connection_tracking: class.spec.connection_tracking.as_ref(),
+        })
+    }
+
     /// Makes sure the launch template of each of `plan`'s AMI, pod count and reservation
     /// exists, and returns each with the overrides the fleet may launch from it.
     pub(crate) async fn ensure_launch_templates(
@@ -705,15 +730,7 @@ where
                 )),
                 user_data: base64::engine::general_purpose::STANDARD.encode(user_data),
                 instance_profile: resolved.instance_profile.clone(),
-                network_interfaces: interfaces::network_interfaces(&InterfaceInputs {
-                    spec: &class.spec.network_interfaces,
-                    efa_count: key.efa,
-                    ipv6: self.options.ipv6(),
-                    ip_prefix_count: class.spec.ip_prefix_count,
-                    associate_public_ip: class.spec.associate_public_ip_address,
-                    security_groups: &security_groups,
-                    connection_tracking: class.spec.connection_tracking.as_ref(),
-                }),
+                network_interfaces: self.template_interfaces(class, &security_groups, key.efa),
                 security_groups: security_groups.clone(),
                 market_type: capacity_block.then(|| launch::CAPACITY_BLOCK.to_string()),
                 nested_virtualization: class

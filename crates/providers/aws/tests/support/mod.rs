@@ -310,6 +310,8 @@ pub struct FakeChecks {
     pub template_errors: Vec<AwsError>,
     /// Every dry run made: `("CreateFleet" | "RunInstances", launch template, subnets)`.
     pub dry_runs: Vec<(String, String, Vec<String>)>,
+    /// Every RunInstances dry run, as asked.
+    pub runs: Vec<karpenter_aws::ec2_extra::RunInstancesDryRun>,
 }
 
 impl FakeEc2 {
@@ -358,12 +360,28 @@ impl karpenter_aws::ec2_extra::DryRuns for FakeEc2 {
         &self,
         request: karpenter_aws::ec2_extra::RunInstancesDryRun,
     ) -> Result<()> {
+        // EC2's rule: interfaces in the call (the dry run always names interface 0) and
+        // security groups on the template itself are an invalid combination.
+        let groups_on_template = self
+            .templates
+            .lock()
+            .unwrap()
+            .get(&request.launch_template)
+            .is_some_and(|t| t.network_interfaces.is_empty() && !t.security_groups.is_empty());
         let mut checks = self.checks();
+        checks.runs.push(request.clone());
         checks.dry_runs.push((
             "RunInstances".into(),
             request.launch_template,
             vec![request.subnet_id],
         ));
+        if groups_on_template {
+            return Err(AwsError::Api {
+                code: "InvalidParameterCombination".into(),
+                message: "Network interfaces and an instance-level security groups may not be specified on the same request".into(),
+                status: 400,
+            });
+        }
         match checks.run_errors.is_empty() {
             true => Ok(()),
             false => Err(checks.run_errors.remove(0)),
