@@ -214,6 +214,13 @@ impl LaunchTemplateData {
     }
 }
 
+/// Whether EC2 says a capacity reservation asked for by id does not exist
+/// (`InvalidCapacityReservationId.NotFound`, or `.Malformed` for an id that cannot be one).
+pub fn is_reservation_not_found(e: &AwsError) -> bool {
+    e.code()
+        .is_some_and(|c| c.starts_with("InvalidCapacityReservationId"))
+}
+
 /// One instance type × subnet a fleet may launch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FleetOverride {
@@ -290,9 +297,12 @@ pub trait Ec2Api: Send + Sync + 'static {
         &self,
         filters: Vec<Filter>,
     ) -> impl Future<Output = Result<Vec<SecurityGroupInfo>>> + Send;
-    /// DescribeCapacityReservations, every page.
+    /// DescribeCapacityReservations by ids (`CapacityReservationId.N`; EC2 answers
+    /// `InvalidCapacityReservationId.NotFound` when one does not exist) and filters, every
+    /// page.
     fn describe_capacity_reservations(
         &self,
+        ids: Vec<String>,
         filters: Vec<Filter>,
     ) -> impl Future<Output = Result<Vec<CapacityReservationInfo>>> + Send;
     /// DescribeImages (owners may be empty).
@@ -667,10 +677,16 @@ impl Ec2Api for Ec2Client {
 
     async fn describe_capacity_reservations(
         &self,
+        ids: Vec<String>,
         filters: Vec<Filter>,
     ) -> Result<Vec<CapacityReservationInfo>> {
         let mut p = Params::new("DescribeCapacityReservations");
+        p.list("CapacityReservationId", &ids);
         p.filters(&filters);
+        // EC2 takes no page size with ids.
+        if ids.is_empty() {
+            p.set("MaxResults", 1000);
+        }
         let mut out = Vec::new();
         self.pages(p, |d| {
             out.extend(items(set_of(d, "capacityReservationSet")).map(|r| {

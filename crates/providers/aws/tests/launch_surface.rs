@@ -78,9 +78,10 @@ impl Ec2Api for Surface {
     }
     async fn describe_capacity_reservations(
         &self,
+        ids: Vec<String>,
         f: Vec<Filter>,
     ) -> Result<Vec<CapacityReservationInfo>> {
-        self.ec2.describe_capacity_reservations(f).await
+        self.ec2.describe_capacity_reservations(ids, f).await
     }
     async fn describe_images(&self, filters: Vec<Filter>, _: Vec<String>) -> Result<Vec<Image>> {
         let ids = filters.iter().find(|f| f.name == "image-id");

@@ -65,11 +65,58 @@ impl Ec2Api for FakeEc2 {
             name: "nodes".into(),
         }])
     }
+    /// As EC2 answers: by id (an unknown id fails the call), `state`, and no filter EC2 does
+    /// not document (it rejects those).
     async fn describe_capacity_reservations(
         &self,
-        _: Vec<Filter>,
+        ids: Vec<String>,
+        filters: Vec<Filter>,
     ) -> Result<Vec<CapacityReservationInfo>> {
-        Ok(self.reservations.lock().unwrap().clone())
+        const DOCUMENTED: &[&str] = &[
+            "instance-type",
+            "owner-id",
+            "instance-platform",
+            "availability-zone",
+            "tenancy",
+            "outpost-arn",
+            "state",
+            "start-date",
+            "end-date",
+            "end-date-type",
+            "instance-match-criteria",
+            "placement-group-arn",
+            "tag-key",
+        ];
+        if let Some(f) = filters
+            .iter()
+            .find(|f| !DOCUMENTED.contains(&f.name.as_str()) && !f.name.starts_with("tag:"))
+        {
+            return Err(AwsError::Api {
+                code: "InvalidParameterValue".into(),
+                message: format!("The filter '{}' is invalid", f.name),
+                status: 400,
+            });
+        }
+        let all = self.reservations.lock().unwrap().clone();
+        if let Some(missing) = ids.iter().find(|id| !all.iter().any(|r| r.id == **id)) {
+            return Err(AwsError::Api {
+                code: "InvalidCapacityReservationId.NotFound".into(),
+                message: format!("The capacity reservation ID '{missing}' does not exist"),
+                status: 400,
+            });
+        }
+        Ok(all
+            .into_iter()
+            .filter(|r| ids.is_empty() || ids.contains(&r.id))
+            .filter(|r| {
+                filters.iter().all(|f| match f.name.as_str() {
+                    "state" => f.values.contains(&r.state),
+                    "owner-id" => f.values.contains(&r.owner_id),
+                    "instance-match-criteria" => f.values.contains(&r.instance_match_criteria),
+                    _ => true,
+                })
+            })
+            .collect())
     }
     async fn describe_images(&self, _: Vec<Filter>, _: Vec<String>) -> Result<Vec<Image>> {
         Ok(self.images.lock().unwrap().clone())
