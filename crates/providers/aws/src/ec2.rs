@@ -1185,7 +1185,13 @@ mod tests {
     fn only_instances_launched_into_reservations_are_reserved() {
         let cases = [
             // (lifecycle, reservation id, preference, capacity type, reported reservation)
-            ("", "cr-1", "capacity-reservations-only", "reserved", Some("cr-1")),
+            (
+                "",
+                "cr-1",
+                "capacity-reservations-only",
+                "reserved",
+                Some("cr-1"),
+            ),
             ("", "cr-1", "open", "on-demand", None),
             ("", "cr-1", "none", "on-demand", None),
             ("", "cr-1", "", "on-demand", None),
@@ -1215,7 +1221,9 @@ mod tests {
             );
             let d = Document::parse(&xml).unwrap();
             let reservation_set = items(set_of(&d, "reservationSet")).next().unwrap();
-            let item = items(child(reservation_set, "instancesSet")).next().unwrap();
+            let item = items(child(reservation_set, "instancesSet"))
+                .next()
+                .unwrap();
             let instance = instance_from_xml(item);
             assert_eq!(
                 (

@@ -182,7 +182,10 @@ where
         if let Some(criteria) = &term.instance_match_criteria {
             filters.push(Filter::new("instance-match-criteria", &[criteria]));
         }
-        for r in api.describe_capacity_reservations(Vec::new(), filters).await? {
+        for r in api
+            .describe_capacity_reservations(Vec::new(), filters)
+            .await?
+        {
             if !capacity_reservations.iter().any(|x| x.id == r.id) {
                 capacity_reservations.push(r);
             }

@@ -275,7 +275,9 @@ where
     );
     nodeclass_status::write(&ctx.client, class, class.status.as_ref(), &next).await?;
     Ok(Some(match outcome {
-        Outcome::Retry(_) => validations.retry_after(class.metadata.name.as_deref().unwrap_or_default()),
+        Outcome::Retry(_) => {
+            validations.retry_after(class.metadata.name.as_deref().unwrap_or_default())
+        }
         _ => STATUS_INTERVAL,
     }))
 }

@@ -643,7 +643,10 @@ async fn dry_runs_are_sent_once_with_the_subnet_on_the_interfaces() {
         network_interfaces: interfaces,
         tags: BTreeMap::new(),
     };
-    let e = ec2.dry_run_run_instances(run(Vec::new())).await.unwrap_err();
+    let e = ec2
+        .dry_run_run_instances(run(Vec::new()))
+        .await
+        .unwrap_err();
     assert_eq!(e.code(), Some("RequestLimitExceeded"));
     let e = ec2
         .dry_run_create_fleet(CreateFleetDryRun::default())
