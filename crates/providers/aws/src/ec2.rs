@@ -123,7 +123,8 @@ pub struct Instance {
     pub launch_time: String,
     /// The private DNS name (the node name on EKS).
     pub private_dns_name: String,
-    /// The capacity reservation it runs in, if any.
+    /// The capacity reservation it was launched into, for reserved capacity only (see
+    /// `capacity_type`); an on-demand instance EC2 placed in an open reservation has none.
     pub capacity_reservation_id: Option<String>,
 }
 
@@ -180,6 +181,11 @@ pub struct LaunchTemplateData {
     pub tags: BTreeMap<String, String>,
     /// The capacity reservation instances launch into (reserved capacity).
     pub capacity_reservation_id: Option<String>,
+    /// `CapacityReservationPreference`: [`RESERVATIONS_ONLY`] for a launch into
+    /// `capacity_reservation_id`, [`RESERVATIONS_NONE`] for on-demand and spot launches, so EC2
+    /// never puts those into an *open* reservation (whose id would then look like reserved
+    /// capacity). Unset sends nothing (EC2's default, `open`).
+    pub capacity_reservation_preference: Option<String>,
     /// `capacity-block` when the reservation is a Capacity Block for ML (EC2 launches into
     /// those only with this market type).
     pub market_type: Option<String>,
@@ -188,6 +194,31 @@ pub struct LaunchTemplateData {
     /// The placement group instances launch into (`pg-…`) and, for a partition group, the
     /// partition.
     pub placement: Option<(String, Option<i32>)>,
+}
+
+/// The reservation preference of a launch into a targeted reservation: that reservation or
+/// nothing.
+pub const RESERVATIONS_ONLY: &str = "capacity-reservations-only";
+/// The reservation preference of an on-demand or spot launch: no reservation, open ones
+/// included.
+pub const RESERVATIONS_NONE: &str = "none";
+
+impl LaunchTemplateData {
+    /// The preference upstream sets for a launch into `reservation` (reserved capacity) or,
+    /// with none, for an on-demand or spot launch.
+    pub fn reservation_preference(reservation: Option<&str>) -> String {
+        match reservation {
+            Some(_) => RESERVATIONS_ONLY.into(),
+            None => RESERVATIONS_NONE.into(),
+        }
+    }
+}
+
+/// Whether EC2 says a capacity reservation asked for by id does not exist
+/// (`InvalidCapacityReservationId.NotFound`, or `.Malformed` for an id that cannot be one).
+pub fn is_reservation_not_found(e: &AwsError) -> bool {
+    e.code()
+        .is_some_and(|c| c.starts_with("InvalidCapacityReservationId"))
 }
 
 /// One instance type × subnet a fleet may launch.
@@ -266,9 +297,12 @@ pub trait Ec2Api: Send + Sync + 'static {
         &self,
         filters: Vec<Filter>,
     ) -> impl Future<Output = Result<Vec<SecurityGroupInfo>>> + Send;
-    /// DescribeCapacityReservations, every page.
+    /// DescribeCapacityReservations by ids (`CapacityReservationId.N`; EC2 answers
+    /// `InvalidCapacityReservationId.NotFound` when one does not exist) and filters, every
+    /// page.
     fn describe_capacity_reservations(
         &self,
+        ids: Vec<String>,
         filters: Vec<Filter>,
     ) -> impl Future<Output = Result<Vec<CapacityReservationInfo>>> + Send;
     /// DescribeImages (owners may be empty).
@@ -507,16 +541,34 @@ pub fn instance_type_from_xml(item: Node<'_, '_>) -> Option<InstanceTypeInfo> {
     })
 }
 
+/// Reads an instance of DescribeInstances. Upstream's rule for reserved capacity: an instance
+/// is `reserved` only when it runs in a reservation *and* was launched to use nothing but
+/// reservations (`capacity-reservations-only`, what reserved launch templates ask for). An
+/// instance EC2 put into an open reservation on its own is on-demand capacity, and its
+/// reservation id is not reported (it would otherwise label the node and drive
+/// reservation drift).
 fn instance_from_xml(item: Node<'_, '_>) -> Instance {
+    let reservation = Some(text(item, "capacityReservationId")).filter(|c| !c.is_empty());
+    let targeted = path_text(
+        item,
+        &[
+            "capacityReservationSpecification",
+            "capacityReservationPreference",
+        ],
+    )
+    .as_deref()
+        == Some(RESERVATIONS_ONLY);
+    let spot = text(item, "instanceLifecycle") == "spot";
+    let reserved = !spot && targeted && reservation.is_some();
     Instance {
         id: text(item, "instanceId"),
         instance_type: text(item, "instanceType"),
         zone: path_text(item, &["placement", "availabilityZone"]).unwrap_or_default(),
         state: path_text(item, &["instanceState", "name"]).unwrap_or_default(),
-        capacity_type: if !text(item, "capacityReservationId").is_empty() {
-            "reserved".into()
-        } else if text(item, "instanceLifecycle") == "spot" {
+        capacity_type: if spot {
             "spot".into()
+        } else if reserved {
+            "reserved".into()
         } else {
             "on-demand".into()
         },
@@ -527,8 +579,7 @@ fn instance_from_xml(item: Node<'_, '_>) -> Instance {
             .collect(),
         tags: tags_of(item),
         launch_time: text(item, "launchTime"),
-        capacity_reservation_id: Some(text(item, "capacityReservationId"))
-            .filter(|c| !c.is_empty()),
+        capacity_reservation_id: reservation.filter(|_| reserved),
         private_dns_name: text(item, "privateDnsName"),
     }
 }
@@ -552,6 +603,11 @@ impl Ec2Client {
 
     async fn call(&self, params: &Params) -> Result<String> {
         self.http.query("ec2", &params.0).await
+    }
+
+    /// One attempt, no retry (the validation dry runs).
+    async fn call_once(&self, params: &Params) -> Result<String> {
+        self.http.without_retries().query("ec2", &params.0).await
     }
 
     /// Calls every page of a paginated action, handing each page's document to `read`.
@@ -621,10 +677,16 @@ impl Ec2Api for Ec2Client {
 
     async fn describe_capacity_reservations(
         &self,
+        ids: Vec<String>,
         filters: Vec<Filter>,
     ) -> Result<Vec<CapacityReservationInfo>> {
         let mut p = Params::new("DescribeCapacityReservations");
+        p.list("CapacityReservationId", &ids);
         p.filters(&filters);
+        // EC2 takes no page size with ids.
+        if ids.is_empty() {
+            p.set("MaxResults", 1000);
+        }
         let mut out = Vec::new();
         self.pages(p, |d| {
             out.extend(items(set_of(d, "capacityReservationSet")).map(|r| {
@@ -811,8 +873,13 @@ impl Ec2Api for Ec2Client {
             "disabled",
         );
         p.set(format!("{d}.Monitoring.Enabled"), data.monitoring);
+        let crs = format!("{d}.CapacityReservationSpecification");
         p.opt(
-            &format!("{d}.CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId"),
+            &format!("{crs}.CapacityReservationPreference"),
+            data.capacity_reservation_preference.as_ref(),
+        );
+        p.opt(
+            &format!("{crs}.CapacityReservationTarget.CapacityReservationId"),
             data.capacity_reservation_id.as_ref(),
         );
         if let Some((group, partition)) = &data.placement {
@@ -995,7 +1062,7 @@ impl crate::ec2_extra::DryRuns for Ec2Client {
         p.tags("TagSpecification", 1, "instance", &request.tags);
         p.tags("TagSpecification", 2, "volume", &request.tags);
         p.tags("TagSpecification", 3, "fleet", &request.tags);
-        crate::ec2_extra::dry_run_answer(self.call(&p).await)
+        crate::ec2_extra::dry_run_answer(self.call_once(&p).await)
     }
 
     async fn dry_run_run_instances(
@@ -1012,12 +1079,27 @@ impl crate::ec2_extra::DryRuns for Ec2Client {
         );
         p.set("LaunchTemplate.Version", "$Latest");
         p.set("InstanceType", &request.instance_type);
-        p.set("NetworkInterface.1.DeviceIndex", 0);
-        p.set("NetworkInterface.1.SubnetId", &request.subnet_id);
+        // The subnet goes on the interfaces (never top-level SubnetId beside them, which EC2
+        // rejects); the template's groups stay on its own interfaces.
+        let primary = [crate::interfaces::LaunchTemplateInterface::default()];
+        let interfaces = match request.network_interfaces.as_slice() {
+            [] => &primary[..],
+            list => list,
+        };
+        for (i, ni) in interfaces.iter().enumerate() {
+            let prefix = format!("NetworkInterface.{}", i + 1);
+            p.opt(&format!("{prefix}.NetworkCardIndex"), ni.network_card_index);
+            p.set(format!("{prefix}.DeviceIndex"), ni.device_index);
+            p.opt(
+                &format!("{prefix}.InterfaceType"),
+                ni.interface_type.as_ref(),
+            );
+            p.set(format!("{prefix}.SubnetId"), &request.subnet_id);
+        }
         p.tags("TagSpecification", 1, "instance", &request.tags);
         p.tags("TagSpecification", 2, "volume", &request.tags);
         p.tags("TagSpecification", 3, "network-interface", &request.tags);
-        crate::ec2_extra::dry_run_answer(self.call(&p).await)
+        crate::ec2_extra::dry_run_answer(self.call_once(&p).await)
     }
 }
 
@@ -1095,6 +1177,63 @@ mod tests {
             items(child(inst[0], "instanceIds")).next().unwrap().text(),
             Some("i-0abc")
         );
+    }
+
+    /// Upstream's capacity-type rule (`capacityTypeFromInstance`): reserved only with a
+    /// reservation id *and* the `capacity-reservations-only` preference; spot by lifecycle.
+    #[test]
+    fn only_instances_launched_into_reservations_are_reserved() {
+        let cases = [
+            // (lifecycle, reservation id, preference, capacity type, reported reservation)
+            (
+                "",
+                "cr-1",
+                "capacity-reservations-only",
+                "reserved",
+                Some("cr-1"),
+            ),
+            ("", "cr-1", "open", "on-demand", None),
+            ("", "cr-1", "none", "on-demand", None),
+            ("", "cr-1", "", "on-demand", None),
+            ("", "", "capacity-reservations-only", "on-demand", None),
+            ("", "", "", "on-demand", None),
+            ("spot", "", "none", "spot", None),
+        ];
+        for (lifecycle, reservation, preference, capacity_type, reported) in cases {
+            let lifecycle = match lifecycle {
+                "" => String::new(),
+                l => format!("<instanceLifecycle>{l}</instanceLifecycle>"),
+            };
+            let reservation = match reservation {
+                "" => String::new(),
+                r => format!("<capacityReservationId>{r}</capacityReservationId>"),
+            };
+            let preference = match preference {
+                "" => String::new(),
+                p => format!(
+                    "<capacityReservationSpecification><capacityReservationPreference>{p}</capacityReservationPreference></capacityReservationSpecification>"
+                ),
+            };
+            let xml = format!(
+                r#"<DescribeInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><reservationSet><item><instancesSet><item>
+                  <instanceId>i-1</instanceId><instanceType>m5.large</instanceType>{lifecycle}{reservation}{preference}
+                </item></instancesSet></item></reservationSet></DescribeInstancesResponse>"#
+            );
+            let d = Document::parse(&xml).unwrap();
+            let reservation_set = items(set_of(&d, "reservationSet")).next().unwrap();
+            let item = items(child(reservation_set, "instancesSet"))
+                .next()
+                .unwrap();
+            let instance = instance_from_xml(item);
+            assert_eq!(
+                (
+                    instance.capacity_type.as_str(),
+                    instance.capacity_reservation_id.as_deref()
+                ),
+                (capacity_type, reported),
+                "{xml}"
+            );
+        }
     }
 
     #[test]

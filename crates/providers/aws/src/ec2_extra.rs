@@ -60,8 +60,11 @@ pub struct RunInstancesDryRun {
     pub launch_template: String,
     /// `m5.large`.
     pub instance_type: String,
-    /// The subnet of the primary interface.
+    /// The subnet the interfaces are made in.
     pub subnet_id: String,
+    /// The launch template's interfaces: each is named (card, device, type) with the subnet,
+    /// as upstream does, and EC2 merges it with the template's; with none, interface 0.
+    pub network_interfaces: Vec<crate::interfaces::LaunchTemplateInterface>,
     /// Tags for the instance, its volumes and its interfaces.
     pub tags: BTreeMap<String, String>,
 }

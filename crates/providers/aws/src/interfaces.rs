@@ -7,9 +7,10 @@
 //! - else one primary interface.
 //!
 //! Each addressed interface gets `ipPrefixCount` prefixes (IPv4, or IPv6 in an IPv6 cluster),
-//! in an IPv6 cluster a primary IPv6 address, and the connection-tracking timeouts. A primary
-//! interface with nothing but the security groups is left out: the groups go on the template
-//! itself, which is what EC2 makes of it anyway.
+//! in an IPv6 cluster a primary IPv6 address, and the connection-tracking timeouts. The primary
+//! interface is always there, with the security groups, as upstream writes it: a RunInstances
+//! call that names interface 0 (the validation dry run) is merged with it, whereas groups on the
+//! template itself and an interface in the call are a combination EC2 rejects.
 
 use crate::ec2nodeclass::{ConnectionTracking, NetworkInterface};
 
@@ -84,7 +85,7 @@ fn addressed(
     ni
 }
 
-/// The interfaces to attach; empty when the template's own security groups say it all.
+/// The interfaces to attach: never none.
 pub fn network_interfaces(inputs: &InterfaceInputs<'_>) -> Vec<LaunchTemplateInterface> {
     let groups = inputs.security_groups.to_vec();
     if !inputs.spec.is_empty() {
@@ -123,24 +124,14 @@ pub fn network_interfaces(inputs: &InterfaceInputs<'_>) -> Vec<LaunchTemplateInt
             })
             .collect();
     }
-    let primary = addressed(
+    vec![addressed(
         inputs,
         LaunchTemplateInterface {
             device_index: 0,
             security_groups: groups,
             ..Default::default()
         },
-    );
-    let bare = LaunchTemplateInterface {
-        device_index: 0,
-        security_groups: primary.security_groups.clone(),
-        ..Default::default()
-    };
-    if primary == bare {
-        Vec::new()
-    } else {
-        vec![primary]
-    }
+    )]
 }
 
 #[cfg(test)]
@@ -151,22 +142,28 @@ mod tests {
         vec!["sg-1".into(), "sg-2".into()]
     }
 
+    /// Upstream's default: one primary interface carrying the security groups, even with
+    /// nothing else to say (a connection tracking block without timeouts sends nothing).
     #[test]
-    fn a_plain_node_needs_no_interface() {
+    fn a_plain_node_gets_the_primary_interface_with_its_groups() {
         let g = groups();
+        let primary = [LaunchTemplateInterface {
+            device_index: 0,
+            security_groups: g.clone(),
+            ..Default::default()
+        }];
         let inputs = InterfaceInputs {
             security_groups: &g,
             ..Default::default()
         };
-        assert!(network_interfaces(&inputs).is_empty());
-        // A connection tracking block without timeouts sends nothing either (upstream).
+        assert_eq!(network_interfaces(&inputs), primary);
         let empty = ConnectionTracking::default();
         let inputs = InterfaceInputs {
             security_groups: &g,
             connection_tracking: Some(&empty),
             ..Default::default()
         };
-        assert!(network_interfaces(&inputs).is_empty());
+        assert_eq!(network_interfaces(&inputs), primary);
     }
 
     /// After upstream's launch template suite: ipPrefixCount goes on the primary interface as

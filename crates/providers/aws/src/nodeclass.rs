@@ -156,18 +156,36 @@ where
     }
     let mut capacity_reservations: Vec<CapacityReservationInfo> = Vec::new();
     for term in &spec.capacity_reservation_selector_terms {
-        let mut filters = tag_filters(&term.tags);
-        filters.push(Filter::new("state", &["active"]));
+        let active = Filter::new("state", &["active"]);
         if let Some(id) = &term.id {
-            filters.push(Filter::new("capacity-reservation-id", &[id]));
+            // By id, as upstream asks: the id alone, active; a reservation that no longer
+            // exists is simply not selected.
+            let found = match api
+                .describe_capacity_reservations(vec![id.clone()], vec![active])
+                .await
+            {
+                Err(e) if crate::ec2::is_reservation_not_found(&e) => Vec::new(),
+                other => other?,
+            };
+            for r in found {
+                if !capacity_reservations.iter().any(|x| x.id == r.id) {
+                    capacity_reservations.push(r);
+                }
+            }
+            continue;
         }
+        let mut filters = tag_filters(&term.tags);
+        filters.push(active);
         if let Some(owner) = &term.owner_id {
             filters.push(Filter::new("owner-id", &[owner]));
         }
         if let Some(criteria) = &term.instance_match_criteria {
             filters.push(Filter::new("instance-match-criteria", &[criteria]));
         }
-        for r in api.describe_capacity_reservations(filters).await? {
+        for r in api
+            .describe_capacity_reservations(Vec::new(), filters)
+            .await?
+        {
             if !capacity_reservations.iter().any(|x| x.id == r.id) {
                 capacity_reservations.push(r);
             }

@@ -248,7 +248,8 @@ karpenter_controller::impl_stored!(EC2NodeClass);
 
 /// Resolves and validates one EC2NodeClass and writes its status when it changed. Asks to be
 /// looked at again after [`STATUS_INTERVAL`] (what its selectors match changes in EC2, not in
-/// the API), or after [`validation::RETRY_AFTER`] when validation reached no verdict.
+/// the API), or sooner, backing off, when validation reached no verdict
+/// ([`ValidationCache::retry_after`]).
 async fn reconcile<A, S>(
     ctx: &Context<AwsCloudProvider<A, S>>,
     validations: &ValidationCache,
@@ -274,7 +275,9 @@ where
     );
     nodeclass_status::write(&ctx.client, class, class.status.as_ref(), &next).await?;
     Ok(Some(match outcome {
-        Outcome::Retry(_) => validation::RETRY_AFTER,
+        Outcome::Retry(_) => {
+            validations.retry_after(class.metadata.name.as_deref().unwrap_or_default())
+        }
         _ => STATUS_INTERVAL,
     }))
 }

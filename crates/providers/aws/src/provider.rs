@@ -324,6 +324,12 @@ where
             .filter(|o| o.instance_type == chosen.instance_type)
             .cloned()
             .collect();
+        let groups: Vec<String> = resolved
+            .security_groups
+            .iter()
+            .map(|g| g.id.clone())
+            .collect();
+        let network_interfaces = self.template_interfaces(class, &groups, key.efa);
         let one = launch::FleetPlan {
             capacity_type: plan.capacity_type.clone(),
             by_image: BTreeMap::from([(key, overrides)]),
@@ -350,6 +356,7 @@ where
                 .collect(),
             instance_type: chosen.instance_type,
             subnets,
+            network_interfaces,
             tags,
         })
     }
@@ -664,6 +671,24 @@ where
             .collect()
     }
 
+    /// The interfaces a launch template of `class` attaches, for `efa` EFA interfaces.
+    fn template_interfaces(
+        &self,
+        class: &EC2NodeClass,
+        security_groups: &[String],
+        efa: i64,
+    ) -> Vec<interfaces::LaunchTemplateInterface> {
+        interfaces::network_interfaces(&InterfaceInputs {
+            spec: &class.spec.network_interfaces,
+            efa_count: efa,
+            ipv6: self.options.ipv6(),
+            ip_prefix_count: class.spec.ip_prefix_count,
+            associate_public_ip: class.spec.associate_public_ip_address,
+            security_groups,
+            connection_tracking: class.spec.connection_tracking.as_ref(),
+        })
+    }
+
     /// Makes sure the launch template of each of `plan`'s AMI, pod count and reservation
     /// exists, and returns each with the overrides the fleet may launch from it.
     pub(crate) async fn ensure_launch_templates(
@@ -700,17 +725,12 @@ where
             let data = LaunchTemplateData {
                 image_id: key.image.clone(),
                 capacity_reservation_id: key.reservation.clone(),
+                capacity_reservation_preference: Some(LaunchTemplateData::reservation_preference(
+                    key.reservation.as_deref(),
+                )),
                 user_data: base64::engine::general_purpose::STANDARD.encode(user_data),
                 instance_profile: resolved.instance_profile.clone(),
-                network_interfaces: interfaces::network_interfaces(&InterfaceInputs {
-                    spec: &class.spec.network_interfaces,
-                    efa_count: key.efa,
-                    ipv6: self.options.ipv6(),
-                    ip_prefix_count: class.spec.ip_prefix_count,
-                    associate_public_ip: class.spec.associate_public_ip_address,
-                    security_groups: &security_groups,
-                    connection_tracking: class.spec.connection_tracking.as_ref(),
-                }),
+                network_interfaces: self.template_interfaces(class, &security_groups, key.efa),
                 security_groups: security_groups.clone(),
                 market_type: capacity_block.then(|| launch::CAPACITY_BLOCK.to_string()),
                 nested_virtualization: class
@@ -1256,9 +1276,11 @@ pub fn drift_reason(instance: &Instance, resolved: &ResolvedNodeClass) -> Option
     {
         return Some("SubnetDrift".into());
     }
-    // Only an instance in a reservation can drift from the reservations: an on-demand
-    // instance (one that fell back from reserved capacity) matches any selector.
-    if let Some(id) = &instance.capacity_reservation_id
+    // Only reserved capacity can drift from the reservations: an on-demand instance (one that
+    // fell back from reserved capacity, or one EC2 placed in an open reservation on its own)
+    // matches any selector, whatever reservation EC2 reports it in.
+    if instance.capacity_type == "reserved"
+        && let Some(id) = &instance.capacity_reservation_id
         && !resolved.capacity_reservations.iter().any(|c| c.id == *id)
     {
         return Some("CapacityReservationDrift".into());

@@ -79,13 +79,21 @@ where
     if ids.is_empty() {
         return Ok(());
     }
-    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-    let reservations = ctx
-        .provider
-        .api()
-        .describe_capacity_reservations(vec![Filter::new("capacity-reservation-id", &ids)])
-        .await
-        .map_err(|e| format!("describing capacity reservations: {e}"))?;
+    // One id a call, as upstream asks: EC2 fails a call naming a reservation that no longer
+    // exists, which must not hide the others.
+    let mut reservations = Vec::new();
+    for id in ids {
+        match ctx
+            .provider
+            .api()
+            .describe_capacity_reservations(vec![id], vec![Filter::new("state", &["active"])])
+            .await
+        {
+            Ok(found) => reservations.extend(found),
+            Err(e) if crate::ec2::is_reservation_not_found(&e) => {}
+            Err(e) => return Err(format!("describing capacity reservations: {e}")),
+        }
+    }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     for claim in expiring_claims(claims.iter().map(|c| &**c), &reservations, ctx.clock.now()) {
         let name = claim.metadata.name.clone().unwrap_or_default();

@@ -25,8 +25,13 @@ use crate::provider::{AwsApi, AwsCloudProvider, NodeClassStore};
 pub const CONDITION: &str = "ValidationSucceeded";
 /// How long a verdict is reused (upstream's `ValidationTTL`).
 pub const CACHE_TTL: Duration = Duration::from_secs(30 * 60);
-/// When a NodeClass is validated again after a transient failure.
+/// When a NodeClass is validated again after its first validation without a verdict; each
+/// further one in a row doubles the wait, up to [`MAX_RETRY_AFTER`] (upstream returns such
+/// errors to its work queue, which backs off per object the same way).
 pub const RETRY_AFTER: Duration = Duration::from_secs(10);
+/// The longest wait between validations that reach no verdict (upstream's re-validation
+/// period).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(10 * 60);
 
 /// ec2:CreateFleet was denied.
 pub const REASON_CREATE_FLEET: &str = "CreateFleetAuthCheckFailed";
@@ -58,6 +63,8 @@ pub struct ValidationLaunch {
     pub overrides: Vec<crate::ec2::FleetOverride>,
     /// The subnets RunInstances is tried in, in order.
     pub subnets: Vec<String>,
+    /// The launch template's interfaces (RunInstances names them with the subnet).
+    pub network_interfaces: Vec<crate::interfaces::LaunchTemplateInterface>,
     /// The tags a launch sets.
     pub tags: BTreeMap<String, String>,
 }
@@ -75,7 +82,7 @@ pub enum Outcome {
         message: String,
     },
     /// No verdict (a throttle, a server fault, an unexpected answer): the condition keeps its
-    /// value and the NodeClass is validated again after [`RETRY_AFTER`].
+    /// value and the NodeClass is validated again after [`ValidationCache::retry_after`].
     Retry(String),
 }
 
@@ -258,10 +265,12 @@ pub fn cache_key(class: &EC2NodeClass, resolved: &ResolvedNodeClass) -> String {
     )
 }
 
-/// Verdicts by [`cache_key`], each with when it was reached.
+/// Verdicts by [`cache_key`], each with when it was reached, and how many validations in a
+/// row reached none, by NodeClass.
 #[derive(Default)]
 pub struct ValidationCache {
     entries: Mutex<BTreeMap<String, (Instant, Outcome)>>,
+    misses: Mutex<BTreeMap<String, u32>>,
 }
 
 impl ValidationCache {
@@ -278,6 +287,29 @@ impl ValidationCache {
         let class = key.split(':').next().unwrap_or_default().to_string();
         entries.retain(|k, _| k.split(':').next() != Some(class.as_str()));
         entries.insert(key, (now, outcome));
+    }
+
+    /// Counts a validation of `class` that reached no verdict, or forgets the count after one
+    /// that did.
+    pub fn note(&self, class: &str, outcome: &Outcome) {
+        let mut misses = self.misses.lock().unwrap_or_else(|e| e.into_inner());
+        match outcome {
+            Outcome::Retry(_) => *misses.entry(class.to_string()).or_default() += 1,
+            _ => {
+                misses.remove(class);
+            }
+        }
+    }
+
+    /// How long to wait before validating `class` again after no verdict: [`RETRY_AFTER`],
+    /// doubled for each further validation in a row without one, at most
+    /// [`MAX_RETRY_AFTER`].
+    pub fn retry_after(&self, class: &str) -> Duration {
+        let misses = self.misses.lock().unwrap_or_else(|e| e.into_inner());
+        let n = misses.get(class).copied().unwrap_or(1).max(1);
+        RETRY_AFTER
+            .checked_mul(1u32 << (n - 1).min(16))
+            .map_or(MAX_RETRY_AFTER, |d| d.min(MAX_RETRY_AFTER))
     }
 
     /// How many verdicts are kept.
@@ -323,6 +355,10 @@ where
     if judgement.cache {
         cache.put(key, judgement.outcome.clone(), now);
     }
+    cache.note(
+        class.metadata.name.as_deref().unwrap_or_default(),
+        &judgement.outcome,
+    );
     judgement.outcome
 }
 
@@ -365,6 +401,7 @@ where
             launch_template: launch.launch_template.clone(),
             instance_type: launch.instance_type.clone(),
             subnet_id: subnet.clone(),
+            network_interfaces: launch.network_interfaces.clone(),
             tags: launch.tags.clone(),
         };
         match api.dry_run_run_instances(run).await {

@@ -167,15 +167,29 @@ fn an_instance_in_a_reservation_the_node_class_no_longer_selects_drifts() {
 fn security_group_drift_is_reported_before_reservation_drift() {
     block_on(async {
         let fake = FakeEc2::default();
-        let store = store(node_class(serde_json::json!({})));
-        let p = provider_with(fake.clone(), store);
-        let request = claim("a", &["on-demand"]);
+        fake.reservations
+            .lock()
+            .unwrap()
+            .push(reservation("cr-0123"));
+        let store = store(node_class(
+            serde_json::json!({"capacityReservationSelectorTerms": [{"id": "cr-0123"}]}),
+        ));
+        let p = provider_with(fake.clone(), store.clone());
+        let request = claim("a", &["reserved"]);
         let launched = kept(request.clone(), p.create(&request).await.unwrap());
+        // The reservation is no longer selected and the groups changed too.
+        fake.reservations.lock().unwrap().clear();
+        set_spec(
+            &store,
+            "capacityReservationSelectorTerms",
+            serde_json::json!([{"id": "cr-other"}]),
+        );
         {
             let mut instances = fake.instances.lock().unwrap();
-            instances[0].capacity_reservation_id = Some("cr-gone".into());
+            instances[0].capacity_reservation_id = Some("cr-0123".into());
             instances[0].security_groups = vec!["sg-old".into()];
         }
+        let launched = adopted(launched);
         assert_eq!(
             p.is_drifted(&launched).await.unwrap().as_deref(),
             Some("SecurityGroupDrift")
@@ -184,6 +198,61 @@ fn security_group_drift_is_reported_before_reservation_drift() {
         assert_eq!(
             p.is_drifted(&launched).await.unwrap().as_deref(),
             Some("CapacityReservationDrift")
+        );
+    });
+}
+
+#[test]
+fn on_demand_and_spot_instances_in_an_open_reservation_do_not_drift() {
+    for capacity_type in ["on-demand", "spot"] {
+        block_on(async {
+            let fake = FakeEc2::default();
+            let store = store(node_class(serde_json::json!({})));
+            let p = provider_with(fake.clone(), store);
+            let request = claim("a", &[capacity_type]);
+            let launched = kept(request.clone(), p.create(&request).await.unwrap());
+            // EC2 matched the instance to an open reservation the NodeClass never selected.
+            fake.instances.lock().unwrap()[0].capacity_reservation_id = Some("cr-open".into());
+            assert_eq!(
+                p.is_drifted(&launched).await.unwrap(),
+                None,
+                "{capacity_type}"
+            );
+        });
+    }
+}
+
+#[test]
+fn launch_templates_keep_on_demand_and_spot_out_of_open_reservations() {
+    block_on(async {
+        let fake = FakeEc2::default();
+        fake.reservations
+            .lock()
+            .unwrap()
+            .push(reservation("cr-0123"));
+        let store = store(node_class(
+            serde_json::json!({"capacityReservationSelectorTerms": [{"id": "cr-0123"}]}),
+        ));
+        let p = provider_with(fake.clone(), store);
+        p.create(&claim("a", &["on-demand"])).await.unwrap();
+        p.create(&claim("b", &["reserved"])).await.unwrap();
+        let templates = fake.templates.lock().unwrap();
+        let mut seen: Vec<(Option<&str>, Option<&str>)> = templates
+            .values()
+            .map(|t| {
+                (
+                    t.capacity_reservation_preference.as_deref(),
+                    t.capacity_reservation_id.as_deref(),
+                )
+            })
+            .collect();
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                (Some("capacity-reservations-only"), Some("cr-0123")),
+                (Some("none"), None),
+            ]
         );
     });
 }

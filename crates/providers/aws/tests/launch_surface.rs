@@ -78,9 +78,10 @@ impl Ec2Api for Surface {
     }
     async fn describe_capacity_reservations(
         &self,
+        ids: Vec<String>,
         f: Vec<Filter>,
     ) -> Result<Vec<CapacityReservationInfo>> {
-        self.ec2.describe_capacity_reservations(f).await
+        self.ec2.describe_capacity_reservations(ids, f).await
     }
     async fn describe_images(&self, filters: Vec<Filter>, _: Vec<String>) -> Result<Vec<Image>> {
         let ids = filters.iter().find(|f| f.name == "image-id");
@@ -320,8 +321,18 @@ fn an_efa_request_attaches_one_efa_interface_per_card() {
         let mut c = claim(&["on-demand"], &[]);
         require_type(&mut c, &efa_type);
         p.create(&c).await.unwrap();
-        assert!(surface.templates()[0].network_interfaces.is_empty());
-        assert_eq!(surface.templates()[0].security_groups, ["sg-1"]);
+        // Only the primary interface, carrying the groups (upstream's default).
+        let plain = &surface.templates()[0].network_interfaces;
+        assert_eq!(plain.len(), 1);
+        assert_eq!(
+            (
+                plain[0].network_card_index,
+                plain[0].device_index,
+                plain[0].interface_type.as_deref(),
+                plain[0].security_groups.as_slice()
+            ),
+            (None, 0, None, &["sg-1".to_string()][..])
+        );
     });
 }
 

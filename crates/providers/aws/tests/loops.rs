@@ -411,6 +411,7 @@ async fn a_capacity_reservation_interruption_replaces_the_node_and_frees_no_more
             zone: "us-east-1a".into(),
             available: 2,
             reservation_type: "default".into(),
+            state: "active".into(),
             ..Default::default()
         });
     for id in ["i-1", "i-2", "i-3"] {
@@ -499,7 +500,8 @@ async fn a_capacity_reservation_interruption_replaces_the_node_and_frees_no_more
 async fn nodes_in_an_expiring_capacity_block_are_replaced_ahead_of_ec2() {
     use karpenter_aws::ec2::CapacityReservationInfo;
     let server = setup();
-    for (claim, reservation) in [("a", "cr-ending"), ("b", "cr-later")] {
+    // Claim c's reservation is one EC2 no longer knows: asking for it must not hide the others.
+    for (claim, reservation) in [("a", "cr-ending"), ("b", "cr-later"), ("c", "cr-gone")] {
         server
             .merge::<NodeClaim>(
                 "",
@@ -524,6 +526,7 @@ async fn nodes_in_an_expiring_capacity_block_are_replaced_ahead_of_ec2() {
         instance_type: "m5.large".into(),
         zone: "us-east-1a".into(),
         reservation_type: "capacity-block".into(),
+        state: "active".into(),
         end_date: Some(
             (now + k8s_openapi::jiff::SignedDuration::from_mins(ends_in_minutes)).to_string(),
         ),
@@ -562,7 +565,10 @@ async fn nodes_in_an_expiring_capacity_block_are_replaced_ahead_of_ec2() {
         !gone_or_deleting(&server, "b"),
         "a later block keeps its node"
     );
-    assert!(!gone_or_deleting(&server, "c"), "an on-demand node stays");
+    assert!(
+        !gone_or_deleting(&server, "c"),
+        "a node of a reservation EC2 no longer knows stays"
+    );
     stop.cancel();
     let _ = running.await;
     let _ = expiration.await;

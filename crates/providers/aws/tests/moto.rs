@@ -622,6 +622,7 @@ fn launch_template_interfaces_cpu_and_market_options_through_moto() {
                 http_put_response_hop_limit: 1,
                 network_interfaces: vec![efa(0), efa(1)],
                 capacity_reservation_id: Some("cr-0123".into()),
+                capacity_reservation_preference: Some("capacity-reservations-only".into()),
                 market_type: Some("capacity-block".into()),
                 nested_virtualization: Some("enabled".into()),
                 tags: [("eks:eks-cluster-name".to_string(), "test".to_string())].into(),
@@ -650,6 +651,7 @@ fn launch_template_interfaces_cpu_and_market_options_through_moto() {
             "<marketType>capacity-block</marketType>",
             "<nestedVirtualization>enabled</nestedVirtualization>",
             "<capacityReservationId>cr-0123</capacityReservationId>",
+            "<capacityReservationPreference>capacity-reservations-only</capacityReservationPreference>",
         ] {
             assert!(compact.contains(wanted), "{wanted} in {data}");
         }

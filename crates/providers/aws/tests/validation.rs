@@ -172,6 +172,67 @@ fn throttling_is_no_verdict_and_is_not_cached() {
     });
 }
 
+/// An answer a dry run should never get (upstream returns it to its work queue, which backs
+/// off): no verdict, asked again later and later, and the wait starts over after a verdict.
+#[test]
+fn an_unexpected_answer_is_asked_again_backing_off() {
+    block_on(async {
+        let fake = FakeEc2::default();
+        let class = node_class(serde_json::json!({}));
+        let p = provider(fake.clone(), class.clone());
+        let r = resolved(&p, &class).await;
+        let unexpected = AwsError::Api {
+            code: "InvalidParameterCombination".into(),
+            message: "not like this".into(),
+            status: 400,
+        };
+        let cache = ValidationCache::default();
+        let mut waits = Vec::new();
+        for _ in 0..9 {
+            fake.checks().run_errors.push(unexpected.clone());
+            let outcome = validation::validate(&p, &class, &r, &cache, Instant::now()).await;
+            assert!(matches!(outcome, Outcome::Retry(_)), "{outcome:?}");
+            waits.push(cache.retry_after("default").as_secs());
+        }
+        assert_eq!(waits, [10, 20, 40, 80, 160, 320, 600, 600, 600]);
+        // Every validation used the one launch template (as a launch of the same data would):
+        // re-validating makes no new ones.
+        assert_eq!(fake.templates.lock().unwrap().len(), 1);
+        let outcome = validation::validate(&p, &class, &r, &cache, Instant::now()).await;
+        assert_eq!(outcome, Outcome::Succeeded);
+        fake.checks().run_errors.push(unexpected);
+        // The verdict above is cached; a changed NodeClass is validated afresh.
+        let mut changed = class.clone();
+        changed.spec.tags.insert("team".into(), "b".into());
+        let outcome = validation::validate(&p, &changed, &r, &cache, Instant::now()).await;
+        assert!(matches!(outcome, Outcome::Retry(_)), "{outcome:?}");
+        assert_eq!(cache.retry_after("default").as_secs(), 10, "counted afresh");
+    });
+}
+
+/// The dry runs name the launch template's interfaces with the subnet, and the template
+/// carries its groups on them: a combination EC2 takes (the fake rejects groups on the
+/// template beside interfaces in the call, as EC2 does).
+#[test]
+fn the_run_instances_dry_run_names_the_templates_interfaces() {
+    block_on(async {
+        let fake = FakeEc2::default();
+        let class = node_class(serde_json::json!({}));
+        let p = provider(fake.clone(), class.clone());
+        let r = resolved(&p, &class).await;
+        let outcome =
+            validation::validate(&p, &class, &r, &ValidationCache::default(), Instant::now()).await;
+        assert_eq!(outcome, Outcome::Succeeded);
+        let templates = fake.templates.lock().unwrap().clone();
+        let data = templates.values().next().unwrap();
+        assert_eq!(data.network_interfaces.len(), 1);
+        assert_eq!(data.network_interfaces[0].security_groups, ["sg-1"]);
+        let runs = fake.checks().runs.clone();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].network_interfaces, data.network_interfaces);
+    });
+}
+
 #[test]
 fn restricted_tags_fail_before_any_call() {
     block_on(async {

@@ -617,3 +617,101 @@ async fn sso_exchanges_the_cached_token_at_the_portal() {
     let e = fresh.get(&http).await.unwrap_err().to_string();
     assert!(e.contains("aws sso login"), "{e}");
 }
+
+/// The validation dry runs go out once (upstream sends them with no retryer): a throttle is
+/// answered at once and spends nothing of the retry quota. RunInstances puts the subnet on the
+/// launch template's interfaces, never beside them (a combination EC2 rejects).
+#[tokio::test]
+async fn dry_runs_are_sent_once_with_the_subnet_on_the_interfaces() {
+    use karpenter_aws::ec2::Ec2Client;
+    use karpenter_aws::ec2_extra::{CreateFleetDryRun, DryRuns, RunInstancesDryRun};
+    use karpenter_aws::interfaces::LaunchTemplateInterface;
+
+    let (url, log) = scripted_ec2(vec![
+        (503, "RequestLimitExceeded"),
+        (503, "RequestLimitExceeded"),
+        (412, "DryRunOperation"),
+        (412, "DryRunOperation"),
+    ])
+    .await;
+    let (t, _, slept) = timing(T0);
+    let ec2 = Ec2Client::new(client(Some(url), "us-east-1", keys("AKID"), t));
+    let run = |interfaces: Vec<LaunchTemplateInterface>| RunInstancesDryRun {
+        launch_template: "karpenter.k8s.aws/1".into(),
+        instance_type: "m5.large".into(),
+        subnet_id: "subnet-a".into(),
+        network_interfaces: interfaces,
+        tags: BTreeMap::new(),
+    };
+    let e = ec2
+        .dry_run_run_instances(run(Vec::new()))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some("RequestLimitExceeded"));
+    let e = ec2
+        .dry_run_create_fleet(CreateFleetDryRun::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some("RequestLimitExceeded"));
+    assert_eq!(log.lock().unwrap().len(), 2, "one request each");
+    assert!(slept.lock().unwrap().is_empty());
+    assert_eq!(ec2.http().retry_tokens(), RetryQuota::CAPACITY);
+
+    // The primary interface only: interface 0 in the subnet.
+    ec2.dry_run_run_instances(run(Vec::new())).await.unwrap();
+    // The NodeClass's interfaces: each named with the subnet.
+    let interfaces = vec![
+        LaunchTemplateInterface {
+            network_card_index: Some(0),
+            device_index: 0,
+            interface_type: Some("interface".into()),
+            security_groups: vec!["sg-1".into()],
+            ..Default::default()
+        },
+        LaunchTemplateInterface {
+            network_card_index: Some(1),
+            device_index: 1,
+            interface_type: Some("efa-only".into()),
+            security_groups: vec!["sg-1".into()],
+            ..Default::default()
+        },
+    ];
+    ec2.dry_run_run_instances(run(interfaces)).await.unwrap();
+    let bodies = log.lock().unwrap().clone();
+    let interface_params = |body: &str| -> Vec<(String, String)> {
+        form(body)
+            .into_iter()
+            .filter(|(k, _)| {
+                k.starts_with("NetworkInterface.")
+                    || k == "SubnetId"
+                    || k.starts_with("SecurityGroupId")
+            })
+            .collect()
+    };
+    let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    assert_eq!(form(&bodies[2])["DryRun"], "true");
+    assert_eq!(
+        interface_params(&bodies[2]),
+        pairs(&[
+            ("NetworkInterface.1.DeviceIndex", "0"),
+            ("NetworkInterface.1.SubnetId", "subnet-a"),
+        ])
+    );
+    assert_eq!(
+        interface_params(&bodies[3]),
+        pairs(&[
+            ("NetworkInterface.1.DeviceIndex", "0"),
+            ("NetworkInterface.1.InterfaceType", "interface"),
+            ("NetworkInterface.1.NetworkCardIndex", "0"),
+            ("NetworkInterface.1.SubnetId", "subnet-a"),
+            ("NetworkInterface.2.DeviceIndex", "1"),
+            ("NetworkInterface.2.InterfaceType", "efa-only"),
+            ("NetworkInterface.2.NetworkCardIndex", "1"),
+            ("NetworkInterface.2.SubnetId", "subnet-a"),
+        ])
+    );
+}

@@ -1,6 +1,8 @@
 //! `credential_process`: a command (run by the shell) that prints credentials as JSON
 //! (`Version` 1, `AccessKeyId`, `SecretAccessKey`, optional `SessionToken` and `Expiration`).
 
+use std::time::Duration;
+
 use super::credentials::{Fetched, parse_time};
 use super::sigv4::Credentials;
 use crate::http::{AwsError, Result};
@@ -9,19 +11,36 @@ fn err(message: String) -> AwsError {
     AwsError::Credentials(message)
 }
 
-/// Runs `command` and reads its credentials.
+/// How long the command may run (the Go SDK's default): the credentials lock is held while
+/// it runs, so a hung command must not stall every AWS call.
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs `command` and reads its credentials, killing it after [`TIMEOUT`].
 pub async fn run(command: &str) -> Result<Fetched> {
-    let line = command.to_string();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("sh")
-            .arg("-c")
-            .arg(&line)
-            .stdin(std::process::Stdio::null())
-            .output()
-    })
-    .await
-    .map_err(|e| err(format!("credential_process {command:?}: {e}")))?
-    .map_err(|e| err(format!("credential_process {command:?}: {e}")))?;
+    run_within(command, TIMEOUT).await
+}
+
+/// Runs `command` and reads its credentials, killing it if it runs longer than `timeout`.
+pub async fn run_within(command: &str, timeout: Duration) -> Result<Fetched> {
+    let child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        // Dropping the unfinished wait below (the timeout) kills the command.
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| err(format!("credential_process {command:?}: {e}")))?;
+    let output = tokio::time::timeout(timeout, child.wait_with_output())
+        .await
+        .map_err(|_| {
+            err(format!(
+                "credential_process {command:?}: no answer within {}s; killed",
+                timeout.as_secs_f64()
+            ))
+        })?
+        .map_err(|e| err(format!("credential_process {command:?}: {e}")))?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         return Err(err(format!(
@@ -95,5 +114,43 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("Version is 2"), "{e}");
+    }
+
+    /// A command that does not answer is killed at the timeout, not waited for.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_hung_command_is_killed_at_the_timeout() {
+        let dir =
+            std::env::temp_dir().join(format!("karpenter-aws-process-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pid_file = dir.join("pid");
+        // `exec`: the shell becomes the sleeping command, so killing it kills the sleep.
+        let command = format!("echo $$ > {}; exec sleep 30", pid_file.display());
+        let started = std::time::Instant::now();
+        let e = run_within(&command, Duration::from_millis(300))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no answer within 0.3s; killed"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // The process is gone (reaped by the runtime once killed): no /proc entry stays
+        // running.
+        let pid = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .to_string();
+        let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+        let mut gone = false;
+        for _ in 0..100 {
+            let state = std::fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
+            // Gone, or a zombie awaiting reaping: either way no longer running.
+            if state.is_empty() || state.split_whitespace().nth(2) == Some("Z") {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(gone, "the command was killed");
     }
 }

@@ -131,6 +131,16 @@ impl AwsHttp {
         self
     }
 
+    /// The same client sending each call once: no retry, so no retry-quota spent (upstream
+    /// sends its validation dry runs with the SDK's no-op retryer, and a throttled check is
+    /// simply validated again later).
+    pub fn without_retries(&self) -> Self {
+        self.clone().with_retry(RetryConfig {
+            max_attempts: 1,
+            ..self.retry
+        })
+    }
+
     /// The retry settings.
     pub fn retry_config(&self) -> RetryConfig {
         self.retry

@@ -84,6 +84,10 @@ pub fn random_fraction() -> f64 {
     (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// The least difference between a service's clock and the corrected one taken as skew (the
+/// Java and Go SDKs' four minutes; AWS rejects requests more than five minutes off).
+pub const SKEW_THRESHOLD: Duration = Duration::from_secs(4 * 60);
+
 /// How far the services' clock is ahead of ours, learned from the `Date` of an answer that
 /// rejected a request's time. Clones of a client share one.
 #[derive(Debug, Default)]
@@ -100,14 +104,21 @@ impl ClockSkew {
         unix_seconds(clock.now()).saturating_add(self.seconds())
     }
 
-    /// Records the offset a service's `Date` header shows against our clock's `now`; whether it
-    /// changed (so a request signed again would carry another time).
+    /// Records the offset a service's `Date` header shows against our clock's `now` when it
+    /// differs from the one in use by [`SKEW_THRESHOLD`] or more; whether it did (so a request
+    /// signed again would carry another time). A smaller difference cannot be why AWS rejected
+    /// the request's time (it takes requests within five minutes), so an authentication failure
+    /// then is a real one and is not retried as skew.
     pub fn observe(&self, server_date: &str, now: SystemTime) -> bool {
         let Some(server) = parse_http_date(server_date) else {
             return false;
         };
         let offset = server - unix_seconds(now);
-        self.0.swap(offset, Ordering::Relaxed) != offset
+        if offset.abs_diff(self.seconds()) < SKEW_THRESHOLD.as_secs() {
+            return false;
+        }
+        self.0.store(offset, Ordering::Relaxed);
+        true
     }
 }
 
@@ -156,6 +167,20 @@ mod tests {
         );
         assert!(!skew.observe("garbage", ours.now()));
         assert_eq!(skew.seconds(), 900);
+        // A second off (or three minutes) is not what got a request rejected: no new skew.
+        let a_second_ahead = At(1_440_938_160 - 900 - 1);
+        assert!(!skew.observe("Sun, 30 Aug 2015 12:36:00 GMT", a_second_ahead.now()));
+        let minutes_ahead = At(1_440_938_160 - 900 - 180);
+        assert!(!skew.observe("Sun, 30 Aug 2015 12:36:00 GMT", minutes_ahead.now()));
+        assert_eq!(skew.seconds(), 900);
+        // From four minutes on, it is.
+        let far = At(1_440_938_160 - 900 - 240);
+        assert!(skew.observe("Sun, 30 Aug 2015 12:36:00 GMT", far.now()));
+        assert_eq!(skew.seconds(), 1140);
+        // And a server clock a second off ours from the start is no skew.
+        let fresh = ClockSkew::default();
+        assert!(!fresh.observe("Sun, 30 Aug 2015 12:36:01 GMT", At(1_440_938_160).now()));
+        assert_eq!(fresh.seconds(), 0);
     }
 
     #[test]

@@ -65,11 +65,58 @@ impl Ec2Api for FakeEc2 {
             name: "nodes".into(),
         }])
     }
+    /// As EC2 answers: by id (an unknown id fails the call), `state`, and no filter EC2 does
+    /// not document (it rejects those).
     async fn describe_capacity_reservations(
         &self,
-        _: Vec<Filter>,
+        ids: Vec<String>,
+        filters: Vec<Filter>,
     ) -> Result<Vec<CapacityReservationInfo>> {
-        Ok(self.reservations.lock().unwrap().clone())
+        const DOCUMENTED: &[&str] = &[
+            "instance-type",
+            "owner-id",
+            "instance-platform",
+            "availability-zone",
+            "tenancy",
+            "outpost-arn",
+            "state",
+            "start-date",
+            "end-date",
+            "end-date-type",
+            "instance-match-criteria",
+            "placement-group-arn",
+            "tag-key",
+        ];
+        if let Some(f) = filters
+            .iter()
+            .find(|f| !DOCUMENTED.contains(&f.name.as_str()) && !f.name.starts_with("tag:"))
+        {
+            return Err(AwsError::Api {
+                code: "InvalidParameterValue".into(),
+                message: format!("The filter '{}' is invalid", f.name),
+                status: 400,
+            });
+        }
+        let all = self.reservations.lock().unwrap().clone();
+        if let Some(missing) = ids.iter().find(|id| !all.iter().any(|r| r.id == **id)) {
+            return Err(AwsError::Api {
+                code: "InvalidCapacityReservationId.NotFound".into(),
+                message: format!("The capacity reservation ID '{missing}' does not exist"),
+                status: 400,
+            });
+        }
+        Ok(all
+            .into_iter()
+            .filter(|r| ids.is_empty() || ids.contains(&r.id))
+            .filter(|r| {
+                filters.iter().all(|f| match f.name.as_str() {
+                    "state" => f.values.contains(&r.state),
+                    "owner-id" => f.values.contains(&r.owner_id),
+                    "instance-match-criteria" => f.values.contains(&r.instance_match_criteria),
+                    _ => true,
+                })
+            })
+            .collect())
     }
     async fn describe_images(&self, _: Vec<Filter>, _: Vec<String>) -> Result<Vec<Image>> {
         Ok(self.images.lock().unwrap().clone())
@@ -310,6 +357,8 @@ pub struct FakeChecks {
     pub template_errors: Vec<AwsError>,
     /// Every dry run made: `("CreateFleet" | "RunInstances", launch template, subnets)`.
     pub dry_runs: Vec<(String, String, Vec<String>)>,
+    /// Every RunInstances dry run, as asked.
+    pub runs: Vec<karpenter_aws::ec2_extra::RunInstancesDryRun>,
 }
 
 impl FakeEc2 {
@@ -358,12 +407,28 @@ impl karpenter_aws::ec2_extra::DryRuns for FakeEc2 {
         &self,
         request: karpenter_aws::ec2_extra::RunInstancesDryRun,
     ) -> Result<()> {
+        // EC2's rule: interfaces in the call (the dry run always names interface 0) and
+        // security groups on the template itself are an invalid combination.
+        let groups_on_template = self
+            .templates
+            .lock()
+            .unwrap()
+            .get(&request.launch_template)
+            .is_some_and(|t| t.network_interfaces.is_empty() && !t.security_groups.is_empty());
         let mut checks = self.checks();
+        checks.runs.push(request.clone());
         checks.dry_runs.push((
             "RunInstances".into(),
             request.launch_template,
             vec![request.subnet_id],
         ));
+        if groups_on_template {
+            return Err(AwsError::Api {
+                code: "InvalidParameterCombination".into(),
+                message: "Network interfaces and an instance-level security groups may not be specified on the same request".into(),
+                status: 400,
+            });
+        }
         match checks.run_errors.is_empty() {
             true => Ok(()),
             false => Err(checks.run_errors.remove(0)),
