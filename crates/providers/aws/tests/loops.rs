@@ -447,11 +447,12 @@ async fn a_capacity_reservation_interruption_replaces_the_node_and_frees_no_more
     .expect("claims watched");
     let mut pool = NodePool::default();
     pool.spec.template.spec.node_class_ref.name = "default".into();
+    // Offerings a launch could go into: a full reservation stays listed, unavailable.
     let reserved_offerings = |types: Vec<Arc<karpenter_core::cloudprovider::InstanceType>>| {
         types
             .iter()
             .flat_map(|t| t.offerings.iter())
-            .filter(|o| o.capacity_type == "reserved")
+            .filter(|o| o.capacity_type == "reserved" && o.available)
             .count()
     };
     use karpenter_controller::cloudprovider::CloudProvider;
