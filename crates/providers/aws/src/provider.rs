@@ -269,6 +269,22 @@ where
         }
     }
 
+    /// Counts one launch into a capacity reservation against the resolved reservation until
+    /// the next resolution reads EC2's count again (upstream's `MarkLaunched`): without it a
+    /// second provisioning round within the minute counts on the instance just taken, plans a
+    /// claim into a full reservation and only learns from the failed launch.
+    async fn mark_reservation_launched(&self, id: &str) {
+        for (_, _, resolved) in self.resolved.lock().await.values_mut() {
+            for reservation in resolved
+                .capacity_reservations
+                .iter_mut()
+                .filter(|r| r.id == id)
+            {
+                reservation.available = (reservation.available - 1).max(0);
+            }
+        }
+    }
+
     /// The AWS calls, for the checks that make their own (validation's dry runs).
     pub(crate) fn api(&self) -> &A {
         &self.api
@@ -1075,6 +1091,9 @@ where
             tags: self.tags(claim, &class),
             ..Default::default()
         };
+        if let Some(id) = &instance.capacity_reservation_id {
+            self.mark_reservation_launched(id).await;
+        }
         let out = self.launched(self.claim_for(&instance, it.map(|t| &**t)), &class);
         Ok(placed(out, claim, &resolved))
     }

@@ -428,3 +428,41 @@ fn a_reclaimed_reservation_takes_no_more_launches_until_ec2_is_asked_again() {
         assert!(p.create(&claim("a", &["reserved"])).await.is_err());
     });
 }
+
+#[test]
+fn a_reserved_launch_counts_against_the_reservation_until_ec2_is_asked_again() {
+    block_on(async {
+        let fake = FakeEc2::default();
+        let mut one = reservation("cr-one");
+        one.available = 1;
+        fake.reservations.lock().unwrap().push(one);
+        let class =
+            node_class(serde_json::json!({"capacityReservationSelectorTerms": [{"id": "cr-one"}]}));
+        let p = provider_with(fake.clone(), store(class));
+        let mut pool = NodePool::default();
+        pool.spec.template.spec.node_class_ref.name = "default".into();
+        let reserved_available = |types: &[Arc<karpenter_core::cloudprovider::InstanceType>]| {
+            types
+                .iter()
+                .flat_map(|t| t.offerings.iter())
+                .filter(|o| o.capacity_type == "reserved")
+                .map(|o| o.available)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            reserved_available(&p.instance_types(&pool).await.unwrap()),
+            vec![true]
+        );
+        let launched = p.create(&claim("a", &["reserved"])).await.unwrap();
+        assert_eq!(
+            launched.metadata.labels.as_ref().unwrap()["karpenter.sh/capacity-type"],
+            "reserved"
+        );
+        // EC2 has not been asked again (the fake still says 1): the launch is counted here.
+        assert_eq!(
+            reserved_available(&p.instance_types(&pool).await.unwrap()),
+            vec![false],
+            "the one instance is taken"
+        );
+    });
+}
