@@ -245,6 +245,21 @@ async fn pool_nodes(nodes: &Api<Node>, pool: &str) -> Option<std::collections::B
     )
 }
 
+/// Deletes `pool` and waits until the API server has none of its nodes left.
+async fn delete_pool_and_wait(client: &Client, pools: &Api<NodePool>, pool: &str) {
+    pools
+        .delete(pool, &DeleteParams::background())
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let gone = eventually(|| {
+        let nodes = nodes.clone();
+        async move { pool_nodes(&nodes, pool).await?.is_empty().then_some(()) }
+    })
+    .await;
+    assert!(gone.is_some(), "the pool's nodes go with it");
+}
+
 /// Upstream's scale-down on a real control plane: pods that each need their own node, most of
 /// them deleted. The nodes they leave empty go, budget by budget, and the controller's state
 /// ends equal to the API server's — a node deleted while a write of ours was in flight must
@@ -399,16 +414,7 @@ async fn scaled_down_pods_leave_nodes_that_go_and_state_follows_the_api_server()
     for i in 0..KEEP {
         pods.delete(&name(i), &now).await.unwrap();
     }
-    pools
-        .delete(POOL, &DeleteParams::background())
-        .await
-        .unwrap();
-    let gone = eventually(|| {
-        let nodes = nodes.clone();
-        async move { pool_nodes(&nodes, POOL).await?.is_empty().then_some(()) }
-    })
-    .await;
-    assert!(gone.is_some(), "the pool's nodes go with it");
+    delete_pool_and_wait(&client, &pools, POOL).await;
     stop.cancel();
     running.await.unwrap();
     kubelets.await.unwrap();
@@ -570,17 +576,7 @@ async fn a_capacity_overlay_change_drifts_the_node_it_launched() {
     );
 
     pods.delete(POOL, &now).await.unwrap();
-    pools
-        .delete(POOL, &DeleteParams::background())
-        .await
-        .unwrap();
-    let nodes: Api<Node> = Api::all(client.clone());
-    let gone = eventually(|| {
-        let nodes = nodes.clone();
-        async move { pool_nodes(&nodes, POOL).await?.is_empty().then_some(()) }
-    })
-    .await;
-    assert!(gone.is_some(), "the pool's nodes go with it");
+    delete_pool_and_wait(&client, &pools, POOL).await;
     stop.cancel();
     running.await.unwrap();
     kubelets.await.unwrap();
@@ -696,17 +692,7 @@ async fn a_capacity_buffer_launches_headroom_with_no_pod_pending() {
         .delete(POOL, &DeleteParams::default())
         .await
         .unwrap();
-    pools
-        .delete(POOL, &DeleteParams::background())
-        .await
-        .unwrap();
-    let nodes: Api<Node> = Api::all(client.clone());
-    let gone = eventually(|| {
-        let nodes = nodes.clone();
-        async move { pool_nodes(&nodes, POOL).await?.is_empty().then_some(()) }
-    })
-    .await;
-    assert!(gone.is_some(), "the pool's nodes go with it");
+    delete_pool_and_wait(&client, &pools, POOL).await;
     stop.cancel();
     running.await.unwrap();
     kubelets.await.unwrap();
