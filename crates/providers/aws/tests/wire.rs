@@ -562,6 +562,7 @@ async fn web_identity_exchanges_the_projected_token() {
     let source = Source::WebIdentity {
         role_arn: "arn:aws:iam::1:role/karpenter".into(),
         token_file: token.display().to_string(),
+        session_name: None,
     };
     let http = client(Some(url), "us-east-1", source, t);
     http.query("sts", &describe()).await.ok();

@@ -61,6 +61,9 @@ pub enum Source {
         role_arn: String,
         /// The projected token's file.
         token_file: String,
+        /// `AWS_ROLE_SESSION_NAME` or the profile's `role_session_name`; the SDKs' default
+        /// otherwise.
+        session_name: Option<String>,
     },
     /// The ECS or EKS Pod Identity credentials endpoint.
     Container {
@@ -175,6 +178,7 @@ fn web_identity_from_env(get: &impl Fn(&str) -> Option<String>) -> Option<Source
     Some(Source::WebIdentity {
         role_arn: get("AWS_ROLE_ARN")?,
         token_file: get("AWS_WEB_IDENTITY_TOKEN_FILE")?,
+        session_name: get("AWS_ROLE_SESSION_NAME"),
     })
 }
 
@@ -306,6 +310,7 @@ fn profile_source(
             return Ok(Some(Source::WebIdentity {
                 role_arn,
                 token_file,
+                session_name: get("role_session_name"),
             }));
         }
         let role = AssumeRole {
@@ -391,7 +396,8 @@ fn fetch<'a>(source: &'a Source, http: &'a AwsHttp) -> FetchFuture<'a> {
             Source::WebIdentity {
                 role_arn,
                 token_file,
-            } => sts::web_identity(http, role_arn, token_file).await,
+                session_name,
+            } => sts::web_identity(http, role_arn, token_file, session_name.as_deref()).await,
             Source::Container { uri, token_file } => {
                 let token = match token_file {
                     Some(file) => Some(read_token(file)?),
@@ -566,8 +572,22 @@ mod tests {
             ]),
             Source::WebIdentity {
                 role_arn: "arn:r".into(),
-                token_file: "/t".into()
+                token_file: "/t".into(),
+                session_name: None,
             }
+        );
+        assert_eq!(
+            none(&[
+                ("AWS_ROLE_ARN", "arn:r"),
+                ("AWS_WEB_IDENTITY_TOKEN_FILE", "/t"),
+                ("AWS_ROLE_SESSION_NAME", "karpenter-a"),
+            ]),
+            Source::WebIdentity {
+                role_arn: "arn:r".into(),
+                token_file: "/t".into(),
+                session_name: Some("karpenter-a".into()),
+            },
+            "IRSA takes the session name the SDKs read"
         );
         assert_eq!(
             none(&[(
@@ -719,7 +739,8 @@ region = eu-west-1
             resolve("irsa").unwrap(),
             Source::WebIdentity {
                 role_arn: "arn:aws:iam::5:role/irsa".into(),
-                token_file: "/token".into()
+                token_file: "/token".into(),
+                session_name: None,
             }
         );
         assert!(resolve("loop-a").unwrap_err().to_string().contains("loop"));

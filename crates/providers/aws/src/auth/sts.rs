@@ -17,14 +17,23 @@ fn form(params: &[(&str, &str)]) -> String {
         .join("&")
 }
 
-/// Exchanges the token in `token_file` for the role's credentials.
-pub async fn web_identity(http: &AwsHttp, role_arn: &str, token_file: &str) -> Result<Fetched> {
+/// Exchanges the token in `token_file` for the role's credentials, in a session named
+/// `session_name` (the SDKs' default when `None`).
+pub async fn web_identity(
+    http: &AwsHttp,
+    role_arn: &str,
+    token_file: &str,
+    session_name: Option<&str>,
+) -> Result<Fetched> {
     let token = read_token(token_file)?;
     let body = form(&[
         ("Action", "AssumeRoleWithWebIdentity"),
         ("Version", "2011-06-15"),
         ("RoleArn", role_arn),
-        ("RoleSessionName", DEFAULT_SESSION_NAME),
+        (
+            "RoleSessionName",
+            session_name.unwrap_or(DEFAULT_SESSION_NAME),
+        ),
         ("WebIdentityToken", token.as_str()),
     ]);
     let url = format!("{}/", http.url("sts"));
