@@ -505,4 +505,13 @@ fn gate_off_drops_reserved_offerings() {
     assert!(launched.iter().all(
         |l| l.label(CAPACITY_TYPE) != Some("reserved") && l.label(RESERVATION_LABEL).is_none()
     ));
+    // Nor may the provider's launch pick a reservation the scheduler did not count.
+    assert!(
+        results
+            .new_node_claims
+            .iter()
+            .all(|c| !c.requirements.allows(CAPACITY_TYPE, "reserved")),
+        "{:?}",
+        results.new_node_claims[0].requirements
+    );
 }
