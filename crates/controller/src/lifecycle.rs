@@ -294,9 +294,10 @@ async fn launch<P: CloudProvider>(
     Ok(())
 }
 
-/// What the overlays gave the launched instance type, recorded so overlay drift can tell
-/// when they change it (gate `NodeOverlay`; nothing while the claim's NodePool has not been
-/// evaluated, as after a restart before the first provisioning round).
+/// What capacity overlays gave the launched instance type, recorded so overlay drift can tell
+/// when they change it (gate `NodeOverlay`; nothing for a type no capacity overlay touches,
+/// nor while the claim's NodePool has not been evaluated, as after a restart before the first
+/// provisioning round).
 fn overlay_capacity_hash<P: CloudProvider>(
     ctx: &Context<P>,
     claim: &NodeClaim,
@@ -307,8 +308,9 @@ fn overlay_capacity_hash<P: CloudProvider>(
     }
     let pool = claim.labels().get(NODE_POOL_LABEL)?;
     let instance_type = labels.get(INSTANCE_TYPE_LABEL)?;
-    let eval = ctx.overlays.evaluation(pool)?;
-    Some(eval.capacity_hash(pool, instance_type))
+    ctx.overlays
+        .evaluation(pool)?
+        .capacity_record(pool, instance_type)
 }
 
 async fn register<P: CloudProvider>(

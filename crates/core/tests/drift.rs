@@ -600,8 +600,12 @@ fn overlay_capacity_changes_drift_nodes_launched_under_the_gate() {
         )
     };
     let price = |p: &str| overlay_on_type("price", json!({"price": p}));
-    // Overlays when the claim launched (`None`: launched without the record), the overlays
-    // now, and whether the claim has drifted.
+    let hugepages = overlay_on_type(
+        "hugepages",
+        json!({"weight": 2, "capacity": {"hugepages-2Mi": "100Mi"}}),
+    );
+    // Overlays when the claim launched under the gate (`None`: the gate was off, or the claim
+    // predates it or came from upstream), the overlays now, and whether the claim has drifted.
     let cases: Vec<(&str, Option<Vec<_>>, Vec<_>, bool)> = vec![
         (
             "unchanged capacity overlay",
@@ -621,7 +625,18 @@ fn overlay_capacity_changes_drift_nodes_launched_under_the_gate() {
             vec![],
             true,
         ),
-        ("capacity overlay added", Some(vec![]), vec![fuse(1)], true),
+        (
+            "another capacity added beside",
+            Some(vec![fuse(1)]),
+            vec![fuse(1), hugepages.clone()],
+            true,
+        ),
+        (
+            "a first capacity overlay added (nothing was recorded)",
+            Some(vec![]),
+            vec![fuse(1)],
+            false,
+        ),
         (
             "only a price changed",
             Some(vec![price("1.0")]),
@@ -635,7 +650,7 @@ fn overlay_capacity_changes_drift_nodes_launched_under_the_gate() {
             false,
         ),
         (
-            "launched without the record (gate off, before, upstream)",
+            "launched without the gate (gate off, before, upstream)",
             None,
             vec![fuse(2)],
             false,
@@ -643,8 +658,10 @@ fn overlay_capacity_changes_drift_nodes_launched_under_the_gate() {
     ];
     for (name, launched_with, now, drifted) in cases {
         let mut c = claim(&np, &[]);
-        if let Some(overlays) = launched_with {
-            let hash = evaluation(&np, &overlays).capacity_hash("default", TYPE);
+        // What the controller's launch records.
+        if let Some(hash) = launched_with
+            .and_then(|overlays| evaluation(&np, &overlays).capacity_record("default", TYPE))
+        {
             set_annotation(
                 &mut c.metadata,
                 CAPACITY_OVERLAY_HASH_ANNOTATION,
@@ -666,32 +683,42 @@ fn overlay_drift_judges_the_claims_own_nodepool_and_type() {
     use karpenter_core::disruption::drift::overlay_drift;
 
     let np = pool();
-    let none = evaluation(&np, &[]).capacity_hash("default", TYPE);
-    let now = evaluation(
-        &np,
-        &[overlay_on_type(
+    let fuse = |n: &str| {
+        overlay_on_type(
             "fuse",
-            serde_json::json!({"capacity": {"smarter-devices/fuse": "1"}}),
-        )],
+            serde_json::json!({"capacity": {"smarter-devices/fuse": n}}),
+        )
+    };
+    let recorded = evaluation(&np, &[fuse("1")])
+        .capacity_record("default", TYPE)
+        .expect("a capacity overlay on the type is recorded");
+    assert_eq!(
+        evaluation(&np, &[fuse("1")]).capacity_record("default", "fake-it-4"),
+        None,
+        "a type no capacity overlay touches records nothing"
     );
-    // Another type of the same NodePool is not overlaid: its claims stay.
-    let mut other = claim(&np, &[(INSTANCE_TYPE_LABEL, "fake-it-4")]);
-    set_annotation(
-        &mut other.metadata,
-        CAPACITY_OVERLAY_HASH_ANNOTATION,
-        Some(&none),
-    );
-    assert_eq!(overlay_drift(&now, "default", &other), None);
-    // The overlaid type drifts in its NodePool, not in one the evaluation never saw.
+    let now = evaluation(&np, &[fuse("2")]);
     let mut overlaid = claim(&np, &[]);
     set_annotation(
         &mut overlaid.metadata,
         CAPACITY_OVERLAY_HASH_ANNOTATION,
-        Some(&none),
+        Some(&recorded),
     );
     assert_eq!(
         overlay_drift(&now, "default", &overlaid),
         Some(DriftReason::NodeOverlayDrifted)
     );
+    // Not in a NodePool the evaluation never saw.
     assert_eq!(overlay_drift(&now, "elsewhere", &overlaid), None);
+    // Nor when the type is missing from the NodePool's list this time (a short provider
+    // answer, a cold cache): that says nothing about its overlays.
+    let short: Vec<_> = types().into_iter().filter(|t| t.name != TYPE).collect();
+    let partial = karpenter_core::cloudprovider::overlay::evaluate(
+        &[],
+        &[karpenter_core::cloudprovider::overlay::PoolTypes {
+            node_pool: &np,
+            instance_types: &short,
+        }],
+    );
+    assert_eq!(overlay_drift(&partial, "default", &overlaid), None);
 }

@@ -174,6 +174,9 @@ pub struct Evaluation {
     pub outcomes: BTreeMap<String, Outcome>,
     /// NodePool → instance type → what changes.
     updates: HashMap<String, HashMap<String, TypeUpdate>>,
+    /// NodePool → the instance types it was judged with: a type missing from a NodePool's
+    /// list (a short provider answer, a cold cache) says nothing about its overlays.
+    covered: HashMap<String, BTreeSet<String>>,
 }
 
 /// A NodePool's instance types, as [`evaluate`] reads them.
@@ -271,6 +274,12 @@ pub fn evaluate(overlays: &[NodeOverlay], pools: &[PoolTypes<'_>]) -> Evaluation
     let mut ordered: Vec<&NodeOverlay> = overlays.iter().collect();
     order_by_weight(&mut ordered);
     let mut eval = Evaluation::default();
+    for pool in pools {
+        eval.covered
+            .entry(pool.node_pool.name().to_string())
+            .or_default()
+            .extend(pool.instance_types.iter().map(|it| it.name.clone()));
+    }
     for overlay in ordered {
         let parsed = match parse(overlay) {
             Ok(p) => p,
@@ -344,6 +353,25 @@ impl Evaluation {
     /// Whether any overlay changes anything.
     pub fn is_empty(&self) -> bool {
         self.updates.is_empty()
+    }
+
+    /// Whether `instance_type` was among `pool`'s instance types when this was evaluated.
+    pub fn covers(&self, pool: &str, instance_type: &str) -> bool {
+        self.covered
+            .get(pool)
+            .is_some_and(|types| types.contains(instance_type))
+    }
+
+    /// What a launch of `instance_type` in `pool` records for overlay drift: the
+    /// [`capacity_hash`](Self::capacity_hash) when capacity overlays apply to the type, else
+    /// nothing (so adding a first capacity overlay later drifts no node, as upstream drifts
+    /// none for overlays).
+    pub fn capacity_record(&self, pool: &str, instance_type: &str) -> Option<String> {
+        self.updates
+            .get(pool)
+            .and_then(|u| u.get(instance_type))
+            .is_some_and(|u| !u.capacity.is_empty())
+            .then(|| self.capacity_hash(pool, instance_type))
     }
 
     /// What the overlays make of `instance_type`'s capacity in `pool`, as the value of

@@ -138,16 +138,19 @@ pub fn instance_type_not_found(
     (!offered).then_some(DriftReason::InstanceTypeNotFound)
 }
 
-/// Overlay drift (gate `NodeOverlay`): the claim was launched with the overlays' capacity for
-/// its instance type recorded ([`CAPACITY_OVERLAY_HASH_ANNOTATION`]), and what `overlays`
-/// give that type in `pool` now differs, so a node launched now would advertise other
-/// extended resources. Claims without the record (launched with the gate off, before it, or
-/// by upstream) are never judged, so turning the gate on drifts nothing. Price overlays never
-/// drift a node: consolidation weighs prices.
+/// Overlay drift (gate `NodeOverlay`): the claim was launched with capacity overlays on its
+/// instance type, recorded ([`CAPACITY_OVERLAY_HASH_ANNOTATION`]), and what `overlays` give
+/// that type in `pool` now differs — a capacity changed, added beside or removed — so a node
+/// launched now would advertise other extended resources. Claims without the record
+/// (launched without capacity overlays, with the gate off, before it, or by upstream) are
+/// never judged, so neither turning the gate on nor adding a first overlay drifts anything;
+/// nor is a type `overlays` were not evaluated with. Price overlays never drift a node:
+/// consolidation weighs prices.
 pub fn overlay_drift(overlays: &Evaluation, pool: &str, claim: &NodeClaim) -> Option<DriftReason> {
     let recorded = annotation(&claim.metadata, CAPACITY_OVERLAY_HASH_ANNOTATION)?;
     let instance_type = claim.metadata.labels.as_ref()?.get(INSTANCE_TYPE_LABEL)?;
-    (overlays.capacity_hash(pool, instance_type) != recorded)
+    (overlays.covers(pool, instance_type)
+        && overlays.capacity_hash(pool, instance_type) != recorded)
         .then_some(DriftReason::NodeOverlayDrifted)
 }
 

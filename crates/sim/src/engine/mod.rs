@@ -964,11 +964,15 @@ impl Simulation {
         let mut object = node_claim_for(claim, self.pools.get(&claim.node_pool)?);
         let (it, offering) = cheapest_launch(&claim.instance_types, &object)?;
         // As the controller's launch: what the overlays gave the type, for overlay drift.
-        if let Some(eval) = self.overlay_evaluation() {
-            object.metadata.annotations.get_or_insert_default().insert(
-                CAPACITY_OVERLAY_HASH_ANNOTATION.into(),
-                eval.capacity_hash(&claim.node_pool, &it.name),
-            );
+        if let Some(hash) = self
+            .overlay_evaluation()
+            .and_then(|eval| eval.capacity_record(&claim.node_pool, &it.name))
+        {
+            object
+                .metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(CAPACITY_OVERLAY_HASH_ANNOTATION.into(), hash);
         }
         let name = format!("{}-{}", claim.node_pool, self.nodes.len());
         // The node's labels as the provider sets them: the instance type's, then the claim's.
