@@ -39,6 +39,8 @@ struct Held {
     buffers: Arc<Vec<CapacityBuffer>>,
     virtual_pods: Arc<Vec<Pod>>,
     by_node: BTreeMap<String, usize>,
+    /// Whether a provisioning round has placed the virtual pods since this process started.
+    noted: bool,
 }
 
 /// The buffers last listed, their virtual pods (upstream's virtual-pod cache) and how many a
@@ -73,12 +75,19 @@ impl BufferStore {
     }
 
     /// Disruption's view: the virtual pods are pending (consolidation must fit them) and the
-    /// nodes holding buffer capacity say so (emptiness keeps them).
+    /// nodes holding buffer capacity say so (emptiness keeps them). Until a provisioning round
+    /// has said which nodes those are (after a restart), every node is taken to hold some:
+    /// an empty node the buffer keeps must not go in that window.
     pub fn apply_to(&self, pending: &mut Vec<Pod>, nodes: &mut [NodeState]) {
         let held = self.read();
         pending.extend(held.virtual_pods.iter().cloned());
+        let unknown = !held.noted && !held.virtual_pods.is_empty();
         for n in nodes {
-            n.buffer_pods = held.by_node.get(&n.name).copied().unwrap_or(0);
+            n.buffer_pods = match held.by_node.get(&n.name) {
+                Some(&count) => count,
+                None if unknown => 1,
+                None => 0,
+            };
         }
     }
 }
@@ -196,7 +205,9 @@ async fn observe<P: CloudProvider>(ctx: &Context<P>, write: bool) -> Result<usiz
 /// Notes which nodes a provisioning round over `batch` placed virtual pods on (disruption
 /// keeps them), writing nothing.
 pub fn note_round<P, T: ObservedPod>(ctx: &Context<P>, results: &Results, batch: &[T]) {
-    ctx.buffers.write().by_node = buffer_pods_by_node(results, batch);
+    let mut held = ctx.buffers.write();
+    held.by_node = buffer_pods_by_node(results, batch);
+    held.noted = true;
 }
 
 /// After a provisioning round over `batch`: each buffer's `Provisioning` condition, and the
@@ -265,5 +276,44 @@ pub async fn run<P: CloudProvider>(ctx: Arc<Context<P>>, shutdown: CancellationT
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(wait) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod store_tests {
+    use super::*;
+
+    fn nodes() -> Vec<NodeState> {
+        ["a", "b"]
+            .into_iter()
+            .map(|name| NodeState {
+                name: name.into(),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    fn buffer_counts(store: &BufferStore) -> Vec<usize> {
+        let mut pending = Vec::new();
+        let mut nodes = nodes();
+        store.apply_to(&mut pending, &mut nodes);
+        nodes.iter().map(|n| n.buffer_pods).collect()
+    }
+
+    #[test]
+    fn until_a_round_places_the_headroom_every_node_is_taken_to_hold_some() {
+        let store = BufferStore::default();
+        // No buffers: nothing is held, restart or not.
+        assert_eq!(buffer_counts(&store), [0, 0]);
+        store.set(Vec::new(), vec![Pod::default(), Pod::default()]);
+        // After a restart, before any provisioning round: emptiness must not take a node the
+        // buffer keeps, so every node counts as holding some.
+        assert_eq!(buffer_counts(&store), [1, 1]);
+        {
+            let mut held = store.write();
+            held.by_node = BTreeMap::from([("a".to_string(), 2)]);
+            held.noted = true;
+        }
+        assert_eq!(buffer_counts(&store), [2, 0]);
     }
 }

@@ -175,12 +175,8 @@ impl Options {
 
     /// What is set but has no effect here, to say once at startup.
     pub fn not_acted_on(&self) -> Vec<String> {
-        let mut out: Vec<String> = self
-            .feature_gates
-            .not_acted_on()
-            .into_iter()
-            .map(|g| format!("feature gate {g} is on but not acted on yet"))
-            .collect();
+        // Every feature gate upstream knows is acted on; only settings can be inert.
+        let mut out = Vec::new();
         if self.enable_profiling {
             out.push("ENABLE_PROFILING: there is no profiling endpoint".into());
         }

@@ -2,8 +2,8 @@
 
 use std::str::FromStr;
 
-/// The gates upstream knows, with its defaults. Gates this controller does not act on yet are
-/// still accepted, so a values file written for upstream keeps working.
+/// The gates upstream knows, with its defaults; each is acted on as upstream does, and an
+/// unknown name is an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
     /// Replace spot nodes with cheaper spot nodes (off upstream).
@@ -18,14 +18,6 @@ pub struct FeatureGates {
     pub static_capacity: bool,
     /// CapacityBuffer headroom (off upstream; see `provisioning::capacity_buffer`).
     pub capacity_buffer: bool,
-}
-
-impl FeatureGates {
-    /// The gates that are on but that nothing here acts on yet (logged at startup).
-    pub fn not_acted_on(&self) -> Vec<&'static str> {
-        // Every gate upstream knows is acted on now; the list stays for the next one.
-        Vec::new()
-    }
 }
 
 impl Default for FeatureGates {
@@ -95,15 +87,6 @@ mod tests {
             .parse()
             .unwrap();
         assert_eq!(gates, FeatureGates::default());
-    }
-
-    #[test]
-    fn every_gate_is_acted_on() {
-        let all: FeatureGates = "SpotToSpotConsolidation=true,NodeRepair=true,ReservedCapacity=true,NodeOverlay=true,StaticCapacity=true,CapacityBuffer=true"
-            .parse()
-            .unwrap();
-        assert!(all.capacity_buffer);
-        assert!(all.not_acted_on().is_empty(), "{:?}", all.not_acted_on());
     }
 
     #[test]
