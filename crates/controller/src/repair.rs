@@ -47,16 +47,12 @@ pub async fn reconcile<P: CloudProvider>(
     }
     let mut done = Reconciled::default();
     let nodes = ctx.cluster.nodes.all();
-    let claims = ctx.cluster.node_claims_by_provider_id();
-    let now = ctx.clock.now();
-    for node in &nodes {
-        let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-        let Some(claim) = provider_id.and_then(|id| claims.get(id)) else {
-            continue;
-        };
-        let pool = claim.labels().get(NODE_POOL_LABEL).map(String::as_str);
-        let cluster = nodes.iter().map(|n| &**n);
-        match repair::decide(node, pool, cluster, policies, now) {
+    let claims = ctx.cluster.node_claims.all();
+    let node_refs: Vec<&Node> = nodes.iter().map(|n| &**n).collect();
+    let claim_refs: Vec<&NodeClaim> = claims.iter().map(|c| &**c).collect();
+    for judged in repair::judge_all(&node_refs, &claim_refs, policies, ctx.clock.now()) {
+        let (node, claim) = (judged.node, judged.claim);
+        match judged.repair {
             Repair::Healthy | Repair::Tolerated { .. } => {}
             Repair::Blocked { scope } => {
                 blocked(ctx, node, scope).await;

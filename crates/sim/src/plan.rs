@@ -185,24 +185,10 @@ pub fn repair_plan(
     now: k8s_openapi::jiff::Timestamp,
 ) -> Repairs {
     use karpenter_core::disruption::repair::{self, Repair};
-    let by_provider_id: std::collections::HashMap<&str, &karpenter_api::NodeClaim> = node_claims
-        .iter()
-        .filter_map(|c| Some((c.status.as_ref()?.provider_id.as_deref()?, *c)))
-        .collect();
     let mut out = Repairs::default();
-    for node in nodes {
-        let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-        let Some(claim) = provider_id.and_then(|id| by_provider_id.get(id)) else {
-            continue;
-        };
-        let pool = claim
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(karpenter_api::labels::NODE_POOL_LABEL))
-            .map(String::as_str);
-        let name = node.metadata.name.clone().unwrap_or_default();
-        match repair::decide(node, pool, nodes.iter().copied(), policies, now) {
+    for judged in repair::judge_all(nodes, node_claims, policies, now) {
+        let name = judged.node.metadata.name.clone().unwrap_or_default();
+        match judged.repair {
             Repair::Healthy | Repair::Tolerated { .. } => {}
             Repair::Blocked { scope } => out.blocked.push(Kept {
                 node: name,
@@ -210,7 +196,7 @@ pub fn repair_plan(
             }),
             Repair::Repair { policy } => out.repaired.push(PlannedRepair {
                 node: name,
-                nodeclaim: claim.metadata.name.clone().unwrap_or_default(),
+                nodeclaim: judged.claim.metadata.name.clone().unwrap_or_default(),
                 condition: format!("{}={}", policy.condition_type, policy.condition_status),
             }),
         }

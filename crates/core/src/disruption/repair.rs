@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use karpenter_api::NodeClaim;
 use karpenter_api::labels::NODE_POOL_LABEL;
 
 use crate::cloudprovider::RepairPolicy;
@@ -169,6 +170,50 @@ pub fn decide<'p, 'a, 'n>(
     Repair::Repair {
         policy: unhealthy.policy,
     }
+}
+
+/// A node with a NodeClaim, and what repair does with it.
+#[derive(Clone, Copy, Debug)]
+pub struct Judged<'n, 'p> {
+    /// The node.
+    pub node: &'n Node,
+    /// Its NodeClaim (matched by provider id).
+    pub claim: &'n NodeClaim,
+    /// What to do.
+    pub repair: Repair<'p, 'n>,
+}
+
+/// [`decide`] for every node of `nodes` that has a NodeClaim among `claims` (matched by
+/// provider id; nodes without one are not karpenter's to repair), the breaker counting all of
+/// `nodes`: the pass the controller's loop, the simulator and `plan` each make.
+pub fn judge_all<'n, 'p>(
+    nodes: &[&'n Node],
+    claims: &[&'n NodeClaim],
+    policies: &'p [RepairPolicy],
+    now: Timestamp,
+) -> Vec<Judged<'n, 'p>> {
+    let by_provider_id: std::collections::HashMap<&str, &NodeClaim> = claims
+        .iter()
+        .filter_map(|c| Some((c.status.as_ref()?.provider_id.as_deref()?, *c)))
+        .collect();
+    nodes
+        .iter()
+        .filter_map(|node| {
+            let provider_id = node.spec.as_ref()?.provider_id.as_deref()?;
+            let claim = *by_provider_id.get(provider_id)?;
+            let pool = claim
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(NODE_POOL_LABEL))
+                .map(String::as_str);
+            Some(Judged {
+                node,
+                claim,
+                repair: decide(node, pool, nodes.iter().copied(), policies, now),
+            })
+        })
+        .collect()
 }
 
 /// The `karpenter.sh/nodeclaim-termination-timestamp` to write on a NodeClaim being repaired

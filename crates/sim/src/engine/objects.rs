@@ -29,8 +29,8 @@ use crate::scenario::Storage;
 
 /// What the API server holds at one simulated second.
 pub(super) struct Objects {
-    nodes: Vec<Node>,
-    node_claims: Vec<NodeClaim>,
+    pub(super) nodes: Vec<Node>,
+    pub(super) node_claims: Vec<NodeClaim>,
     pods: Vec<Pod>,
     daemonsets: Vec<DaemonSet>,
     pdbs: Vec<PodDisruptionBudget>,

@@ -1,10 +1,9 @@
 //! Node repair in the simulator (the `NodeRepair` gate): every second, as the controller's
 //! `node.health` loop, each karpenter node whose conditions a scenario step turned bad is
-//! judged by the core's decision against the catalog's repair policies. A node past its
+//! judged against the catalog's repair policies through `plan`'s [`repair_plan`](crate::plan::repair_plan)
+//! (the core's `repair::judge_all`, as the controller's loop). A node past its
 //! toleration is terminated at once (repair is forceful: no budgets, no PodDisruptionBudgets,
 //! no `do-not-disrupt`); its pods go back to pending and are provisioned for like any others.
-
-use karpenter_core::disruption::repair::{self, Repair};
 
 use super::Simulation;
 use super::disruption::EPOCH;
@@ -24,41 +23,36 @@ impl Simulation {
         {
             return;
         }
-        let ready: Vec<usize> = (0..self.nodes.len())
-            .filter(|&n| self.nodes[n].ready(self.now))
-            .collect();
-        let objects: Vec<_> = ready
-            .iter()
-            .map(|&n| self.node_object(&self.nodes[n]))
-            .collect();
+        // What the controller sees now, judged as `plan` judges it.
+        let objects = self.objects();
         let now = k8s_openapi::jiff::Timestamp::from_second(EPOCH + self.now as i64)
             .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-        let policies = self.catalog.repair_policies.clone();
-        let mut repaired = Vec::new();
-        let mut blocked = Vec::new();
-        for (i, &n) in ready.iter().enumerate() {
-            let node = &self.nodes[n];
-            if node.claim.is_none() || node.conditions.is_empty() {
-                continue;
-            }
-            let pool = node.node_pool.as_deref();
-            match repair::decide(&objects[i], pool, &objects, &policies, now) {
-                Repair::Healthy | Repair::Tolerated { .. } => {}
-                Repair::Blocked { scope } => {
-                    blocked.push((n, scope.blocked_message()));
-                }
-                Repair::Repair { policy } => {
-                    let message = format!(
-                        "repair node/{}: {}={} past its {}s toleration",
-                        node.name,
-                        policy.condition_type,
-                        policy.condition_status,
-                        policy.toleration.as_secs()
-                    );
-                    repaired.push((n, message));
-                }
-            }
-        }
+        let decided = crate::plan::repair_plan(
+            &objects.nodes.iter().collect::<Vec<_>>(),
+            &objects.node_claims.iter().collect::<Vec<_>>(),
+            &self.catalog.repair_policies,
+            now,
+        );
+        let index = |name: &str| self.nodes.iter().position(|n| n.alive() && n.name == name);
+        let repaired: Vec<(usize, String)> = decided
+            .repaired
+            .iter()
+            .filter_map(|r| {
+                let n = index(&r.node)?;
+                Some((
+                    n,
+                    format!(
+                        "repair node/{}: {} past its toleration",
+                        r.node, r.condition
+                    ),
+                ))
+            })
+            .collect();
+        let blocked: Vec<(usize, String)> = decided
+            .blocked
+            .iter()
+            .filter_map(|k| Some((index(&k.node)?, k.reason.clone())))
+            .collect();
         for (n, message) in repaired {
             self.disruptions.push(Event {
                 t_s: self.now,
