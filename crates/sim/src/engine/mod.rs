@@ -769,6 +769,18 @@ impl Simulation {
     /// The NodePools (static ones included), each offering the whole catalog, with the NodeOverlays applied when the
     /// `NodeOverlay` gate is on.
     fn pool_inputs(&self) -> Vec<NodePoolInput> {
+        self.evaluated_pool_inputs().0
+    }
+
+    /// The NodeOverlays' evaluation over the NodePools decisions see, when the `NodeOverlay`
+    /// gate is on: what launches record and overlay drift compares with, as the controller
+    /// keeps the one its last decision made.
+    fn overlay_evaluation(&self) -> Option<Evaluation> {
+        self.evaluated_pool_inputs().1
+    }
+
+    /// [`pool_inputs`](Self::pool_inputs), with the overlays' evaluation that made them.
+    fn evaluated_pool_inputs(&self) -> (Vec<NodePoolInput>, Option<Evaluation>) {
         // The catalog with what is left of each capacity reservation.
         let types = self
             .reservations
@@ -788,31 +800,11 @@ impl Simulation {
                 instance_types: types.clone(),
             })
             .collect();
-        if self.feature_gates.node_overlay && !self.overlays.is_empty() {
+        let evaluation = self.feature_gates.node_overlay.then(|| {
             let overlays: Vec<_> = self.overlays.values().cloned().collect();
-            karpenter_core::cloudprovider::overlay::apply_to_pools(&overlays, &mut pools);
-        }
-        pools
-    }
-
-    /// The NodeOverlays judged against every NodePool's instance types, when the `NodeOverlay`
-    /// gate is on.
-    fn overlay_evaluation(&self) -> Option<Evaluation> {
-        if !self.feature_gates.node_overlay {
-            return None;
-        }
-        let overlays: Vec<_> = self.overlays.values().cloned().collect();
-        let mut pools: Vec<NodePoolInput> = self
-            .pools
-            .values()
-            .map(|np| NodePoolInput {
-                node_pool: np.clone(),
-                instance_types: self.catalog.instance_types.clone(),
-            })
-            .collect();
-        Some(karpenter_core::cloudprovider::overlay::apply_to_pools(
-            &overlays, &mut pools,
-        ))
+            karpenter_core::cloudprovider::overlay::apply_to_pools(&overlays, &mut pools)
+        });
+        (pools, evaluation)
     }
 
     fn options(&self) -> SchedulerOptions {
