@@ -68,8 +68,7 @@ impl OverlayStore {
             .cloned()
     }
 
-    fn set_evaluation(&self, pools: &[NodePoolInput], eval: Evaluation) {
-        let eval = Arc::new(eval);
+    fn set_evaluation(&self, pools: &[NodePoolInput], eval: &Arc<Evaluation>) {
         let mut evaluations = self.evaluations.write().unwrap_or_else(|e| e.into_inner());
         for pool in pools {
             evaluations.insert(pool.node_pool.name().to_string(), eval.clone());
@@ -122,7 +121,7 @@ async fn list(client: &kube::Client) -> Result<Vec<NodeOverlay>, Error> {
 pub(crate) async fn overlaid<P: CloudProvider>(
     ctx: &Context<P>,
     mut pools: Vec<NodePoolInput>,
-) -> Option<(Vec<NodePoolInput>, Evaluation)> {
+) -> Option<(Vec<NodePoolInput>, Arc<Evaluation>)> {
     let overlays = match ctx.overlays.get() {
         Some(o) => o,
         None => match list(&ctx.client).await {
@@ -137,7 +136,8 @@ pub(crate) async fn overlaid<P: CloudProvider>(
         },
     };
     let eval = apply_to_pools(&overlays, &mut pools);
-    ctx.overlays.set_evaluation(&pools, eval.clone());
+    let eval = Arc::new(eval);
+    ctx.overlays.set_evaluation(&pools, &eval);
     Some((pools, eval))
 }
 
