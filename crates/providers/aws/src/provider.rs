@@ -258,13 +258,19 @@ where
     /// count again (a minute at most): its instances are being reclaimed, so launching into it
     /// would fail (upstream marks it unavailable the same way).
     pub async fn mark_reservation_unavailable(&self, id: &str) {
+        self.update_reservation(id, |available| *available = 0)
+            .await;
+    }
+
+    /// Applies `update` to the room of reservation `id` in every cached resolution.
+    async fn update_reservation(&self, id: &str, update: impl Fn(&mut i64)) {
         for (_, _, resolved) in self.resolved.lock().await.values_mut() {
             for reservation in resolved
                 .capacity_reservations
                 .iter_mut()
                 .filter(|r| r.id == id)
             {
-                reservation.available = 0;
+                update(&mut reservation.available);
             }
         }
     }
@@ -274,15 +280,8 @@ where
     /// second provisioning round within the minute counts on the instance just taken, plans a
     /// claim into a full reservation and only learns from the failed launch.
     async fn mark_reservation_launched(&self, id: &str) {
-        for (_, _, resolved) in self.resolved.lock().await.values_mut() {
-            for reservation in resolved
-                .capacity_reservations
-                .iter_mut()
-                .filter(|r| r.id == id)
-            {
-                reservation.available = (reservation.available - 1).max(0);
-            }
-        }
+        self.update_reservation(id, |available| *available = (*available - 1).max(0))
+            .await;
     }
 
     /// The AWS calls, for the checks that make their own (validation's dry runs).
