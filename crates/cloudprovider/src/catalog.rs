@@ -23,6 +23,9 @@ pub struct Catalog {
     /// The provider's node repair policies (gate `NodeRepair`), as its `CloudProvider`
     /// declares them; none by default.
     pub repair_policies: Vec<RepairPolicy>,
+    /// The node label a node launched into a capacity reservation carries its id in
+    /// (`karpenter.k8s.aws/capacity-reservation-id` on AWS), when the provider has one.
+    pub reservation_label: Option<String>,
 }
 
 impl Catalog {
@@ -37,7 +40,14 @@ impl Catalog {
             instance_types: instance_types.into_iter().map(Arc::new).collect(),
             provider_labels: provider_labels.iter().map(|s| s.to_string()).collect(),
             repair_policies: Vec::new(),
+            reservation_label: None,
         }
+    }
+
+    /// The catalog with the provider's reservation-id label.
+    pub fn with_reservation_label(mut self, label: &str) -> Self {
+        self.reservation_label = Some(label.to_string());
+        self
     }
 
     /// The catalog with the provider's node repair policies.

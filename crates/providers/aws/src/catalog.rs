@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use karpenter_cloudprovider::{Catalog, RepairPolicy};
 
-use crate::instancetype::{self, AWS_LABELS, CATALOG_REGION, NodeClassSettings, ZoneInfo};
+use crate::instancetype::{
+    self, AWS_LABELS, CATALOG_REGION, LABEL_CAPACITY_RESERVATION_ID, NodeClassSettings, ZoneInfo,
+};
 use crate::pricing::Pricing;
 
 /// The `aws` catalog.
@@ -36,7 +38,9 @@ pub fn catalog() -> Catalog {
             &|_, _, _| false,
         )
     });
-    Catalog::new("aws", types, &AWS_LABELS).with_repair_policies(repair_policies())
+    Catalog::new("aws", types, &AWS_LABELS)
+        .with_repair_policies(repair_policies())
+        .with_reservation_label(LABEL_CAPACITY_RESERVATION_ID)
 }
 
 /// Upstream's AWS repair policies: not Ready for 30 minutes, or an accelerator, storage,

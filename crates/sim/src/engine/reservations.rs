@@ -29,10 +29,8 @@ impl Reservations {
     /// reservation ids, if it has one.
     pub(super) fn new(declared: &[CapacityReservation], catalog: &Catalog) -> Self {
         let catalog_label = catalog
-            .provider_labels
-            .iter()
-            .find(|l| l.ends_with("reservation-id"))
-            .cloned()
+            .reservation_label
+            .clone()
             .unwrap_or_else(|| DEFAULT_LABEL.to_string());
         Self(
             declared
@@ -199,7 +197,7 @@ mod tests {
     #[test]
     fn the_label_comes_from_the_scenario_then_the_catalog() {
         let mut catalog = catalog();
-        catalog.provider_labels = vec!["example.com/capacity-reservation-id".into()];
+        catalog.reservation_label = Some("example.com/capacity-reservation-id".into());
         let mut named = declared("cr-n", 1);
         named.label = Some("example.com/mine".into());
         let rs = Reservations::new(&[declared("cr-a", 1), named], &catalog);
