@@ -65,20 +65,22 @@ pub fn node_shape_issues(claim: &NodeClaim, node: &Node) -> Vec<String> {
 struct LastScanned(Mutex<HashMap<String, Instant>>);
 
 impl LastScanned {
-    /// The time left before `uid` is due, or `None` when it is due now (and is then counted
-    /// as scanned at `now`).
+    /// The time left before `uid` is due, or `None` when it is due now.
     fn wait(&self, uid: &str, now: Instant) -> Option<Duration> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let at = map.get(uid)?;
+        let since = now.duration_since(*at);
+        (since < SCAN_PERIOD).then(|| SCAN_PERIOD - since)
+    }
+
+    /// Counts `uid` as checked at `now`. Only a check that ran to the end counts: one that
+    /// found no Node yet, or whose write failed, must run again when retried.
+    fn checked(&self, uid: &str, now: Instant) {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(at) = map.get(uid)
-            && now.duration_since(*at) < SCAN_PERIOD
-        {
-            return Some(SCAN_PERIOD - now.duration_since(*at));
-        }
         if map.len() > 10_000 {
             map.retain(|_, at| now.duration_since(*at) < SCAN_PERIOD);
         }
         map.insert(uid.to_string(), now);
-        None
     }
 }
 
@@ -92,7 +94,8 @@ async fn reconcile<P: CloudProvider>(
         return Ok(None);
     };
     let uid = claim.uid().unwrap_or_default();
-    if let Some(left) = scanned.wait(&uid, ctx.clock.instant()) {
+    let started = ctx.clock.instant();
+    if let Some(left) = scanned.wait(&uid, started) {
         return Ok(Some(left));
     }
     let Some(node) = ctx.cluster.node_for_provider_id(&provider_id) else {
@@ -131,6 +134,7 @@ async fn reconcile<P: CloudProvider>(
         let patch = json!({"metadata": {"resourceVersion": claim.resource_version()}, "status": {"conditions": status.conditions}});
         crate::writes::allow_missing_write(ctx.patch_claim_status(&claim.name_any(), patch).await)?;
     }
+    scanned.checked(&uid, started);
     Ok(Some(SCAN_PERIOD))
 }
 
@@ -263,6 +267,9 @@ mod tests {
         let scanned = LastScanned::default();
         let t0 = Instant::now();
         assert_eq!(scanned.wait("a", t0), None);
+        // A check that did not finish (no Node yet, a failed write) leaves the claim due.
+        assert_eq!(scanned.wait("a", t0 + Duration::from_secs(1)), None);
+        scanned.checked("a", t0);
         assert_eq!(
             scanned.wait("a", t0 + Duration::from_secs(60)),
             Some(SCAN_PERIOD - Duration::from_secs(60))
