@@ -15,7 +15,6 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use karpenter_api::capacitybuffer::{CapacityBuffer, CapacityBufferStatus};
-use karpenter_core::disruption::NodeState;
 use karpenter_core::provisioning::capacity_buffer::{
     Workloads, all_virtual_pods, buffer_pods_by_node, placements, provisioning_condition, resolve,
     resolved_status, with_condition,
@@ -74,21 +73,12 @@ impl BufferStore {
         held.virtual_pods = Arc::new(virtual_pods);
     }
 
-    /// Disruption's view: the virtual pods are pending (consolidation must fit them) and the
-    /// nodes holding buffer capacity say so (emptiness keeps them). Until a provisioning round
-    /// has said which nodes those are (after a restart), every node is taken to hold some:
-    /// an empty node the buffer keeps must not go in that window.
-    pub fn apply_to(&self, pending: &mut Vec<Pod>, nodes: &mut [NodeState]) {
+    /// How many virtual pods the last provisioning round placed on each node; `None` until a
+    /// round has placed them since this process started (disruption then takes every node to
+    /// hold some).
+    pub fn placed(&self) -> Option<BTreeMap<String, usize>> {
         let held = self.read();
-        pending.extend(held.virtual_pods.iter().cloned());
-        let unknown = !held.noted && !held.virtual_pods.is_empty();
-        for n in nodes {
-            n.buffer_pods = match held.by_node.get(&n.name) {
-                Some(&count) => count,
-                None if unknown => 1,
-                None => 0,
-            };
-        }
+        held.noted.then(|| held.by_node.clone())
     }
 }
 
@@ -276,44 +266,5 @@ pub async fn run<P: CloudProvider>(ctx: Arc<Context<P>>, shutdown: CancellationT
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(wait) => {}
         }
-    }
-}
-
-#[cfg(test)]
-mod store_tests {
-    use super::*;
-
-    fn nodes() -> Vec<NodeState> {
-        ["a", "b"]
-            .into_iter()
-            .map(|name| NodeState {
-                name: name.into(),
-                ..Default::default()
-            })
-            .collect()
-    }
-
-    fn buffer_counts(store: &BufferStore) -> Vec<usize> {
-        let mut pending = Vec::new();
-        let mut nodes = nodes();
-        store.apply_to(&mut pending, &mut nodes);
-        nodes.iter().map(|n| n.buffer_pods).collect()
-    }
-
-    #[test]
-    fn until_a_round_places_the_headroom_every_node_is_taken_to_hold_some() {
-        let store = BufferStore::default();
-        // No buffers: nothing is held, restart or not.
-        assert_eq!(buffer_counts(&store), [0, 0]);
-        store.set(Vec::new(), vec![Pod::default(), Pod::default()]);
-        // After a restart, before any provisioning round: emptiness must not take a node the
-        // buffer keeps, so every node counts as holding some.
-        assert_eq!(buffer_counts(&store), [1, 1]);
-        {
-            let mut held = store.write();
-            held.by_node = BTreeMap::from([("a".to_string(), 2)]);
-            held.noted = true;
-        }
-        assert_eq!(buffer_counts(&store), [2, 0]);
     }
 }

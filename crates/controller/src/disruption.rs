@@ -15,18 +15,17 @@ use karpenter_api::labels::{DISRUPTED_TAINT_KEY, NODE_POOL_LABEL};
 use karpenter_api::nodeclaim::condition::{DISRUPTION_REASON, INITIALIZED};
 use karpenter_api::{DisruptionReason, NodeClaim};
 use karpenter_core::disruption::orchestration::{Due, Effect, Orchestrator, Replacement};
-use karpenter_core::disruption::{
-    Block, Blocked, Command, Decision, Input, InvalidKind, Method, decide, validate,
-};
+use karpenter_core::disruption::{Block, Blocked, Command, Invalid, InvalidKind, Method};
 use karpenter_core::provisioning::node_claim_for;
 use karpenter_core::provisioning::scheduling::NodePoolInput;
+use karpenter_core::round::{Disrupt, Disruption, Parts};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::cloudprovider::CloudProvider;
 use crate::events::{Note, catalog};
-use crate::provisioning::{pool_inputs, scheduler_options};
+use crate::provisioning::pool_inputs;
 use crate::{Context, Error, conditions};
 
 pub use karpenter_core::disruption::orchestration::{REPLACEMENT_TIMEOUT, VALIDATION_DELAY};
@@ -434,7 +433,7 @@ pub async fn pass<P: CloudProvider>(
     if matches!(due, Due::Decision) {
         release_stale_taints(ctx, &orchestrator.marked_for_deletion()).await?;
     }
-    let pools = crate::static_capacity::with_static_pools(ctx, pool_inputs(ctx).await).await;
+    let pools = pool_inputs(ctx).await;
     let launching = std::cell::RefCell::new(Vec::new());
     let advanced = orchestrator.advance(now, |name| {
         let state = ctx.replacement(name);
@@ -454,11 +453,11 @@ pub async fn pass<P: CloudProvider>(
     let effects = match due {
         Due::Nothing => return Ok(()),
         Due::Decision => {
-            let command = decide_now(ctx, &pools).await;
+            let command = decide_now(ctx, &pools).await?;
             orchestrator.decided(now, command)
         }
         Due::Validation(held) => {
-            let outcome = with_input(ctx, &pools, |input| validate(input, &held));
+            let outcome = validated(ctx, &pools, &held).await?;
             orchestrator.validated(now, outcome)
         }
     };
@@ -468,45 +467,44 @@ pub async fn pass<P: CloudProvider>(
     done
 }
 
-/// Runs `f` over the disruption input of the state now, as every decision and validation sees it.
-fn with_input<P: CloudProvider, T>(
+/// Disruption's step of a round over the state now, launching from `pools`.
+async fn disruption_round<P: CloudProvider>(
     ctx: &Context<P>,
     pools: &[NodePoolInput],
-    f: impl FnOnce(&Input<'_>) -> T,
-) -> T {
-    let provider_labels = ctx.provider.provider_labels();
-    let objects = ctx.cluster.objects();
-    let now = ctx.clock.now().as_second();
-    let mut inputs = objects.snapshot(pools, &provider_labels).disruption(now);
-    if ctx.options.feature_gates.capacity_buffer {
-        ctx.buffers
-            .apply_to(&mut inputs.pending_pods, &mut inputs.nodes);
-    }
-    f(&inputs.input(
-        now,
-        pools,
-        scheduler_options(ctx),
-        ctx.options.feature_gates.spot_to_spot_consolidation,
-    ))
+    step: Disrupt<'_>,
+) -> Result<Disruption, Error> {
+    let parts = Parts {
+        disruption: step,
+        ..Parts::NONE
+    };
+    crate::provisioning::round(ctx, pools, parts, |_, plan| plan.disruption)
+        .await?
+        .ok_or_else(|| Error::NotSynced("disruption was not decided".into()))
 }
 
-/// The core's decision over the state now, exactly as a disruption pass makes it, without
-/// writing anything (`plan` reports it).
-pub fn decision<P: CloudProvider>(ctx: &Context<P>, pools: &[NodePoolInput]) -> Decision {
-    with_input(ctx, pools, decide)
+/// Whether the consolidation `held` since it was decided still holds.
+async fn validated<P: CloudProvider>(
+    ctx: &Context<P>,
+    pools: &[NodePoolInput],
+    held: &Command,
+) -> Result<Result<Command, Invalid>, Error> {
+    match disruption_round(ctx, pools, Disrupt::Validate(held)).await? {
+        Disruption::Validated(outcome) => Ok(outcome),
+        Disruption::Decided { .. } => Err(Error::NotSynced("validation was not run".into())),
+    }
 }
 
 /// The decision now; its blocked nodes get upstream's events.
 async fn decide_now<P: CloudProvider>(
     ctx: &Context<P>,
     pools: &[NodePoolInput],
-) -> Option<Command> {
+) -> Result<Option<Command>, Error> {
     let started = ctx.clock.instant();
-    let (decision, eligible) = with_input(ctx, pools, |input| {
-        let decision = decide(input);
-        let eligible = crate::metrics::disruption::eligible_by_reason(input, &decision);
-        (decision, eligible)
-    });
+    let Disruption::Decided { decision, eligible } =
+        disruption_round(ctx, pools, Disrupt::Decide).await?
+    else {
+        return Err(Error::NotSynced("the decision was not made".into()));
+    };
     for (reason, n) in eligible {
         ctx.metrics
             .disruption_eligible_nodes
@@ -528,7 +526,7 @@ async fn decide_now<P: CloudProvider>(
     for (node, block) in &decision.blocked {
         publish_blocked(ctx, node, block).await;
     }
-    decision.commands.into_iter().next()
+    Ok(decision.commands.into_iter().next())
 }
 
 /// The disruption reason a budget block names ("… for reason Drifted in NodePool …").

@@ -179,9 +179,7 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, claim: &NodeClaim) ->
     if status.provider_id.is_none() {
         return launch(ctx, claim, now).await;
     }
-    if let Some(expire_after) = claim.spec.expire_after.0
-        && since(claim.metadata.creation_timestamp.as_ref(), now) >= expire_after
-    {
+    if karpenter_core::round::expired_at(claim, now).is_some() {
         return delete_claim(ctx, claim, "expired").await;
     }
     if !conditions::is_true(&status.conditions, REGISTERED) {

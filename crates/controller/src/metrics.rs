@@ -7,7 +7,6 @@
 //! [`observe::run`], as upstream's metrics controllers do.
 
 pub mod client;
-pub mod disruption;
 pub mod observe;
 pub mod pods;
 pub mod registry;

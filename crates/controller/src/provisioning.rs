@@ -2,7 +2,7 @@
 //! most), the scheduling simulation decides which fit on nodes that exist or are launching and
 //! which need new NodeClaims, and those NodeClaims are created.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,13 +11,11 @@ use tokio::time::Instant;
 use k8s_openapi::api::core::v1::ObjectReference;
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::provisioning::capacity_buffer::is_virtual_pod;
-use karpenter_core::provisioning::nodepools::provisionable;
-use karpenter_core::provisioning::scheduling::{
-    NodePoolInput, ReservedOfferingMode, Results, Scheduler, SchedulerOptions,
-};
+use karpenter_core::provisioning::nodepools::launchable;
+use karpenter_core::provisioning::scheduling::{NodePoolInput, Results, SchedulerOptions};
 use karpenter_core::provisioning::{Batcher, node_claim_for};
-use karpenter_core::state::Counts;
-use karpenter_core::state::pods;
+use karpenter_core::round::{BufferHolding, Parts, RoundInputs, RoundPlan, RoundPod};
+use karpenter_core::state::{Snapshot, pods};
 use kube::Api;
 use kube::api::PostParams;
 
@@ -39,9 +37,11 @@ pub struct Provisioned {
     pub unschedulable: usize,
 }
 
-/// The NodePools the provisioner may use, each with its instance types — with the
-/// NodeOverlays applied when the `NodeOverlay` gate is on (none while they cannot be listed,
-/// as upstream skips NodePools whose overlays are not evaluated yet).
+/// The NodePools a round may launch from, each with its instance types — dynamic and static
+/// ones (the scheduler launches only from the dynamic; disruption replaces the static pools'
+/// drifted nodes and static capacity keeps their size) — with the NodeOverlays applied when
+/// the `NodeOverlay` gate is on (none while they cannot be listed, as upstream skips NodePools
+/// whose overlays are not evaluated yet).
 pub(crate) async fn pool_inputs<P: CloudProvider>(ctx: &Context<P>) -> Vec<NodePoolInput> {
     let pools = provider_pool_inputs(ctx).await;
     if !ctx.options.feature_gates.node_overlay {
@@ -53,11 +53,11 @@ pub(crate) async fn pool_inputs<P: CloudProvider>(ctx: &Context<P>) -> Vec<NodeP
         .unwrap_or_default()
 }
 
-/// The NodePools the provisioner may use, each with the provider's instance types as they are.
+/// The NodePools a round may launch from, each with the provider's instance types as they are.
 pub(crate) async fn provider_pool_inputs<P: CloudProvider>(ctx: &Context<P>) -> Vec<NodePoolInput> {
     let mut pools = Vec::new();
     for pool in ctx.cluster.node_pools.all() {
-        if !provisionable(&pool) {
+        if !launchable(&pool) {
             continue;
         }
         match ctx
@@ -77,31 +77,89 @@ pub(crate) async fn provider_pool_inputs<P: CloudProvider>(ctx: &Context<P>) -> 
     pools
 }
 
-/// The scheduling options the controller's flags set, for provisioning and disruption alike.
+/// The scheduling settings the controller's flags set, for every round.
 pub(crate) fn scheduler_options<P: CloudProvider>(ctx: &Context<P>) -> SchedulerOptions {
     SchedulerOptions {
         respect_preferences: ctx.options.preference_policy == "Respect",
         strict_min_values: ctx.options.min_values_policy == "Strict",
         provider_labels: ctx.provider.provider_labels(),
-        reserved_capacity: ctx.options.feature_gates.reserved_capacity,
         ..Default::default()
     }
+}
+
+/// Runs `report` over the snapshot of the state now, launching from `pools`, and the round
+/// `parts` decide on it, the state's objects held meanwhile. Errors while state is not synced, or while a NodeClaim has
+/// not launched (its capacity is not known: upstream waits).
+pub(crate) async fn round<P: CloudProvider, T>(
+    ctx: &Context<P>,
+    pools: &[NodePoolInput],
+    parts: Parts<'_>,
+    report: impl FnOnce(&Snapshot<'_, Arc<StoredPod>>, RoundPlan<'_, Arc<StoredPod>>) -> T,
+) -> Result<T, Error> {
+    let cluster = &ctx.cluster;
+    if !cluster.synced() {
+        return Err(Error::NotSynced(
+            "cluster state has not listed every kind yet".into(),
+        ));
+    }
+    let provider_labels = ctx.provider.provider_labels();
+    let options = scheduler_options(ctx);
+    let policies = ctx.provider.repair_policies();
+    let virtual_pods = ctx.buffers.virtual_pods();
+    let placed = ctx.buffers.placed();
+    let objects = cluster.objects();
+    let snapshot = objects.snapshot(pools, &provider_labels);
+    if parts.provisioning
+        && let Some(c) = snapshot.not_launched.first()
+    {
+        return Err(Error::NotSynced(format!(
+            "nodeclaim {} is not launched yet",
+            c.metadata.name.as_deref().unwrap_or_default()
+        )));
+    }
+    let started = Instant::now();
+    let interrupt = || started.elapsed() > SOLVE_TIMEOUT;
+    let solving = parts.provisioning.then(|| {
+        let queued = snapshot.provisionable.len()
+            + snapshot.displaced.len()
+            + if ctx.options.feature_gates.capacity_buffer {
+                virtual_pods.len()
+            } else {
+                0
+            };
+        crate::metrics::Solving::start(&ctx.metrics, "provisioner", queued)
+    });
+    let plan = karpenter_core::round::decide(
+        &snapshot,
+        &RoundInputs {
+            gates: ctx.options.feature_gates,
+            now: ctx.clock.now(),
+            options: &options,
+            virtual_pods: &virtual_pods,
+            buffer_holding: placed
+                .as_ref()
+                .map_or(BufferHolding::Unknown, BufferHolding::Placed),
+            repair_policies: &policies,
+            parts,
+            interrupt: &interrupt,
+        },
+    );
+    if let Some(solving) = solving {
+        solving.done(&ctx.metrics);
+    }
+    Ok(report(&snapshot, plan))
 }
 
 /// What a provisioning round decides, before anything is written.
 pub struct Scheduled {
     /// The NodePools used, with their instance types.
     pub pools: Vec<NodePoolInput>,
-    /// The pods scheduled: provisionable ones, oldest first, then those of nodes being deleted.
-    /// Shared with cluster state: tens of thousands of whole `Pod`s would double the
-    /// controller's memory for the round.
+    /// The pods scheduled: provisionable ones, oldest first, then those of nodes being
+    /// deleted, then the CapacityBuffers' virtual pods. Shared with cluster state: tens of
+    /// thousands of whole `Pod`s would double the controller's memory for the round.
     pub batch: Vec<Arc<StoredPod>>,
     /// Where they go.
     pub results: Results,
-    /// The existing nodes that are NodeClaims still launching (by name).
-    pub launching: BTreeSet<String>,
-    /// What state held.
-    pub counts: Counts,
     /// Pending pods provisioning ignores, with why (upstream's "ignoring pod" events).
     pub rejected: Vec<(ObjectReference, String)>,
     /// How many pending pods it ignores: those, and those keeping off karpenter's nodes.
@@ -111,82 +169,42 @@ pub struct Scheduled {
 }
 
 /// The scheduling simulation over the current state, exactly as a provisioning round runs it,
-/// without writing anything (`plan` reports it).
+/// without writing anything.
 pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, Error> {
-    let cluster = &ctx.cluster;
-    if !cluster.synced() {
-        return Err(Error::NotSynced(
-            "cluster state has not listed every kind yet".into(),
-        ));
-    }
-    let pools = pool_inputs(ctx).await;
-    let provider_labels = ctx.provider.provider_labels();
-    let objects = cluster.objects();
-    let snapshot = objects.snapshot(&pools, &provider_labels);
-    if let Some(c) = snapshot.not_launched.first() {
-        return Err(Error::NotSynced(format!(
-            "nodeclaim {} is not launched yet",
-            c.metadata.name.as_deref().unwrap_or_default()
-        )));
-    }
-    let mut batch: Vec<Arc<StoredPod>> = snapshot.pods_to_schedule().into_iter().cloned().collect();
-    // CapacityBuffers' virtual pods are scheduled after the real ones, as upstream appends them.
-    if ctx.options.feature_gates.capacity_buffer {
-        let virtual_pods = ctx.buffers.virtual_pods();
-        batch.extend(
-            virtual_pods
-                .iter()
-                .map(|p| Arc::new(StoredPod::new(p.clone(), &cluster.specs))),
-        );
-    }
-    let launching = snapshot
-        .nodes
-        .iter()
-        .filter(|n| n.launching())
-        .map(|n| n.name().to_string())
-        .collect();
-    let counts = snapshot.counts();
-    let ignored = snapshot.rejected.len() + snapshot.avoiding;
-    let rejected = snapshot
-        .rejected
-        .iter()
-        .map(|(pod, why)| (pods::reference(&***pod), why.clone()))
-        .collect();
     let started = Instant::now();
-    let solving = crate::metrics::Solving::start(&ctx.metrics, "provisioner", batch.len());
-    let results = if batch.is_empty() {
-        Results::default()
-    } else {
-        // The scheduler keeps what it reads of the nodes; their inputs and the snapshot go
-        // before the simulation grows its own state.
-        let mut scheduler = {
-            let existing = snapshot.existing_nodes();
-            Scheduler::new(
-                &pools,
-                &existing,
-                &snapshot.daemonset_pods(),
-                snapshot.scheduler_options(&SchedulerOptions {
-                    // Provisioning waits for reserved capacity rather than fall back (upstream).
-                    reserved_offering_mode: ReservedOfferingMode::Strict,
-                    ..scheduler_options(ctx)
-                }),
-            )
-        };
-        drop(snapshot);
-        drop(objects);
-        scheduler.solve(&batch, &|| started.elapsed() > SOLVE_TIMEOUT)
+    let specs = &ctx.cluster.specs;
+    let pools = pool_inputs(ctx).await;
+    let parts = Parts {
+        provisioning: true,
+        ..Parts::NONE
     };
-    solving.done(&ctx.metrics);
-    Ok(Scheduled {
-        pools,
-        batch,
-        results,
-        launching,
-        counts,
-        rejected,
-        ignored,
-        started,
+    let scheduled = round(ctx, &pools, parts, |snapshot, plan| {
+        let provisioning = plan
+            .provisioning
+            .unwrap_or_else(|| unreachable!("asked for"));
+        let batch = provisioning
+            .batch
+            .iter()
+            .map(|p| match p {
+                RoundPod::Real(p) => Arc::clone(p),
+                RoundPod::Virtual(p) => Arc::new(StoredPod::new((*p).clone(), specs)),
+            })
+            .collect();
+        Scheduled {
+            pools: Vec::new(),
+            batch,
+            results: provisioning.results,
+            ignored: snapshot.rejected.len() + snapshot.avoiding,
+            rejected: snapshot
+                .rejected
+                .iter()
+                .map(|(pod, why)| (pods::reference(&***pod), why.clone()))
+                .collect(),
+            started,
+        }
     })
+    .await?;
+    Ok(Scheduled { pools, ..scheduled })
 }
 
 /// Upstream's `FailedScheduling` on the pod `reference` names: once per pod per 5 minutes.

@@ -11,7 +11,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::provisioning::node_claim_for;
-use karpenter_core::provisioning::nodepools::launchable;
 use karpenter_core::provisioning::scheduling::NodePoolInput;
 use karpenter_core::provisioning::static_capacity::{self, Action};
 use kube::api::{DeleteParams, PostParams};
@@ -55,21 +54,6 @@ async fn pool_input<P: CloudProvider>(ctx: &Context<P>, pool: &NodePool) -> Opti
     crate::nodeoverlay::overlaid(ctx, vec![input])
         .await
         .and_then(|(pools, _)| pools.into_iter().next())
-}
-
-/// `pools` and every launchable static NodePool with its instance types: disruption sees
-/// static NodePools (to replace their drifted nodes, and to know their nodes are never
-/// consolidated) whether or not the gate is on, as upstream's disruption does.
-pub(crate) async fn with_static_pools<P: CloudProvider>(
-    ctx: &Context<P>,
-    mut pools: Vec<NodePoolInput>,
-) -> Vec<NodePoolInput> {
-    for pool in ctx.cluster.node_pools.all() {
-        if static_capacity::is_static(&pool) && launchable(&pool) {
-            pools.extend(pool_input(ctx, &pool).await);
-        }
-    }
-    pools
 }
 
 /// One pass over every static NodePool.

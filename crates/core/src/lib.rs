@@ -8,6 +8,7 @@ pub mod disruption;
 pub mod feature_gates;
 pub mod provisioning;
 pub mod resources;
+pub mod round;
 pub mod scheduling;
 pub mod state;
 pub mod termination;

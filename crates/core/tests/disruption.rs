@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_api::{Budget, ConsolidationPolicy, DisruptionReason, NillableDuration};
 use karpenter_core::cloudprovider::{InstanceType, fake};
-use karpenter_core::disruption::{Blocked, Decision, Input, NodeState, decide, expired};
+use karpenter_core::disruption::{Blocked, Decision, Input, NodeState, decide};
 use karpenter_core::provisioning::scheduling::{NodePoolInput, SchedulerOptions};
 use support::*;
 
@@ -806,25 +806,6 @@ fn balanced_policy_weighs_savings_against_disruption() {
     ];
     let d = run(&nodes, &balanced, &[]);
     assert!(!deleted(&d).contains(&"a".to_string()), "{:?}", d.commands);
-}
-
-#[test]
-fn expiration() {
-    let mut np = node_pool("default").0;
-    np.spec.template.spec.expire_after = NillableDuration::from_secs(3600);
-    let mut old = node("old", "default", 2, "on-demand", vec![]);
-    old.created_at = NOW - 7200;
-    let young = node("young", "default", 2, "on-demand", vec![]);
-    let mut young = young;
-    young.created_at = NOW - 60;
-    let nodes = [old.clone(), young.clone()];
-    let names: Vec<&str> = expired(&nodes, std::slice::from_ref(&np), NOW)
-        .iter()
-        .map(|n| n.name.as_str())
-        .collect();
-    assert_eq!(names, ["old"]);
-    np.spec.template.spec.expire_after = NillableDuration::NEVER;
-    assert!(expired(&[old, young], &[np], NOW).is_empty());
 }
 
 #[test]

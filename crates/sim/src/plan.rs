@@ -9,17 +9,17 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::jiff::Timestamp;
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::cloudprovider::cheapest_launch;
-use karpenter_core::disruption::{self, Decision};
+use karpenter_core::disruption::repair::Repair;
 use karpenter_core::feature_gates::FeatureGates;
 use karpenter_core::provisioning::capacity_buffer;
 use karpenter_core::provisioning::node_claim_for;
-use karpenter_core::provisioning::nodepools::{launchable, provisionable};
-use karpenter_core::provisioning::scheduling::{
-    NewNodeClaim, NodePoolInput, ReservedOfferingMode, Results, Scheduler, SchedulerOptions,
-};
+use karpenter_core::provisioning::nodepools::launchable;
+use karpenter_core::provisioning::scheduling::{NewNodeClaim, NodePoolInput, SchedulerOptions};
 use karpenter_core::provisioning::static_capacity;
+use karpenter_core::round::{self, BufferHolding, Parts, RoundInputs, RoundPlan, decide};
 use karpenter_core::state::pods::{self, ObservedPod};
 use karpenter_core::state::{Counts, Observed, Snapshot};
 use serde::Serialize;
@@ -174,34 +174,6 @@ pub struct PlannedRepair {
     pub nodeclaim: String,
     /// The condition it fails, as `Type=Status`.
     pub condition: String,
-}
-
-/// What node repair would do now over `nodes` (each matched to its NodeClaim by provider
-/// id) with the provider's `policies`: the controller's decision, nothing else.
-pub fn repair_plan(
-    nodes: &[&k8s_openapi::api::core::v1::Node],
-    node_claims: &[&karpenter_api::NodeClaim],
-    policies: &[karpenter_core::cloudprovider::RepairPolicy],
-    now: k8s_openapi::jiff::Timestamp,
-) -> Repairs {
-    use karpenter_core::disruption::repair::{self, Repair};
-    let mut out = Repairs::default();
-    for judged in repair::judge_all(nodes, node_claims, policies, now) {
-        let name = judged.node.metadata.name.clone().unwrap_or_default();
-        match judged.repair {
-            Repair::Healthy | Repair::Tolerated { .. } => {}
-            Repair::Blocked { scope } => out.blocked.push(Kept {
-                node: name,
-                reason: scope.blocked_message().to_string(),
-            }),
-            Repair::Repair { policy } => out.repaired.push(PlannedRepair {
-                node: name,
-                nodeclaim: judged.claim.metadata.name.clone().unwrap_or_default(),
-                condition: format!("{}={}", policy.condition_type, policy.condition_status),
-            }),
-        }
-    }
-    out
 }
 
 /// The plan.
@@ -364,7 +336,7 @@ pub fn plan(
         .iter()
         // Static NodePools too: disruption replaces their drifted nodes, static capacity keeps
         // their size (the scheduler never launches from them).
-        .filter(|np| provisionable(np) || (static_capacity::is_static(np) && launchable(np)))
+        .filter(|np| launchable(np))
         .map(|np| NodePoolInput {
             node_pool: np.clone(),
             instance_types: catalog.instance_types.clone(),
@@ -373,36 +345,17 @@ pub fn plan(
     if feature_gates.node_overlay {
         karpenter_core::cloudprovider::overlay::apply_to_pools(&objects.node_overlays, &mut pools);
     }
-    let repairs = if feature_gates.node_repair {
-        repair_plan(
-            &objects.nodes.iter().collect::<Vec<_>>(),
-            &objects.node_claims.iter().collect::<Vec<_>>(),
-            &catalog.repair_policies,
-            k8s_openapi::jiff::Timestamp::from_second(now)
-                .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
-        )
-    } else {
-        Repairs::default()
-    };
-    Ok(plan_objects(
-        &objects,
-        &pools,
-        &catalog.provider_labels,
-        now,
-        feature_gates,
-    )
-    .with_repairs(repairs))
+    Ok(plan_objects(&objects, &pools, catalog, now, feature_gates))
 }
 
-/// What provisioning and disruption would do now over `objects`, with `pools` (each with the
-/// instance types it may launch) — through the same snapshot builder and decisions as the
-/// controller.
+/// What a round would decide now over `objects`, with `pools` (each with the instance types
+/// it may launch) — the round the controller and the simulator decide through.
 pub fn plan_objects(
     objects: &ClusterObjects,
     pools: &[NodePoolInput],
-    provider_labels: &[String],
+    catalog: &Catalog,
     now: i64,
-    feature_gates: FeatureGates,
+    gates: FeatureGates,
 ) -> Plan {
     let snapshot = Snapshot::new(Observed {
         nodes: objects.nodes.iter().collect(),
@@ -416,96 +369,42 @@ pub fn plan_objects(
         storage_classes: objects.storage_classes.iter().collect(),
         csi_nodes: objects.csi_nodes.iter().collect(),
         node_pools: pools,
-        provider_labels,
-        ..Default::default()
+        provider_labels: &catalog.provider_labels,
+        // A dump holds no controller's memory of nominations or commands in flight.
+        nominated: BTreeSet::new(),
+        marked_for_deletion: BTreeSet::new(),
     });
-    let launching: BTreeSet<String> = snapshot
-        .nodes
-        .iter()
-        .filter(|n| n.launching())
-        .map(|n| n.name().to_string())
-        .collect();
-    let mut pending: Vec<Pod> = snapshot
-        .pods_to_schedule()
-        .into_iter()
-        .map(|p| p.to_pod())
-        .collect();
-    // CapacityBuffers' virtual pods, after the real ones, as the controller schedules them.
-    let real = pending.len();
-    if feature_gates.capacity_buffer {
-        pending.extend(buffer_virtual_pods(objects, now));
-    }
+    let virtual_pods = if gates.capacity_buffer {
+        buffer_virtual_pods(objects, now)
+    } else {
+        Vec::new()
+    };
     let options = SchedulerOptions {
-        provider_labels: provider_labels.to_vec(),
-        reserved_capacity: feature_gates.reserved_capacity,
+        provider_labels: catalog.provider_labels.clone(),
         ..Default::default()
     };
-    let existing = snapshot.existing_nodes();
-    let ds_pods = snapshot.daemonset_pods();
-    let results = Scheduler::new(
+    let never = || false;
+    let round = decide(
+        &snapshot,
+        &RoundInputs {
+            gates,
+            now: Timestamp::from_second(now).unwrap_or(Timestamp::UNIX_EPOCH),
+            options: &options,
+            virtual_pods: &virtual_pods,
+            // Provisioning is part of the round: it says which nodes hold buffer headroom.
+            buffer_holding: BufferHolding::Unknown,
+            repair_policies: &catalog.repair_policies,
+            parts: Parts::ALL,
+            interrupt: &never,
+        },
+    );
+    Plan::from_round(
+        &snapshot,
+        round,
         pools,
-        &existing,
-        &ds_pods,
-        snapshot.scheduler_options(&SchedulerOptions {
-            // Provisioning waits for reserved capacity rather than fall back (upstream).
-            reserved_offering_mode: ReservedOfferingMode::Strict,
-            ..options.clone()
-        }),
+        objects.node_pools.len(),
+        objects.ignored,
     )
-    .solve(&pending, &|| false);
-    let mut inputs = snapshot.disruption(now);
-    if feature_gates.capacity_buffer {
-        // Disruption sees the virtual pods as pending, and the nodes holding them.
-        inputs.pending_pods.extend(pending[real..].iter().cloned());
-        let by_node = capacity_buffer::buffer_pods_by_node(&results, &pending);
-        for n in &mut inputs.nodes {
-            n.buffer_pods = by_node.get(&n.name).copied().unwrap_or(0);
-        }
-    }
-    let decision = disruption::decide(&inputs.input(
-        now,
-        pools,
-        options,
-        feature_gates.spot_to_spot_consolidation,
-    ));
-    let ignored = snapshot
-        .rejected
-        .iter()
-        .map(|(pod, reason)| Unschedulable {
-            pod: pods::key(*pod),
-            reason: reason.clone(),
-        })
-        .collect();
-    Plan::from_decisions(
-        SnapshotSummary::new(snapshot.counts(), objects.node_pools.len(), objects.ignored),
-        &pending,
-        &results,
-        &launching,
-        pools,
-        decision,
-    )
-    .ignoring(ignored)
-    .with_static_capacity(if feature_gates.static_capacity {
-        let claims: Vec<&karpenter_api::NodeClaim> = objects.node_claims.iter().collect();
-        let pods_on = |node: &str| -> Vec<Pod> {
-            objects
-                .pods
-                .iter()
-                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-                .cloned()
-                .collect()
-        };
-        static_capacity_plan(
-            &claims,
-            &BTreeSet::new(),
-            &pods_on,
-            pools,
-            provider_labels,
-            now,
-        )
-    } else {
-        StaticCapacity::default()
-    })
 }
 
 /// The virtual pods of the snapshot's CapacityBuffers, with the status the buffer controller
@@ -535,35 +434,6 @@ fn buffer_virtual_pods(objects: &ClusterObjects, now: i64) -> Vec<Pod> {
         })
         .collect();
     capacity_buffer::all_virtual_pods(&buffers, &workloads, &at)
-}
-
-/// What static capacity would do, through the controller's decision: `claims` are every
-/// NodeClaim, `marked` the nodes already marked for deletion, `pods_on` a node's pods.
-pub fn static_capacity_plan(
-    claims: &[&karpenter_api::NodeClaim],
-    marked: &BTreeSet<String>,
-    pods_on: &dyn Fn(&str) -> Vec<Pod>,
-    pools: &[NodePoolInput],
-    provider_labels: &[String],
-    now: i64,
-) -> StaticCapacity {
-    let mut out = StaticCapacity::default();
-    for pool in pools {
-        match static_capacity::decide(&pool.node_pool, claims, marked, &pods_on, now) {
-            static_capacity::Action::Create(n) => {
-                if let Some(claim) = static_capacity::node_claim(pool, provider_labels) {
-                    let planned = planned(&claim, pools, Vec::new());
-                    out.nodeclaims.extend(std::iter::repeat_n(planned, n));
-                }
-            }
-            static_capacity::Action::Delete(names) => out.deleted.extend(names),
-            static_capacity::Action::NodeLimitReached => out
-                .node_limit_reached
-                .push(pool.node_pool.name().to_string()),
-            static_capacity::Action::None => {}
-        }
-    }
-    out
 }
 
 impl SnapshotSummary {
@@ -611,64 +481,71 @@ fn planned(claim: &NewNodeClaim, pools: &[NodePoolInput], pods: Vec<String>) -> 
 }
 
 impl Plan {
-    /// The plan, with what static capacity would do.
-    pub fn with_static_capacity(mut self, decided: StaticCapacity) -> Self {
-        self.static_capacity = decided;
-        self
-    }
-
-    /// The plan, with what node repair would do.
-    pub fn with_repairs(mut self, decided: Repairs) -> Self {
-        self.repair = decided;
-        self
-    }
-
-    /// The plan, with the pending pods provisioning ignores and why.
-    pub fn ignoring(mut self, ignored: Vec<Unschedulable>) -> Self {
-        self.provisioning.ignored = ignored;
-        self
-    }
-
-    /// The plan from a provisioning result over `pending` (existing nodes in `launching` are
-    /// NodeClaims not yet registered) and a disruption decision — whoever computed them: `plan`
-    /// over a dump, or the controller's own code over a live cluster.
-    pub fn from_decisions<P: ObservedPod>(
-        snapshot: SnapshotSummary,
-        pending: &[P],
-        results: &Results,
-        launching: &BTreeSet<String>,
+    /// The report of a round over `snapshot` (whoever built it: `plan` over a dump, or the
+    /// controller over its state), launching from `pools`; `nodepools` and `ignored` count the
+    /// NodePools and the objects of kinds the planner does not use.
+    pub fn from_round<P: ObservedPod>(
+        snapshot: &Snapshot<'_, P>,
+        round: RoundPlan<'_, P>,
         pools: &[NodePoolInput],
-        decision: Decision,
+        nodepools: usize,
+        ignored: usize,
     ) -> Self {
+        let launching: BTreeSet<&str> = snapshot
+            .nodes
+            .iter()
+            .filter(|n| n.launching())
+            .map(|n| n.name())
+            .collect();
         let mut provisioning = Provisioning::default();
-        for claim in &results.new_node_claims {
-            let pods = claim.pods.iter().map(|&p| pods::key(&pending[p])).collect();
-            provisioning.nodeclaims.push(planned(claim, pools, pods));
-        }
-        for (node, placed) in &results.existing_nodes {
-            let node = if launching.contains(node) {
-                format!("nodeclaim/{node}")
-            } else {
-                node.clone()
-            };
-            for &p in placed {
-                provisioning.existing_node_placements.push(Placement {
-                    pod: pods::key(&pending[p]),
-                    node: node.clone(),
+        if let Some(p) = &round.provisioning {
+            for claim in &p.results.new_node_claims {
+                let pods = claim.pods.iter().map(|&i| pods::key(&p.batch[i])).collect();
+                provisioning.nodeclaims.push(planned(claim, pools, pods));
+            }
+            for (node, placed) in &p.results.existing_nodes {
+                let node = if launching.contains(node.as_str()) {
+                    format!("nodeclaim/{node}")
+                } else {
+                    node.clone()
+                };
+                for &i in placed {
+                    provisioning.existing_node_placements.push(Placement {
+                        pod: pods::key(&p.batch[i]),
+                        node: node.clone(),
+                    });
+                }
+            }
+            for (i, reason) in &p.results.pod_errors {
+                provisioning.unschedulable.push(Unschedulable {
+                    pod: pods::key(&p.batch[*i]),
+                    reason: reason.clone(),
                 });
             }
         }
-        for (p, reason) in &results.pod_errors {
-            provisioning.unschedulable.push(Unschedulable {
-                pod: pods::key(&pending[*p]),
+        provisioning.ignored = snapshot
+            .rejected
+            .iter()
+            .map(|(pod, reason)| Unschedulable {
+                pod: pods::key(*pod),
                 reason: reason.clone(),
+            })
+            .collect();
+        let mut disruption = Disruption::default();
+        // Expiration deletes, budgets or not, whatever disruption decides.
+        for e in &round.expired {
+            disruption.actions.push(DisruptionAction {
+                reason: "Expired".into(),
+                method: "expiration".into(),
+                nodes: vec![e.node.to_string()],
+                replacements: Vec::new(),
+                savings_per_hour: e.price,
             });
         }
-        let disruption = Disruption {
-            actions: decision
-                .commands
-                .iter()
-                .map(|c| DisruptionAction {
+        if let Some(round::Disruption::Decided { decision, .. }) = round.disruption {
+            let expired = |node: &str| round.expired.iter().any(|e| e.node == node);
+            disruption.actions.extend(decision.commands.iter().map(|c| {
+                DisruptionAction {
                     reason: c.reason.as_str().into(),
                     method: c.method.as_str().into(),
                     nodes: c.candidates.clone(),
@@ -678,23 +555,60 @@ impl Plan {
                         .map(|r| planned(r, pools, Vec::new()))
                         .collect(),
                     savings_per_hour: c.savings_per_hour,
-                })
-                .collect(),
-            blocked: decision
+                }
+            }));
+            disruption.blocked = decision
                 .blocked
                 .into_iter()
+                .filter(|(node, _)| !expired(node))
                 .map(|(node, block)| Kept {
                     node,
                     reason: block.reason,
                 })
-                .collect(),
-        };
+                .collect();
+        }
+        let mut static_capacity = StaticCapacity::default();
+        for s in &round.static_capacity {
+            match &s.action {
+                static_capacity::Action::Create(n) => {
+                    if let Some(claim) = &s.node_claim {
+                        let planned = planned(claim, pools, Vec::new());
+                        static_capacity
+                            .nodeclaims
+                            .extend(std::iter::repeat_n(planned, *n));
+                    }
+                }
+                static_capacity::Action::Delete(names) => {
+                    static_capacity.deleted.extend(names.iter().cloned())
+                }
+                static_capacity::Action::NodeLimitReached => {
+                    static_capacity.node_limit_reached.push(s.node_pool.clone())
+                }
+                static_capacity::Action::None => {}
+            }
+        }
+        let mut repair = Repairs::default();
+        for judged in &round.repairs {
+            let name = judged.node.metadata.name.clone().unwrap_or_default();
+            match judged.repair {
+                Repair::Healthy | Repair::Tolerated { .. } => {}
+                Repair::Blocked { scope } => repair.blocked.push(Kept {
+                    node: name,
+                    reason: scope.blocked_message().to_string(),
+                }),
+                Repair::Repair { policy } => repair.repaired.push(PlannedRepair {
+                    node: name,
+                    nodeclaim: judged.claim.metadata.name.clone().unwrap_or_default(),
+                    condition: format!("{}={}", policy.condition_type, policy.condition_status),
+                }),
+            }
+        }
         Plan {
             provisioning,
-            static_capacity: StaticCapacity::default(),
-            repair: Repairs::default(),
+            static_capacity,
+            repair,
             disruption,
-            snapshot,
+            snapshot: SnapshotSummary::new(snapshot.counts(), nodepools, ignored),
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use karpenter_controller::dry_run::dry_run;
 use karpenter_controller::{CloudProvider, Controller, Options};
-use karpenter_sim::plan::{Plan, SnapshotSummary};
+use karpenter_sim::plan::Plan;
 
 /// Plans from a dump in `file` (`-`: standard input), launching from the catalog named
 /// `catalog`.
@@ -59,65 +59,10 @@ pub async fn live<P: CloudProvider>(
 ) -> anyhow::Result<Plan> {
     let controller = Controller::new(client, Arc::new(provider), options);
     let ctx = controller.context();
-    let run = dry_run(&ctx).await?;
-    let gates = ctx.options.feature_gates;
-    let static_capacity = if gates.static_capacity {
-        let claims = ctx.cluster.node_claims.all();
-        let refs: Vec<&karpenter_api::NodeClaim> = claims.iter().map(|c| &**c).collect();
-        let pods_on = |node: &str| -> Vec<k8s_openapi::api::core::v1::Pod> {
-            ctx.cluster
-                .pods_on(node)
-                .iter()
-                .map(|p| p.to_pod())
-                .collect()
-        };
-        karpenter_sim::plan::static_capacity_plan(
-            &refs,
-            &ctx.cluster.marked_for_deletion(),
-            &pods_on,
-            &run.pools,
-            &ctx.provider.provider_labels(),
-            ctx.clock.now().as_second(),
-        )
-    } else {
-        Default::default()
-    };
-    let repairs = if gates.node_repair {
-        let nodes = ctx.cluster.nodes.all();
-        let claims = ctx.cluster.node_claims.all();
-        karpenter_sim::plan::repair_plan(
-            &nodes.iter().map(|n| &**n).collect::<Vec<_>>(),
-            &claims.iter().map(|c| &**c).collect::<Vec<_>>(),
-            &ctx.provider.repair_policies(),
-            ctx.clock.now(),
-        )
-    } else {
-        Default::default()
-    };
-    let p = &run.provisioning;
-    Ok(Plan::from_decisions(
-        SnapshotSummary::new(p.counts, ctx.cluster.node_pools.len(), 0),
-        &p.batch,
-        &p.results,
-        &p.launching,
-        &p.pools,
-        run.disruption,
-    )
-    .ignoring(
-        p.rejected
-            .iter()
-            .map(|(pod, reason)| karpenter_sim::plan::Unschedulable {
-                pod: format!(
-                    "{}/{}",
-                    pod.namespace.as_deref().unwrap_or_default(),
-                    pod.name.as_deref().unwrap_or_default()
-                ),
-                reason: reason.clone(),
-            })
-            .collect(),
-    )
-    .with_static_capacity(static_capacity)
-    .with_repairs(repairs))
+    Ok(dry_run(&ctx, |snapshot, round, pools| {
+        Plan::from_round(snapshot, round, pools, ctx.cluster.node_pools.len(), 0)
+    })
+    .await?)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod candidates;
 pub mod consolidatable;
 mod consolidation;
 pub mod drift;
+mod eligible;
 mod methods;
 pub mod orchestration;
 pub mod pdb;
@@ -19,13 +20,14 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use karpenter_api::{DisruptionReason, NodePool};
+use karpenter_api::DisruptionReason;
 
 use crate::provisioning::scheduling::{NewNodeClaim, NodePoolInput, SchedulerOptions};
 use crate::resources::Resources;
 
 use candidates::Candidate;
 pub use candidates::eviction_cost;
+pub use eligible::eligible_by_reason;
 pub use validation::{Invalid, InvalidKind, validate};
 
 /// A node as disruption sees it.
@@ -294,19 +296,4 @@ fn finish(mut decision: Decision, candidates: &[Candidate<'_>]) -> Decision {
         }
     }
     decision
-}
-
-/// Nodes past their NodePool's `expireAfter`: they are replaced regardless of budgets.
-pub fn expired<'a>(nodes: &'a [NodeState], pools: &[NodePool], now: i64) -> Vec<&'a NodeState> {
-    nodes
-        .iter()
-        .filter(|n| !n.deleting)
-        .filter(|n| {
-            let pool = pools
-                .iter()
-                .find(|p| Some(p.name()) == n.node_pool.as_deref());
-            pool.and_then(|p| p.spec.template.spec.expire_after.0)
-                .is_some_and(|after| now >= n.created_at + after.as_secs() as i64)
-        })
-        .collect()
 }

@@ -658,6 +658,21 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
         self.observed.pdbs.iter().map(|p| (*p).clone()).collect()
     }
 
+    /// Every Node observed.
+    pub fn observed_nodes(&self) -> Vec<&'a Node> {
+        self.observed.nodes.clone()
+    }
+
+    /// Every NodeClaim observed.
+    pub fn observed_node_claims(&self) -> Vec<&'a NodeClaim> {
+        self.observed.node_claims.clone()
+    }
+
+    /// The nodes a disruption command has taken.
+    pub fn marked_for_deletion(&self) -> &BTreeSet<String> {
+        &self.observed.marked_for_deletion
+    }
+
     /// The NodePools in use.
     pub fn node_pools(&self) -> &'a [NodePoolInput] {
         self.observed.node_pools

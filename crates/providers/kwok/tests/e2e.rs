@@ -488,29 +488,32 @@ async fn plan_predicts_the_nodeclaims_the_controller_then_creates() {
         Arc::new(KwokProvider::new(server.client())),
         options(),
     );
-    let run = karpenter_controller::dry_run::dry_run(&planner.context())
+    let mut predicted: Vec<Launch> =
+        karpenter_controller::dry_run::dry_run(&planner.context(), |_, round, pools| {
+            let provisioning = round
+                .provisioning
+                .expect("provisioning is part of the round");
+            provisioning
+                .results
+                .new_node_claims
+                .iter()
+                .map(|c| {
+                    let pool = pools
+                        .iter()
+                        .find(|p| p.node_pool.name() == c.node_pool)
+                        .unwrap();
+                    let object = node_claim_for(c, &pool.node_pool);
+                    let (it, o) = cheapest_launch(&c.instance_types, &object).expect("a launch");
+                    (
+                        c.node_pool.clone(),
+                        sorted(c.instance_types.iter().map(|it| it.name.clone()).collect()),
+                        format!("{} {} {}", it.name, o.zone, o.capacity_type),
+                    )
+                })
+                .collect()
+        })
         .await
         .expect("the plan");
-    let scheduled = &run.provisioning;
-    let mut predicted: Vec<Launch> = scheduled
-        .results
-        .new_node_claims
-        .iter()
-        .map(|c| {
-            let pool = scheduled
-                .pools
-                .iter()
-                .find(|p| p.node_pool.name() == c.node_pool)
-                .unwrap();
-            let object = node_claim_for(c, &pool.node_pool);
-            let (it, o) = cheapest_launch(&c.instance_types, &object).expect("a launch");
-            (
-                c.node_pool.clone(),
-                sorted(c.instance_types.iter().map(|it| it.name.clone()).collect()),
-                format!("{} {} {}", it.name, o.zone, o.capacity_type),
-            )
-        })
-        .collect();
     predicted.sort();
     assert_eq!(
         predicted.len(),

@@ -12,12 +12,12 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use karpenter_api::capacitybuffer::{CapacityBuffer, condition};
-use karpenter_core::disruption::NodeState;
 use karpenter_core::provisioning::capacity_buffer::{
     Workloads, all_virtual_pods, buffer_pods_by_node, placements, provisioning_condition, resolve,
     resolved_status, with_condition,
 };
 use karpenter_core::provisioning::scheduling::Results;
+use karpenter_core::state::pods::ObservedPod;
 
 use super::Simulation;
 use super::objects::time;
@@ -96,13 +96,9 @@ impl Buffers {
         &self.virtual_pods
     }
 
-    /// Disruption's view: the virtual pods are pending (consolidation must fit them) and the
-    /// nodes holding buffer capacity say so (emptiness keeps them).
-    pub(super) fn apply_to(&self, pending: &mut Vec<Pod>, nodes: &mut [NodeState]) {
-        pending.extend(self.virtual_pods.iter().cloned());
-        for n in nodes {
-            n.buffer_pods = self.by_node.get(&n.name).copied().unwrap_or(0);
-        }
+    /// How many virtual pods the last provisioning round placed on each node.
+    pub(super) fn placed(&self) -> &BTreeMap<String, usize> {
+        &self.by_node
     }
 }
 
@@ -187,7 +183,7 @@ impl Simulation {
 
     /// After a provisioning round over `batch`: each buffer's `Provisioning` condition, and
     /// which nodes hold buffer capacity.
-    pub(super) fn record_buffer_round(&mut self, results: &Results, batch: &[Pod]) {
+    pub(super) fn record_buffer_round<P: ObservedPod>(&mut self, results: &Results, batch: &[P]) {
         if !self.feature_gates.capacity_buffer {
             return;
         }

@@ -8,13 +8,13 @@
 
 use k8s_openapi::api::core::v1::{Pod, Taint};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
-use karpenter_api::NodePool;
 use karpenter_api::labels::DISRUPTED_TAINT_KEY;
+use karpenter_core::disruption::Command;
 use karpenter_core::disruption::orchestration::{
     Due, Effect, Orchestrator, Replacement, VALIDATION_DELAY,
 };
 use karpenter_core::disruption::pdb::{disruptions_allowed, selects};
-use karpenter_core::disruption::{Command, Input, NodeState, decide, expired, validate};
+use karpenter_core::round::{Disrupt, Disruption, Parts};
 use karpenter_core::termination;
 
 use super::{SimPod, Simulation};
@@ -45,13 +45,18 @@ impl Simulation {
         let effects = match orchestrator.due(now) {
             Due::Nothing => Vec::new(),
             Due::Decision => {
-                let command = self.with_input(decide).commands.into_iter().next();
+                let command = match self.disruption_round(Disrupt::Decide) {
+                    Some(Disruption::Decided { decision, .. }) => {
+                        decision.commands.into_iter().next()
+                    }
+                    _ => None,
+                };
                 orchestrator.decided(now, command)
             }
-            Due::Validation(held) => {
-                let outcome = self.with_input(|input| validate(input, &held));
-                orchestrator.validated(now, outcome)
-            }
+            Due::Validation(held) => match self.disruption_round(Disrupt::Validate(&held)) {
+                Some(Disruption::Validated(outcome)) => orchestrator.validated(now, outcome),
+                _ => Vec::new(),
+            },
         };
         self.carry_out(&mut orchestrator, effects);
         self.disruption.orchestrator = orchestrator;
@@ -181,32 +186,13 @@ impl Simulation {
         self.event(kind, message);
     }
 
-    /// Runs `f` over the snapshot the controller would see now (the core's decision or its
-    /// validation of a held command).
-    fn with_input<T>(&self, f: impl FnOnce(&Input<'_>) -> T) -> T {
-        let pools = self.pool_inputs();
-        let objects = self.objects();
-        let now = EPOCH + self.now as i64;
-        let mut inputs = objects
-            .snapshot(&pools, &self.catalog.provider_labels)
-            .disruption(now);
-        self.buffers
-            .apply_to(&mut inputs.pending_pods, &mut inputs.nodes);
-        f(&inputs.input(
-            now,
-            &pools,
-            self.options(),
-            self.feature_gates.spot_to_spot_consolidation,
-        ))
-    }
-
-    /// Every node as disruption sees it now.
-    fn node_states(&self) -> Vec<NodeState> {
-        let pools = self.pool_inputs();
-        let objects = self.objects();
-        objects
-            .snapshot(&pools, &self.catalog.provider_labels)
-            .node_states(EPOCH + self.now as i64)
+    /// Disruption's step of a round over the cluster now.
+    fn disruption_round(&self, step: Disrupt<'_>) -> Option<Disruption> {
+        let parts = Parts {
+            disruption: step,
+            ..Parts::NONE
+        };
+        self.round(parts, |_, plan| plan.disruption)
     }
 
     /// PodDisruptionBudgets with the status kube-controller-manager would give them now.
@@ -309,26 +295,27 @@ impl Simulation {
         }
     }
 
-    /// Nodes past their NodePool's `expireAfter` are drained and terminated, budgets or not.
+    /// NodeClaims past their `expireAfter` have their nodes drained and terminated, budgets
+    /// or not (the controller deletes the NodeClaim; termination drains it).
     fn expire(&mut self) {
         let any_due = self.nodes.iter().any(|n| {
             n.alive()
                 && !n.draining
-                && n.node_pool
+                && n.claim
                     .as_ref()
-                    .and_then(|p| self.pools.get(p))
-                    .and_then(|p| p.spec.template.spec.expire_after.0)
+                    .and_then(|c| c.spec.expire_after.0)
                     .is_some_and(|after| self.now >= n.launched_at + after.as_secs())
         });
         if !any_due {
             return;
         }
-        let pools: Vec<NodePool> = self.pools.values().cloned().collect();
-        let states = self.node_states();
-        let names: Vec<String> = expired(&states, &pools, EPOCH + self.now as i64)
-            .iter()
-            .map(|n| n.name.clone())
-            .collect();
+        let parts = Parts {
+            expiration: true,
+            ..Parts::NONE
+        };
+        let names: Vec<String> = self.round(parts, |_, plan| {
+            plan.expired.iter().map(|e| e.node.to_string()).collect()
+        });
         for name in names {
             let Some(n) = self.node_index(&name) else {
                 continue;

@@ -20,16 +20,16 @@ use karpenter_api::nodeoverlay::CAPACITY_OVERLAY_HASH_ANNOTATION;
 use karpenter_core::cloudprovider::cheapest_launch;
 use karpenter_core::cloudprovider::overlay::Evaluation;
 use karpenter_core::disruption::drift::node_pool_hash_annotations;
-use karpenter_core::provisioning::nodepools::{launchable, provisionable};
+use karpenter_core::provisioning::nodepools::launchable;
 use karpenter_core::provisioning::scheduling::{
-    BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, ReservedOfferingMode, Scheduler,
-    SchedulerOptions,
+    BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
 };
-use karpenter_core::provisioning::static_capacity::is_static;
 use karpenter_core::provisioning::{Batcher, node_claim_for};
 use karpenter_core::resources::{Resources, pod_requests};
+use karpenter_core::round::Parts;
 use karpenter_core::scheduling::Requirements;
 use karpenter_core::scheduling::requirements::node_claim_labels;
+use karpenter_core::state::pods::ObservedPod;
 
 mod capacity_buffer;
 pub mod cluster_autoscaler;
@@ -37,6 +37,7 @@ mod disruption;
 mod objects;
 mod repair;
 mod reservations;
+mod round;
 mod static_capacity;
 
 use crate::catalog::Catalog;
@@ -794,7 +795,7 @@ impl Simulation {
             .values()
             // Static NodePools too: disruption replaces their drifted nodes, static capacity
             // keeps their size (the scheduler never launches from them).
-            .filter(|np| provisionable(np) || (is_static(np) && launchable(np)))
+            .filter(|np| launchable(np))
             .map(|np| NodePoolInput {
                 node_pool: np.clone(),
                 instance_types: types.clone(),
@@ -896,28 +897,22 @@ impl Simulation {
         {
             return;
         }
-        let pools = self.pool_inputs();
-        let objects = self.objects();
-        let snapshot = objects.snapshot(&pools, &self.catalog.provider_labels);
-        let mut batch: Vec<Pod> = snapshot.pods_to_schedule().into_iter().cloned().collect();
-        // Real pods first, then the CapacityBuffers' virtual pods (none with the gate off).
-        let real = batch.len();
-        batch.extend(self.buffers.virtual_pods().iter().cloned());
+        let parts = Parts {
+            provisioning: true,
+            ..Parts::NONE
+        };
+        let (results, batch, real) = self.round(parts, |_, plan| {
+            let provisioning = plan
+                .provisioning
+                .unwrap_or_else(|| unreachable!("asked for"));
+            let batch: Vec<Pod> = provisioning.batch.iter().map(|p| p.to_pod()).collect();
+            let real: Vec<bool> = (0..batch.len()).map(|i| provisioning.is_real(i)).collect();
+            (provisioning.results, batch, real)
+        });
         if batch.is_empty() {
             return;
         }
-        let existing = snapshot.existing_nodes();
-        let results = Scheduler::new(
-            &pools,
-            &existing,
-            &snapshot.daemonset_pods(),
-            snapshot.scheduler_options(&SchedulerOptions {
-                // Provisioning waits for reserved capacity rather than fall back (upstream).
-                reserved_offering_mode: ReservedOfferingMode::Strict,
-                ..self.options()
-            }),
-        )
-        .solve(&batch, &|| false);
+        let real = |i: &usize| real[*i];
         self.record_buffer_round(&results, &batch);
         for claim in &results.new_node_claims {
             self.launch(claim, "provisioned");
@@ -926,7 +921,7 @@ impl Simulation {
         let real_errors: Vec<&String> = results
             .pod_errors
             .iter()
-            .filter(|(i, _)| **i < real)
+            .filter(|(i, _)| real(i))
             .map(|(_, why)| why)
             .collect();
         let unschedulable = real_errors.len();

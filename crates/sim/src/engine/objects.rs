@@ -42,29 +42,6 @@ pub(super) struct Objects {
 }
 
 impl Objects {
-    /// What static capacity decides for `pool` over these objects (the controller's decision).
-    pub(super) fn static_capacity(
-        &self,
-        pool: &karpenter_api::NodePool,
-        now: i64,
-    ) -> karpenter_core::provisioning::static_capacity::Action {
-        let claims: Vec<&NodeClaim> = self.node_claims.iter().collect();
-        let pods_on = |node: &str| -> Vec<Pod> {
-            self.pods
-                .iter()
-                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-                .cloned()
-                .collect()
-        };
-        karpenter_core::provisioning::static_capacity::decide(
-            pool,
-            &claims,
-            &self.marked_for_deletion,
-            &pods_on,
-            now,
-        )
-    }
-
     /// The core's snapshot over these objects.
     pub(super) fn snapshot<'a>(
         &'a self,

@@ -1,18 +1,20 @@
 //! Node repair in the simulator (the `NodeRepair` gate): every second, as the controller's
 //! `node.health` loop, each karpenter node whose conditions a scenario step turned bad is
-//! judged against the catalog's repair policies through `plan`'s [`repair_plan`](crate::plan::repair_plan)
-//! (the core's `repair::judge_all`, as the controller's loop). A node past its
+//! judged against the catalog's repair policies by the round (the core's `repair::judge_all`,
+//! as the controller's loop). A node past its
 //! toleration is terminated at once (repair is forceful: no budgets, no PodDisruptionBudgets,
 //! no `do-not-disrupt`); its pods go back to pending and are provisioned for like any others.
 
+use karpenter_core::disruption::repair::Repair;
+use karpenter_core::round::Parts;
+
 use super::Simulation;
-use super::disruption::EPOCH;
 use crate::report::Event;
 use crate::scenario::NodeConditionStep;
 
 impl Simulation {
     pub(super) fn repair(&mut self) {
-        if !self.feature_gates.node_repair || self.catalog.repair_policies.is_empty() {
+        if self.catalog.repair_policies.is_empty() {
             return;
         }
         // Only nodes a step touched can fail a policy: skip building objects otherwise.
@@ -23,36 +25,45 @@ impl Simulation {
         {
             return;
         }
-        // What the controller sees now, judged as `plan` judges it.
-        let objects = self.objects();
-        let now = k8s_openapi::jiff::Timestamp::from_second(EPOCH + self.now as i64)
-            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-        let decided = crate::plan::repair_plan(
-            &objects.nodes.iter().collect::<Vec<_>>(),
-            &objects.node_claims.iter().collect::<Vec<_>>(),
-            &self.catalog.repair_policies,
-            now,
-        );
+        // What the controller sees now, judged by the round.
+        let parts = Parts {
+            repair: true,
+            ..Parts::NONE
+        };
+        let judged: Vec<(String, Result<String, &'static str>)> = self.round(parts, |_, plan| {
+            plan.repairs
+                .iter()
+                .filter_map(|j| {
+                    let name = j.node.metadata.name.clone().unwrap_or_default();
+                    match j.repair {
+                        Repair::Healthy | Repair::Tolerated { .. } => None,
+                        Repair::Blocked { scope } => Some((name, Err(scope.blocked_message()))),
+                        Repair::Repair { policy } => Some((
+                            name,
+                            Ok(format!(
+                                "{}={}",
+                                policy.condition_type, policy.condition_status
+                            )),
+                        )),
+                    }
+                })
+                .collect()
+        });
         let index = |name: &str| self.nodes.iter().position(|n| n.alive() && n.name == name);
-        let repaired: Vec<(usize, String)> = decided
-            .repaired
-            .iter()
-            .filter_map(|r| {
-                let n = index(&r.node)?;
-                Some((
+        let mut repaired = Vec::new();
+        let mut blocked = Vec::new();
+        for (node, outcome) in judged {
+            let Some(n) = index(&node) else {
+                continue;
+            };
+            match outcome {
+                Ok(condition) => repaired.push((
                     n,
-                    format!(
-                        "repair node/{}: {} past its toleration",
-                        r.node, r.condition
-                    ),
-                ))
-            })
-            .collect();
-        let blocked: Vec<(usize, String)> = decided
-            .blocked
-            .iter()
-            .filter_map(|k| Some((index(&k.node)?, k.reason.clone())))
-            .collect();
+                    format!("repair node/{node}: {condition} past its toleration"),
+                )),
+                Err(message) => blocked.push((n, message.to_string())),
+            }
+        }
         for (n, message) in repaired {
             self.disruptions.push(Event {
                 t_s: self.now,

@@ -5,40 +5,27 @@
 use k8s_openapi::api::core::v1::Taint;
 use karpenter_api::labels::DISRUPTED_TAINT_KEY;
 use karpenter_core::provisioning::static_capacity::{self, Action};
+use karpenter_core::round::Parts;
 
 use super::Simulation;
-use super::disruption::EPOCH;
 
 impl Simulation {
     pub(super) fn static_capacity(&mut self) {
-        if !self.feature_gates.static_capacity {
+        // Nothing to build a snapshot for without a static NodePool.
+        if !self.pools.values().any(static_capacity::is_static) {
             return;
         }
-        let pools: Vec<_> = self
-            .pool_inputs()
-            .into_iter()
-            .filter(|p| static_capacity::is_static(&p.node_pool))
-            .collect();
-        if pools.is_empty() {
-            return;
-        }
-        let objects = self.objects();
-        let now = EPOCH + self.now as i64;
-        let decided: Vec<(usize, Action)> = pools
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (i, objects.static_capacity(&p.node_pool, now)))
-            .collect();
-        drop(objects);
-        for (i, action) in decided {
-            let pool = &pools[i];
-            match action {
+        let parts = Parts {
+            static_capacity: true,
+            ..Parts::NONE
+        };
+        let decided = self.round(parts, |_, plan| plan.static_capacity);
+        for planned in decided {
+            match planned.action {
                 Action::None => {}
                 Action::NodeLimitReached => {}
                 Action::Create(n) => {
-                    let Some(claim) =
-                        static_capacity::node_claim(pool, &self.catalog.provider_labels)
-                    else {
+                    let Some(claim) = planned.node_claim else {
                         continue;
                     };
                     for _ in 0..n {

@@ -1,9 +1,9 @@
 //! What upstream's disruption controller measures of each method, computed from the single
 //! decision our disruption pass makes over every method at once.
 
+use super::{Decision, Input};
+use crate::state::pods;
 use karpenter_api::ConsolidationPolicy;
-use karpenter_core::disruption::{Decision, Input};
-use karpenter_core::state::pods;
 
 /// `karpenter_voluntary_disruption_eligible_nodes` per reason: the candidates (nodes a method
 /// would consider, budgets aside) that each method's filter accepts, as upstream's
