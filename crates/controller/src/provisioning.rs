@@ -14,7 +14,9 @@ use karpenter_core::provisioning::capacity_buffer::is_virtual_pod;
 use karpenter_core::provisioning::nodepools::launchable;
 use karpenter_core::provisioning::scheduling::{NodePoolInput, Results, SchedulerOptions};
 use karpenter_core::provisioning::{Batcher, node_claim_for};
-use karpenter_core::round::{BufferHolding, Parts, RoundInputs, RoundPlan, RoundPod};
+use karpenter_core::round::{
+    BufferHolding, Parts, RoundInputs, RoundPlan, RoundPod, nomination_window,
+};
 use karpenter_core::state::{Snapshot, pods};
 use kube::Api;
 use kube::api::PostParams;
@@ -160,6 +162,8 @@ pub struct Scheduled {
     pub batch: Vec<Arc<StoredPod>>,
     /// Where they go.
     pub results: Results,
+    /// The nodes the round counts on.
+    pub nominations: Vec<String>,
     /// Pending pods provisioning ignores, with why (upstream's "ignoring pod" events).
     pub rejected: Vec<(ObjectReference, String)>,
     /// How many pending pods it ignores: those, and those keeping off karpenter's nodes.
@@ -182,6 +186,11 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
         let provisioning = plan
             .provisioning
             .unwrap_or_else(|| unreachable!("asked for"));
+        let nominations = provisioning
+            .nominations()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         let batch = provisioning
             .batch
             .iter()
@@ -192,6 +201,7 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
             .collect();
         Scheduled {
             pools: Vec::new(),
+            nominations,
             batch,
             results: provisioning.results,
             ignored: snapshot.rejected.len() + snapshot.avoiding,
@@ -226,6 +236,7 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
     let Scheduled {
         pools,
         batch,
+        nominations,
         results,
         started,
         rejected,
@@ -297,14 +308,11 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
         let note = failed_scheduling(&pod, reason);
         ctx.recorder.publish_to(pod, note).await;
     }
-    // Upstream's window: twice the longest batch, at least 10 s.
-    let window = (ctx.options.batch_max_duration * 2).max(Duration::from_secs(10));
+    let window = nomination_window(ctx.options.batch_max_duration);
+    for node in &nominations {
+        ctx.cluster.nominations.nominate(node, window);
+    }
     for (node, pods) in &results.existing_nodes {
-        // A node only virtual pods would use is not nominated (upstream: the nomination would
-        // never lapse, as the virtual pods come back every round).
-        if pods.iter().any(real) {
-            ctx.cluster.nominations.nominate(node, window);
-        }
         for &i in pods.iter().filter(|i| real(i)) {
             let pod = pods::reference(&batch[i]);
             let note = nominated(&pod, None, Some(node));

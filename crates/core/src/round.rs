@@ -201,6 +201,23 @@ impl<P> Provisioning<'_, P> {
             .get(i)
             .is_some_and(|p| matches!(p, RoundPod::Real(_)))
     }
+
+    /// The existing or launching nodes this round counts on (upstream's nominations): those
+    /// it placed a real pod on. A node only virtual pods would use is not nominated: they
+    /// come back every round, so the nomination would never lapse.
+    pub fn nominations(&self) -> Vec<&str> {
+        self.results
+            .existing_nodes
+            .iter()
+            .filter(|(_, pods)| pods.iter().any(|&i| self.is_real(i)))
+            .map(|(node, _)| node.as_str())
+            .collect()
+    }
+}
+
+/// How long a nomination holds (upstream's window): twice the longest batch, at least 10 s.
+pub fn nomination_window(batch_max: std::time::Duration) -> std::time::Duration {
+    (batch_max * 2).max(std::time::Duration::from_secs(10))
 }
 
 /// What disruption decided.

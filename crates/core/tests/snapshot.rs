@@ -84,7 +84,17 @@ fn observed<'a>(nodes: &'a [Node], claims: &'a [NodeClaim], pods: &'a [Pod]) -> 
         nodes: nodes.iter().collect(),
         node_claims: claims.iter().collect(),
         pods: pods.iter().collect(),
-        ..Default::default()
+        daemonsets: Vec::new(),
+        pdbs: Vec::new(),
+        namespaces: Vec::new(),
+        volume_claims: Vec::new(),
+        volumes: Vec::new(),
+        storage_classes: Vec::new(),
+        csi_nodes: Vec::new(),
+        node_pools: &[],
+        provider_labels: &[],
+        nominated: BTreeSet::new(),
+        marked_for_deletion: BTreeSet::new(),
     }
 }
 

@@ -4,13 +4,11 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use karpenter_api::{NodeClaim, NodePool};
+use karpenter_api::NodePool;
 use karpenter_core::cloudprovider::cheapest_launch;
 use karpenter_core::disruption::repair::Repair;
 use karpenter_core::feature_gates::FeatureGates;
@@ -21,7 +19,7 @@ use karpenter_core::provisioning::scheduling::{NewNodeClaim, NodePoolInput, Sche
 use karpenter_core::provisioning::static_capacity;
 use karpenter_core::round::{self, BufferHolding, Parts, RoundInputs, RoundPlan, decide};
 use karpenter_core::state::pods::{self, ObservedPod};
-use karpenter_core::state::{Counts, Observed, Snapshot};
+use karpenter_core::state::{ClusterObjects, Counts, Snapshot};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -228,36 +226,20 @@ fn read<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// The objects a plan reads: from a dump of a cluster, or from a live one.
-#[derive(Clone, Debug, Default)]
-pub struct ClusterObjects {
-    /// Nodes.
-    pub nodes: Vec<Node>,
-    /// Pods.
-    pub pods: Vec<Pod>,
+/// What a dump of a cluster holds: the objects a round reads, and what the planner derives
+/// its other inputs from (NodePools and their overlays, CapacityBuffers and the workloads they
+/// reference).
+#[derive(Clone, Debug)]
+pub struct Dump {
+    /// The objects the round's snapshot is built from.
+    pub cluster: ClusterObjects<Pod>,
     /// NodePools.
     pub node_pools: Vec<NodePool>,
-    /// NodeClaims.
-    pub node_claims: Vec<NodeClaim>,
     /// NodeOverlays (applied to the instance types when the `NodeOverlay` gate is on).
     pub node_overlays: Vec<karpenter_api::nodeoverlay::NodeOverlay>,
-    /// DaemonSets.
-    pub daemonsets: Vec<DaemonSet>,
-    /// PodDisruptionBudgets.
-    pub pdbs: Vec<PodDisruptionBudget>,
-    /// Namespaces.
-    pub namespaces: Vec<Namespace>,
-    /// PersistentVolumeClaims.
-    pub volume_claims: Vec<PersistentVolumeClaim>,
-    /// PersistentVolumes.
-    pub volumes: Vec<PersistentVolume>,
-    /// StorageClasses.
-    pub storage_classes: Vec<StorageClass>,
-    /// CSINodes (nodes' CSI volume limits).
-    pub csi_nodes: Vec<CSINode>,
     /// CapacityBuffers (their virtual pods are planned when the `CapacityBuffer` gate is on).
     pub capacity_buffers: Vec<karpenter_api::capacitybuffer::CapacityBuffer>,
-    /// PodTemplates, Deployments, StatefulSets and ReplicaSets: what buffers reference.
+    /// PodTemplates (a buffer's `podTemplateRef`).
     pub pod_templates: Vec<k8s_openapi::api::core::v1::PodTemplate>,
     /// Deployments (a buffer's `scalableRef`).
     pub deployments: Vec<k8s_openapi::api::apps::v1::Deployment>,
@@ -269,11 +251,36 @@ pub struct ClusterObjects {
     pub ignored: usize,
 }
 
-impl ClusterObjects {
+impl Dump {
     /// Reads a dump (`kubectl get ... -o yaml`, a `List` or documents) from `text`, read from
     /// `file`.
-    pub fn from_dump(file: &Path, text: &str) -> Result<Self, ScenarioError> {
-        let mut objects = Self::default();
+    pub fn read(file: &Path, text: &str) -> Result<Self, ScenarioError> {
+        let mut dump = Self {
+            cluster: ClusterObjects {
+                nodes: Vec::new(),
+                node_claims: Vec::new(),
+                pods: Vec::new(),
+                daemonsets: Vec::new(),
+                pdbs: Vec::new(),
+                namespaces: Vec::new(),
+                volume_claims: Vec::new(),
+                volumes: Vec::new(),
+                storage_classes: Vec::new(),
+                csi_nodes: Vec::new(),
+                // A dump holds no controller's memory of nominations or commands in flight.
+                nominated: BTreeSet::new(),
+                marked_for_deletion: BTreeSet::new(),
+            },
+            node_pools: Vec::new(),
+            node_overlays: Vec::new(),
+            capacity_buffers: Vec::new(),
+            pod_templates: Vec::new(),
+            deployments: Vec::new(),
+            stateful_sets: Vec::new(),
+            replica_sets: Vec::new(),
+            ignored: 0,
+        };
+        let c = &mut dump.cluster;
         for doc in parse_documents(file, text)? {
             let kind = doc
                 .object
@@ -281,42 +288,29 @@ impl ClusterObjects {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string();
+            let (i, o) = (doc.index, doc.object);
             match kind.as_str() {
-                "Node" => objects.nodes.push(read(file, doc.index, doc.object)?),
-                "Pod" => objects.pods.push(read(file, doc.index, doc.object)?),
-                "NodePool" => objects.node_pools.push(read(file, doc.index, doc.object)?),
-                "NodeClaim" => objects.node_claims.push(read(file, doc.index, doc.object)?),
-                "NodeOverlay" => objects
-                    .node_overlays
-                    .push(read(file, doc.index, doc.object)?),
-                "DaemonSet" => objects.daemonsets.push(read(file, doc.index, doc.object)?),
-                "PodDisruptionBudget" => objects.pdbs.push(read(file, doc.index, doc.object)?),
-                "Namespace" => objects.namespaces.push(read(file, doc.index, doc.object)?),
-                "PersistentVolumeClaim" => objects
-                    .volume_claims
-                    .push(read(file, doc.index, doc.object)?),
-                "PersistentVolume" => objects.volumes.push(read(file, doc.index, doc.object)?),
-                "StorageClass" => objects
-                    .storage_classes
-                    .push(read(file, doc.index, doc.object)?),
-                "CSINode" => objects.csi_nodes.push(read(file, doc.index, doc.object)?),
-                "CapacityBuffer" => objects
-                    .capacity_buffers
-                    .push(read(file, doc.index, doc.object)?),
-                "PodTemplate" => objects
-                    .pod_templates
-                    .push(read(file, doc.index, doc.object)?),
-                "Deployment" => objects.deployments.push(read(file, doc.index, doc.object)?),
-                "StatefulSet" => objects
-                    .stateful_sets
-                    .push(read(file, doc.index, doc.object)?),
-                "ReplicaSet" => objects
-                    .replica_sets
-                    .push(read(file, doc.index, doc.object)?),
-                _ => objects.ignored += 1,
+                "Node" => c.nodes.push(Arc::new(read(file, i, o)?)),
+                "Pod" => c.pods.push(read(file, i, o)?),
+                "NodeClaim" => c.node_claims.push(Arc::new(read(file, i, o)?)),
+                "DaemonSet" => c.daemonsets.push(Arc::new(read(file, i, o)?)),
+                "PodDisruptionBudget" => c.pdbs.push(Arc::new(read(file, i, o)?)),
+                "Namespace" => c.namespaces.push(Arc::new(read(file, i, o)?)),
+                "PersistentVolumeClaim" => c.volume_claims.push(Arc::new(read(file, i, o)?)),
+                "PersistentVolume" => c.volumes.push(Arc::new(read(file, i, o)?)),
+                "StorageClass" => c.storage_classes.push(Arc::new(read(file, i, o)?)),
+                "CSINode" => c.csi_nodes.push(Arc::new(read(file, i, o)?)),
+                "NodePool" => dump.node_pools.push(read(file, i, o)?),
+                "NodeOverlay" => dump.node_overlays.push(read(file, i, o)?),
+                "CapacityBuffer" => dump.capacity_buffers.push(read(file, i, o)?),
+                "PodTemplate" => dump.pod_templates.push(read(file, i, o)?),
+                "Deployment" => dump.deployments.push(read(file, i, o)?),
+                "StatefulSet" => dump.stateful_sets.push(read(file, i, o)?),
+                "ReplicaSet" => dump.replica_sets.push(read(file, i, o)?),
+                _ => dump.ignored += 1,
             }
         }
-        Ok(objects)
+        Ok(dump)
     }
 }
 
@@ -330,8 +324,8 @@ pub fn plan(
     now: i64,
     feature_gates: FeatureGates,
 ) -> Result<Plan, ScenarioError> {
-    let objects = ClusterObjects::from_dump(file, text)?;
-    let mut pools: Vec<NodePoolInput> = objects
+    let dump = Dump::read(file, text)?;
+    let mut pools: Vec<NodePoolInput> = dump
         .node_pools
         .iter()
         // Static NodePools too: disruption replaces their drifted nodes, static capacity keeps
@@ -343,39 +337,23 @@ pub fn plan(
         })
         .collect();
     if feature_gates.node_overlay {
-        karpenter_core::cloudprovider::overlay::apply_to_pools(&objects.node_overlays, &mut pools);
+        karpenter_core::cloudprovider::overlay::apply_to_pools(&dump.node_overlays, &mut pools);
     }
-    Ok(plan_objects(&objects, &pools, catalog, now, feature_gates))
+    Ok(plan_dump(&dump, &pools, catalog, now, feature_gates))
 }
 
-/// What a round would decide now over `objects`, with `pools` (each with the instance types
-/// it may launch) — the round the controller and the simulator decide through.
-pub fn plan_objects(
-    objects: &ClusterObjects,
+/// What a round would decide now over `dump`, with `pools` (each with the instance types it
+/// may launch) — the round the controller and the simulator decide through.
+pub fn plan_dump(
+    dump: &Dump,
     pools: &[NodePoolInput],
     catalog: &Catalog,
     now: i64,
     gates: FeatureGates,
 ) -> Plan {
-    let snapshot = Snapshot::new(Observed {
-        nodes: objects.nodes.iter().collect(),
-        node_claims: objects.node_claims.iter().collect(),
-        pods: objects.pods.iter().collect(),
-        daemonsets: objects.daemonsets.iter().collect(),
-        pdbs: objects.pdbs.iter().collect(),
-        namespaces: objects.namespaces.iter().collect(),
-        volume_claims: objects.volume_claims.iter().collect(),
-        volumes: objects.volumes.iter().collect(),
-        storage_classes: objects.storage_classes.iter().collect(),
-        csi_nodes: objects.csi_nodes.iter().collect(),
-        node_pools: pools,
-        provider_labels: &catalog.provider_labels,
-        // A dump holds no controller's memory of nominations or commands in flight.
-        nominated: BTreeSet::new(),
-        marked_for_deletion: BTreeSet::new(),
-    });
+    let snapshot = dump.cluster.snapshot(pools, &catalog.provider_labels);
     let virtual_pods = if gates.capacity_buffer {
-        buffer_virtual_pods(objects, now)
+        buffer_virtual_pods(dump, now)
     } else {
         Vec::new()
     };
@@ -400,27 +378,27 @@ pub fn plan_objects(
     );
     Plan::from_round(
         &snapshot,
-        round,
+        &round,
         pools,
-        objects.node_pools.len(),
-        objects.ignored,
+        dump.node_pools.len(),
+        dump.ignored,
     )
 }
 
 /// The virtual pods of the snapshot's CapacityBuffers, with the status the buffer controller
 /// would write now (the status in the dump may be stale or absent).
-fn buffer_virtual_pods(objects: &ClusterObjects, now: i64) -> Vec<Pod> {
+fn buffer_virtual_pods(dump: &Dump, now: i64) -> Vec<Pod> {
     let workloads = capacity_buffer::Workloads {
-        pod_templates: &objects.pod_templates,
-        deployments: &objects.deployments,
-        stateful_sets: &objects.stateful_sets,
-        replica_sets: &objects.replica_sets,
+        pod_templates: &dump.pod_templates,
+        deployments: &dump.deployments,
+        stateful_sets: &dump.stateful_sets,
+        replica_sets: &dump.replica_sets,
     };
     let at = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         k8s_openapi::jiff::Timestamp::from_second(now)
             .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
     );
-    let buffers: Vec<_> = objects
+    let buffers: Vec<_> = dump
         .capacity_buffers
         .iter()
         .map(|b| {
@@ -486,7 +464,7 @@ impl Plan {
     /// NodePools and the objects of kinds the planner does not use.
     pub fn from_round<P: ObservedPod>(
         snapshot: &Snapshot<'_, P>,
-        round: RoundPlan<'_, P>,
+        round: &RoundPlan<'_, P>,
         pools: &[NodePoolInput],
         nodepools: usize,
         ignored: usize,
@@ -542,7 +520,7 @@ impl Plan {
                 savings_per_hour: e.price,
             });
         }
-        if let Some(round::Disruption::Decided { decision, .. }) = round.disruption {
+        if let Some(round::Disruption::Decided { decision, .. }) = &round.disruption {
             let expired = |node: &str| round.expired.iter().any(|e| e.node == node);
             disruption.actions.extend(decision.commands.iter().map(|c| {
                 DisruptionAction {
@@ -559,11 +537,11 @@ impl Plan {
             }));
             disruption.blocked = decision
                 .blocked
-                .into_iter()
+                .iter()
                 .filter(|(node, _)| !expired(node))
                 .map(|(node, block)| Kept {
-                    node,
-                    reason: block.reason,
+                    node: node.clone(),
+                    reason: block.reason.clone(),
                 })
                 .collect();
         }

@@ -60,7 +60,7 @@ pub async fn live<P: CloudProvider>(
     let controller = Controller::new(client, Arc::new(provider), options);
     let ctx = controller.context();
     Ok(dry_run(&ctx, |snapshot, round, pools| {
-        Plan::from_round(snapshot, round, pools, ctx.cluster.node_pools.len(), 0)
+        Plan::from_round(snapshot, &round, pools, ctx.cluster.node_pools.len(), 0)
     })
     .await?)
 }

@@ -25,7 +25,6 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 pub use pod::{SharedSpec, SpecInterner, StoredPod};
-pub use snapshot::Objects;
 
 /// What an index can hold: objects with a key and a resourceVersion.
 pub trait Stored {

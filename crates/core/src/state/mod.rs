@@ -2,10 +2,12 @@
 //! a pod, and the one builder that turns observed objects into the inputs of provisioning and
 //! disruption.
 
+mod objects;
 pub mod pods;
 mod snapshot;
 pub mod volumes;
 
+pub use objects::ClusterObjects;
 pub use snapshot::{Counts, DisruptionInputs, Observed, Snapshot, StateNode, price_of};
 
 /// The node's `Ready` condition is true.

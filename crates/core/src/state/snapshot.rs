@@ -65,27 +65,6 @@ pub struct Observed<'a, P> {
     pub marked_for_deletion: BTreeSet<String>,
 }
 
-impl<P> Default for Observed<'_, P> {
-    fn default() -> Self {
-        Self {
-            nodes: Vec::new(),
-            node_claims: Vec::new(),
-            pods: Vec::new(),
-            daemonsets: Vec::new(),
-            pdbs: Vec::new(),
-            namespaces: Vec::new(),
-            volume_claims: Vec::new(),
-            volumes: Vec::new(),
-            storage_classes: Vec::new(),
-            csi_nodes: Vec::new(),
-            node_pools: &[],
-            provider_labels: &[],
-            nominated: BTreeSet::new(),
-            marked_for_deletion: BTreeSet::new(),
-        }
-    }
-}
-
 /// A node, a launched NodeClaim without its node yet, or both paired — upstream's `StateNode`.
 pub struct StateNode<'a, P> {
     /// The Node, once registered.
@@ -838,8 +817,19 @@ mod tests {
         let pods = [pod("a", "web"), pod("b", "web"), pod("c", "db")];
         let snapshot = Snapshot::new(Observed {
             nodes: vec![&node],
+            node_claims: Vec::new(),
             pods: pods.iter().collect(),
-            ..Default::default()
+            daemonsets: Vec::new(),
+            pdbs: Vec::new(),
+            namespaces: Vec::new(),
+            volume_claims: Vec::new(),
+            volumes: Vec::new(),
+            storage_classes: Vec::new(),
+            csi_nodes: Vec::new(),
+            node_pools: &[],
+            provider_labels: &[],
+            nominated: BTreeSet::new(),
+            marked_for_deletion: BTreeSet::new(),
         });
         let existing = snapshot.existing_nodes();
         let bound = &existing[0].pods;

@@ -26,7 +26,7 @@ use karpenter_core::provisioning::scheduling::{
 };
 use karpenter_core::provisioning::{Batcher, node_claim_for};
 use karpenter_core::resources::{Resources, pod_requests};
-use karpenter_core::round::Parts;
+use karpenter_core::round::{Parts, nomination_window};
 use karpenter_core::scheduling::Requirements;
 use karpenter_core::scheduling::requirements::node_claim_labels;
 use karpenter_core::state::pods::ObservedPod;
@@ -38,6 +38,7 @@ mod objects;
 mod repair;
 mod reservations;
 mod round;
+pub use round::Decided;
 mod static_capacity;
 
 use crate::catalog::Catalog;
@@ -187,6 +188,8 @@ pub struct Simulation {
     next_step: usize,
     expectations: Vec<Expectation>,
     batcher: Batcher,
+    /// Nodes the provisioner counts on, until when (upstream's nominations).
+    nominations: BTreeMap<String, u64>,
     cost_total: f64,
     /// What spot nodes saved against the on-demand price of the same instance types.
     spot_saving_total: f64,
@@ -197,6 +200,8 @@ pub struct Simulation {
     sample_every: u64,
     /// The last demand the lower bound was computed for, and the bound.
     bound_cache: std::cell::Cell<Option<((f64, f64), f64)>>,
+    /// The decisions made, with their clusters, when asked to record them.
+    recorded: Option<std::cell::RefCell<Vec<Decided>>>,
 }
 
 fn key_of(kind: &str, meta: &ObjectMeta) -> OwnerKey {
@@ -262,6 +267,7 @@ impl Simulation {
                 std::time::Duration::from_secs(BATCH_IDLE_SECONDS),
                 std::time::Duration::from_secs(BATCH_MAX_SECONDS),
             ),
+            nominations: BTreeMap::new(),
             cost_total: 0.0,
             spot_saving_total: 0.0,
             lower_bound_total: 0.0,
@@ -270,6 +276,7 @@ impl Simulation {
             failures: Vec::new(),
             sample_every: (spec.duration.0 / 360).max(10),
             bound_cache: std::cell::Cell::new(None),
+            recorded: None,
         };
         for object in &scenario.objects {
             sim.apply(object.clone());
@@ -901,16 +908,27 @@ impl Simulation {
             provisioning: true,
             ..Parts::NONE
         };
-        let (results, batch, real) = self.round(parts, |_, plan| {
+        let (results, batch, real, nominations) = self.round(parts, |_, plan| {
             let provisioning = plan
                 .provisioning
                 .unwrap_or_else(|| unreachable!("asked for"));
             let batch: Vec<Pod> = provisioning.batch.iter().map(|p| p.to_pod()).collect();
             let real: Vec<bool> = (0..batch.len()).map(|i| provisioning.is_real(i)).collect();
-            (provisioning.results, batch, real)
+            let nominations: Vec<String> = provisioning
+                .nominations()
+                .into_iter()
+                .map(str::to_string)
+                .collect();
+            (provisioning.results, batch, real, nominations)
         });
         if batch.is_empty() {
             return;
+        }
+        let until = self.now
+            + nomination_window(std::time::Duration::from_secs(BATCH_MAX_SECONDS)).as_secs();
+        self.nominations.retain(|_, at| *at > self.now);
+        for node in nominations {
+            self.nominations.insert(node, until);
         }
         let real = |i: &usize| real[*i];
         self.record_buffer_round(&results, &batch);
@@ -1131,6 +1149,20 @@ impl Simulation {
 
     /// Runs to the end and reports. `progress` is called with the fraction done.
     pub fn run(mut self, progress: &mut dyn FnMut(f64)) -> Report {
+        self.run_to_end(progress);
+        self.report()
+    }
+
+    /// Runs to the end and reports, with every provisioning round and every disruption decision
+    /// it made, each with the cluster it was made on (see [`Decided`]).
+    pub fn run_recorded(mut self, progress: &mut dyn FnMut(f64)) -> (Report, Vec<Decided>) {
+        self.recorded = Some(std::cell::RefCell::new(Vec::new()));
+        self.run_to_end(progress);
+        let recorded = self.recorded.take().map(|r| r.into_inner());
+        (self.report(), recorded.unwrap_or_default())
+    }
+
+    fn run_to_end(&mut self, progress: &mut dyn FnMut(f64)) {
         let mut ready_reported = BTreeSet::new();
         while self.now <= self.end {
             while self.next_step < self.steps.len() && self.steps[self.next_step].0 <= self.now {
@@ -1197,7 +1229,6 @@ impl Simulation {
         for e in &at_end {
             self.check(e);
         }
-        self.report()
     }
 
     fn report(self) -> Report {

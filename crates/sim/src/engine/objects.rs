@@ -2,15 +2,13 @@
 //! and PodDisruptionBudgets — so that every karpenter decision in the simulator reads it through
 //! the core's snapshot builder, exactly as the controller reads its watch-fed state.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{
-    Namespace, Node, NodeCondition, NodeSpec, NodeStatus, PersistentVolume, PersistentVolumeClaim,
-    Pod, PodCondition, PodStatus,
+    Namespace, Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodCondition, PodStatus,
 };
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use karpenter_api::NodeClaim;
@@ -18,54 +16,13 @@ use karpenter_api::labels::NODE_INITIALIZED_LABEL;
 use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED, LAUNCHED};
 use karpenter_core::cloudprovider::overlay::Evaluation;
 use karpenter_core::disruption::drift::{instance_type_not_found, overlay_drift, template_drift};
-use karpenter_core::provisioning::scheduling::NodePoolInput;
+use karpenter_core::state::ClusterObjects;
 use karpenter_core::state::pods;
 use karpenter_core::state::volumes::{PodVolumes, Volumes};
-use karpenter_core::state::{Observed, Snapshot};
 
 use super::disruption::EPOCH;
 use super::{SimNode, Simulation};
 use crate::scenario::Storage;
-
-/// What the API server holds at one simulated second.
-pub(super) struct Objects {
-    pub(super) nodes: Vec<Node>,
-    pub(super) node_claims: Vec<NodeClaim>,
-    pods: Vec<Pod>,
-    daemonsets: Vec<DaemonSet>,
-    pdbs: Vec<PodDisruptionBudget>,
-    namespaces: Vec<Namespace>,
-    volume_claims: Vec<PersistentVolumeClaim>,
-    volumes: Vec<PersistentVolume>,
-    storage_classes: Vec<StorageClass>,
-    marked_for_deletion: BTreeSet<String>,
-}
-
-impl Objects {
-    /// The core's snapshot over these objects.
-    pub(super) fn snapshot<'a>(
-        &'a self,
-        node_pools: &'a [NodePoolInput],
-        provider_labels: &'a [String],
-    ) -> Snapshot<'a, Pod> {
-        Snapshot::new(Observed {
-            nodes: self.nodes.iter().collect(),
-            node_claims: self.node_claims.iter().collect(),
-            pods: self.pods.iter().collect(),
-            daemonsets: self.daemonsets.iter().collect(),
-            pdbs: self.pdbs.iter().collect(),
-            namespaces: self.namespaces.iter().collect(),
-            volume_claims: self.volume_claims.iter().collect(),
-            volumes: self.volumes.iter().collect(),
-            storage_classes: self.storage_classes.iter().collect(),
-            node_pools,
-            provider_labels,
-            marked_for_deletion: self.marked_for_deletion.clone(),
-            // The simulated nodes run no CSI drivers: no volume limits.
-            ..Default::default()
-        })
-    }
-}
 
 /// Virtual second `t` as an API timestamp.
 pub(super) fn time(t: u64) -> Option<Time> {
@@ -89,8 +46,8 @@ fn provider_id(node: &SimNode) -> String {
 
 impl Simulation {
     /// The cluster now, as API objects.
-    pub(super) fn objects(&self) -> Objects {
-        let mut objects = Objects {
+    pub(super) fn objects(&self) -> ClusterObjects<Pod> {
+        let mut objects = ClusterObjects {
             nodes: Vec::new(),
             node_claims: Vec::new(),
             pods: Vec::new(),
@@ -110,21 +67,30 @@ impl Simulation {
                     }),
                     status: None,
                 })
+                .map(Arc::new)
                 .collect(),
-            pdbs: self.pdbs_with_status(),
-            namespaces: self.namespaces(),
+            pdbs: self.pdbs_with_status().into_iter().map(Arc::new).collect(),
+            namespaces: self.namespaces().into_iter().map(Arc::new).collect(),
             volume_claims: self.storage_of(|s| match s {
-                Storage::Claim(c) => Some((**c).clone()),
+                Storage::Claim(c) => Some(Arc::new((**c).clone())),
                 _ => None,
             }),
             volumes: self.storage_of(|s| match s {
-                Storage::Volume(v) => Some((**v).clone()),
+                Storage::Volume(v) => Some(Arc::new((**v).clone())),
                 _ => None,
             }),
             storage_classes: self.storage_of(|s| match s {
-                Storage::Class(c) => Some((**c).clone()),
+                Storage::Class(c) => Some(Arc::new((**c).clone())),
                 _ => None,
             }),
+            // The simulated nodes run no CSI drivers: no volume limits.
+            csi_nodes: Vec::new(),
+            nominated: self
+                .nominations
+                .iter()
+                .filter(|(_, until)| **until > self.now)
+                .map(|(node, _)| node.clone())
+                .collect(),
             marked_for_deletion: self
                 .nodes
                 .iter()
@@ -143,11 +109,11 @@ impl Simulation {
         let overlays = self.overlay_evaluation();
         for (n, node) in self.nodes.iter().enumerate().filter(|(_, n)| n.alive()) {
             if node.ready(self.now) {
-                objects.nodes.push(self.node_object(node));
+                objects.nodes.push(Arc::new(self.node_object(node)));
             }
             if let Some(claim) = self.node_claim_object(node, last_pod_event[n], overlays.as_ref())
             {
-                objects.node_claims.push(claim);
+                objects.node_claims.push(Arc::new(claim));
             }
         }
         for (i, p) in self.pods.iter().enumerate().filter(|(_, p)| !p.done) {
