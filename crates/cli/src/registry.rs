@@ -54,7 +54,7 @@ macro_rules! controllers {
             client: kube::Client,
             settings: ProviderSettings,
             options: karpenter_controller::Options,
-        ) -> anyhow::Result<karpenter_sim::plan::Plan> {
+        ) -> anyhow::Result<karpenter_planner::Plan> {
             match name {
                 $(
                     stringify!($name) => {

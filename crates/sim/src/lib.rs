@@ -3,8 +3,6 @@
 
 pub mod catalog;
 pub mod engine;
-pub mod manifest;
-pub mod plan;
 pub mod report;
 pub mod scenario;
 pub mod svg;

@@ -15,7 +15,7 @@ use karpenter_api::validation::{ProblemKind, validate_object};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::manifest::{ManifestError, parse_documents};
+use karpenter_planner::manifest::{ManifestError, parse_documents};
 
 /// The `apiVersion` of the Scenario document.
 pub const API_VERSION: &str = "simulation.karpenter-rs.dev/v1alpha1";

@@ -184,7 +184,7 @@ spec:
     let catalog = karpenter_kwok::catalog::catalog();
     const NOW: i64 = 1_736_164_800;
     let gates = "CapacityBuffer=true".parse().unwrap();
-    let plan = karpenter_sim::plan::plan(path, text, &catalog, NOW, gates).unwrap();
+    let plan = karpenter_planner::plan(path, text, &catalog, NOW, gates).unwrap();
     assert_eq!(
         plan.provisioning.nodeclaims.len(),
         1,
@@ -198,6 +198,6 @@ spec:
             "default/capacity-buffer-headroom-2"
         ]
     );
-    let off = karpenter_sim::plan::plan(path, text, &catalog, NOW, Default::default()).unwrap();
+    let off = karpenter_planner::plan(path, text, &catalog, NOW, Default::default()).unwrap();
     assert!(off.provisioning.nodeclaims.is_empty());
 }

@@ -70,7 +70,7 @@ fn replay(name: &str, s: &Scenario) -> usize {
         .filter(|d| !d.controller_memory)
         .filter(sampled)
     {
-        let planned = karpenter_sim::plan::plan(
+        let planned = karpenter_planner::plan(
             Path::new("simulated"),
             &d.dump,
             &catalog,

@@ -259,7 +259,7 @@ fn plan_from_a_snapshot() {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/snapshots/small-cluster.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
-    let plan = karpenter_sim::plan::plan(
+    let plan = karpenter_planner::plan(
         &path,
         &text,
         &karpenter_kwok::catalog::catalog(),
@@ -398,7 +398,7 @@ fn plan_reports_disruption_and_why_nodes_stay() {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/snapshots/idle-nodes.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
-    let plan = karpenter_sim::plan::plan(
+    let plan = karpenter_planner::plan(
         &path,
         &text,
         &karpenter_kwok::catalog::catalog(),
@@ -439,7 +439,7 @@ fn plan_reports_disruption_and_why_nodes_stay() {
         "name: empty-1\n      deletionTimestamp: \"2025-01-06T11:59:00Z\"",
         1,
     );
-    let plan = karpenter_sim::plan::plan(
+    let plan = karpenter_planner::plan(
         &path,
         &without_empty,
         &karpenter_kwok::catalog::catalog(),
@@ -970,9 +970,8 @@ spec:
 "#;
     let path = Path::new("static.yaml");
     let gates = "StaticCapacity=true".parse().unwrap();
-    let plan =
-        karpenter_sim::plan::plan(path, text, &karpenter_kwok::catalog::catalog(), NOW, gates)
-            .unwrap();
+    let plan = karpenter_planner::plan(path, text, &karpenter_kwok::catalog::catalog(), NOW, gates)
+        .unwrap();
     assert_eq!(plan.static_capacity.nodeclaims.len(), 2);
     assert_eq!(
         plan.static_capacity.nodeclaims[0].instance_types,
@@ -983,7 +982,7 @@ spec:
         plan.to_text()
             .contains("Static capacity: launch 2 NodeClaim(s)")
     );
-    let off = karpenter_sim::plan::plan(
+    let off = karpenter_planner::plan(
         path,
         text,
         &karpenter_kwok::catalog::catalog(),
@@ -1163,7 +1162,7 @@ fn plan_reports_node_repairs_and_the_circuit_breaker() {
     let catalog = karpenter_kwok::catalog::catalog();
     let gates = "NodeRepair=true".parse().unwrap();
     let plan_of =
-        |text: &str, gates| karpenter_sim::plan::plan(path, text, &catalog, NOW, gates).unwrap();
+        |text: &str, gates| karpenter_planner::plan(path, text, &catalog, NOW, gates).unwrap();
     // KWOK tolerates Ready=False for 10 minutes: 11 minutes is past it, 9 is not.
     let plan = plan_of(&repair_dump(5, 1, NOW - 11 * 60), gates);
     assert_eq!(plan.repair.repaired.len(), 1, "{:?}", plan.repair);

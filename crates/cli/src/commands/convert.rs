@@ -6,7 +6,7 @@ use anyhow::{Context, bail};
 use karpenter_api::convert::convert_v1beta1;
 use karpenter_api::validation::validate_object;
 
-use karpenter_sim::manifest::{read_documents, to_yaml_documents};
+use karpenter_planner::manifest::{read_documents, to_yaml_documents};
 
 /// The converted YAML and the notes for the user.
 pub struct Converted {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use karpenter_controller::dry_run::dry_run;
 use karpenter_controller::{CloudProvider, Controller, Options};
-use karpenter_sim::plan::Plan;
+use karpenter_planner::Plan;
 
 /// Plans from a dump in `file` (`-`: standard input), launching from the catalog named
 /// `catalog`.
@@ -21,7 +21,7 @@ pub fn from_file(file: &Path, catalog: &str, options: &Options) -> anyhow::Resul
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
-    Ok(karpenter_sim::plan::plan(
+    Ok(karpenter_planner::plan(
         file,
         &text,
         &catalog,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use karpenter_api::validation::{ProblemKind, validate_object};
 
-use karpenter_sim::manifest::{ManifestError, read_documents};
+use karpenter_planner::manifest::{ManifestError, read_documents};
 
 /// What a validation run found.
 #[derive(Debug, Default)]

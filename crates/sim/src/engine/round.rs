@@ -7,11 +7,11 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use karpenter_core::round::{BufferHolding, Disrupt, Parts, RoundInputs, RoundPlan, decide};
 use karpenter_core::state::{ClusterObjects, Snapshot};
+use karpenter_planner::Plan;
 use serde_json::{Value, json};
 
 use super::Simulation;
 use super::disruption::EPOCH;
-use crate::plan::Plan;
 
 /// A provisioning round or a disruption decision of the simulator, with the cluster it was
 /// made on — what `plan` must decide the same on.

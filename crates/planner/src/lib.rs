@@ -1,6 +1,13 @@
-//! The dry-run planner: what provisioning and disruption would do now, from a dump of a live
-//! cluster (`kubectl get nodes,pods,nodepools,nodeclaims,pdb,daemonsets -A -o yaml`). The
-//! objects go through the core's snapshot builder, as the controller's state does.
+//! The dry-run planner: what karpenter would do now — provisioning, disruption, expiration,
+//! static capacity and node repair — as one round of the core's decisions (the round the
+//! controller and the simulator decide through), and the report of it.
+//!
+//! A dump of a cluster (`kubectl get nodes,pods,nodepools,nodeclaims,pdb,daemonsets -A -o
+//! yaml`) is read into the core's [`ClusterObjects`] by [`Dump::read`] and planned by
+//! [`plan`]; a live cluster is planned by the controller's dry run, which hands its snapshot
+//! and round to [`Plan::from_round`].
+
+pub mod manifest;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -23,9 +30,29 @@ use karpenter_core::state::{ClusterObjects, Counts, Snapshot};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::catalog::Catalog;
-use crate::manifest::parse_documents;
-use crate::scenario::ScenarioError;
+use karpenter_cloudprovider::Catalog;
+
+use crate::manifest::{ManifestError, parse_documents};
+
+/// Why a dump could not be planned from.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The file is unreadable or not YAML.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// An object of the dump is not what its kind says.
+    #[error("{file}: document {document}: {path}: {message}")]
+    Invalid {
+        /// The file.
+        file: std::path::PathBuf,
+        /// The object's position in the file, from 1.
+        document: usize,
+        /// The field.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+}
 
 /// A NodeClaim provisioning would create.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -217,8 +244,8 @@ fn read<T: serde::de::DeserializeOwned>(
     file: &Path,
     document: usize,
     value: Value,
-) -> Result<T, ScenarioError> {
-    serde_path_to_error::deserialize(value).map_err(|e| ScenarioError::Invalid {
+) -> Result<T, PlanError> {
+    serde_path_to_error::deserialize(value).map_err(|e| PlanError::Invalid {
         file: file.to_path_buf(),
         document,
         path: e.path().to_string(),
@@ -254,7 +281,7 @@ pub struct Dump {
 impl Dump {
     /// Reads a dump (`kubectl get ... -o yaml`, a `List` or documents) from `text`, read from
     /// `file`.
-    pub fn read(file: &Path, text: &str) -> Result<Self, ScenarioError> {
+    pub fn read(file: &Path, text: &str) -> Result<Self, PlanError> {
         let mut dump = Self {
             cluster: ClusterObjects {
                 nodes: Vec::new(),
@@ -323,7 +350,7 @@ pub fn plan(
     catalog: &Catalog,
     now: i64,
     feature_gates: FeatureGates,
-) -> Result<Plan, ScenarioError> {
+) -> Result<Plan, PlanError> {
     let dump = Dump::read(file, text)?;
     let mut pools: Vec<NodePoolInput> = dump
         .node_pools
