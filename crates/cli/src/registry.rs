@@ -24,44 +24,20 @@ macro_rules! controllers {
             )*
         }
 
-        /// Builds the provider named `name` from its settings and runs the controller with it.
-        pub async fn run_controller(
+        /// Builds the provider named `name` from its settings and hands it to `command`.
+        pub async fn with_provider<C: ProviderCommand>(
             name: &str,
             client: kube::Client,
             settings: ProviderSettings,
-            options: karpenter_controller::Options,
-        ) -> anyhow::Result<()> {
+            command: C,
+        ) -> anyhow::Result<C::Output> {
             match name {
                 $(
                     stringify!($name) => {
                         let provider =
                             build::<$provider>(stringify!($name), client.clone(), settings.$name)
                                 .await?;
-                        crate::commands::controller::serve(client, provider, options).await
-                    }
-                )*
-                other => anyhow::bail!(
-                    "unknown cloud provider {other:?}; available: {}",
-                    CONTROLLERS.join(", ")
-                ),
-            }
-        }
-
-        /// Builds the provider named `name` and asks the controller's own code what it would
-        /// do now on the cluster `client` talks to (read-only).
-        pub async fn plan_live(
-            name: &str,
-            client: kube::Client,
-            settings: ProviderSettings,
-            options: karpenter_controller::Options,
-        ) -> anyhow::Result<karpenter_planner::Plan> {
-            match name {
-                $(
-                    stringify!($name) => {
-                        let provider =
-                            build::<$provider>(stringify!($name), client.clone(), settings.$name)
-                                .await?;
-                        crate::commands::plan::live(client, provider, options).await
+                        command.run(client, provider).await
                     }
                 )*
                 other => anyhow::bail!(
@@ -71,6 +47,19 @@ macro_rules! controllers {
             }
         }
     };
+}
+
+/// What a command does with the provider `--cloud-provider` names, whichever it is.
+pub trait ProviderCommand {
+    /// What the command gives back.
+    type Output;
+
+    /// Runs the command with `provider`, on the cluster `client` talks to.
+    fn run<P: karpenter_controller::Provider>(
+        self,
+        client: kube::Client,
+        provider: P,
+    ) -> impl std::future::Future<Output = anyhow::Result<Self::Output>>;
 }
 
 /// Builds the provider named `name` from its settings.

@@ -7,7 +7,7 @@ use karpenter_api::Operator;
 use karpenter_api::labels::{
     ARCH_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, ZONE_LABEL,
 };
-use karpenter_core::cloudprovider::{InstanceType, Offering, RepairPolicy};
+use karpenter_core::instancetype::{InstanceType, Offering, RepairPolicy};
 use karpenter_core::scheduling::{Requirement, Requirements};
 
 /// A catalog: a provider's instance types, prices and allocatable as its own formula computes

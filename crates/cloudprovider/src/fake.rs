@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use karpenter_api::crd::Crd;
 use karpenter_api::{NodeClaim, NodeClaimStatus, NodeClassReference, NodePool};
-use karpenter_core::cloudprovider::{InstanceType, cheapest_launch, fake, launch_labels};
+use karpenter_core::instancetype::{InstanceType, cheapest_launch, fake, launch_labels};
 
 use crate::{CloudProvider, CloudProviderError, NodeClassReadiness, RepairPolicy, Result};
 

@@ -23,7 +23,7 @@ pub mod unavailable;
 
 pub use catalog::Catalog;
 pub use error::{BoxError, Cause, CloudProviderError, Result};
-pub use karpenter_core::cloudprovider::{
+pub use karpenter_core::instancetype::{
     InstanceType, Offering, Overhead, RepairPolicy, Reservation,
 };
 pub use provider::{CloudProvider, NodeClassReadiness};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use karpenter_api::crd::Crd;
 use karpenter_api::{NodeClaim, NodeClassReference, NodePool};
-use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::instancetype::InstanceType;
 use serde_json::Value;
 
 use crate::RepairPolicy;

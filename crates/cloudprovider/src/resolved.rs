@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::instancetype::InstanceType;
 
 /// How long resolved instance types are reused when their key still matches.
 pub const RESOLVED_TYPES_TTL: Duration = Duration::from_secs(30);

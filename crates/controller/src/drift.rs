@@ -15,13 +15,13 @@ use tokio::time::Instant;
 use karpenter_api::labels::NODE_POOL_LABEL;
 use karpenter_api::nodeclaim::condition::{CONSOLIDATABLE, DRIFTED};
 use karpenter_api::{NodeClaim, NodePool};
-use karpenter_core::cloudprovider::InstanceType;
 use karpenter_core::disruption::consolidatable::{Consolidatable, consolidatable};
 use karpenter_core::disruption::drift::{
     DriftReason, INSTANCE_TYPE_CHECK_AFTER_SECONDS, INSTANCE_TYPE_CHECK_EVERY_SECONDS,
     has_drifted_condition, instance_type_not_found, is_launched, node_claim_hash_annotations,
     node_pool_hash_annotations, overlay_drift, template_drift,
 };
+use karpenter_core::instancetype::InstanceType;
 use kube::ResourceExt;
 use serde_json::json;
 

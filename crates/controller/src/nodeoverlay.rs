@@ -6,7 +6,7 @@
 //! `Ready` over it.
 //!
 //! What an overlay does and when it conflicts is decided in
-//! `karpenter_core::cloudprovider::overlay`, shared with the simulator and `plan`; [`status`]
+//! `karpenter_core::instancetype::overlay`, shared with the simulator and `plan`; [`status`]
 //! is pure.
 
 use std::collections::HashMap;
@@ -19,7 +19,7 @@ use karpenter_api::nodeoverlay::condition::{
 };
 use karpenter_api::nodeoverlay::{NodeOverlay, NodeOverlayStatus};
 use karpenter_cloudprovider::conditions::ConditionSet;
-use karpenter_core::cloudprovider::overlay::{Evaluation, Outcome, apply_to_pools};
+use karpenter_core::instancetype::overlay::{Evaluation, Outcome, apply_to_pools};
 use karpenter_core::provisioning::scheduling::NodePoolInput;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};

@@ -3,18 +3,17 @@
 //! after a while, and again after a failure with per-object exponential backoff — so a pass
 //! costs O(change), and no object waits on a watch event that may never come.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::cloudprovider::CloudProvider;
 use crate::metrics::runtime::{LoopMetrics, UNFINISHED_WORK_PERIOD};
-use crate::state::{Cluster, Index, Stored};
+use crate::state::{Changes, Cluster, Index, Stored};
 use crate::{Context, Error};
 
 /// The first retry after a failure; each further failure doubles it.
@@ -97,80 +96,6 @@ impl WorkQueue {
 pub(crate) fn backoff(base: Duration, max: Duration, failures: u32) -> Duration {
     base.saturating_mul(1u32.checked_shl(failures).unwrap_or(u32::MAX))
         .min(max)
-}
-
-/// Keys of an index that changed since they were last taken; every key after a relist.
-#[derive(Debug, Default)]
-pub struct Changes {
-    keys: Mutex<(HashSet<String>, bool)>,
-    notify: Notify,
-}
-
-impl Changes {
-    /// Records a changed key.
-    pub fn key(&self, key: &str) {
-        self.lock().0.insert(key.to_string());
-        self.notify.notify_one();
-    }
-
-    /// Records that every key may have changed (a relist).
-    pub fn all(&self) {
-        self.lock().1 = true;
-        self.notify.notify_one();
-    }
-
-    /// The keys changed since the last call, and whether everything did.
-    pub fn take(&self) -> (HashSet<String>, bool) {
-        std::mem::take(&mut *self.lock())
-    }
-
-    /// Waits for the next change.
-    pub async fn changed(&self) {
-        self.notify.notified().await;
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, (HashSet<String>, bool)> {
-        self.keys.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// The subscribers of an index.
-#[derive(Debug, Default)]
-pub struct Subscribers(Mutex<Vec<Weak<Changes>>>);
-
-impl Subscribers {
-    /// A new subscription.
-    pub fn subscribe(&self) -> Arc<Changes> {
-        let changes = Arc::new(Changes::default());
-        self.lock().push(Arc::downgrade(&changes));
-        changes
-    }
-
-    /// Tells every live subscriber `key` changed.
-    pub fn key(&self, key: &str) {
-        self.lock().retain(|w| match w.upgrade() {
-            Some(c) => {
-                c.key(key);
-                true
-            }
-            None => false,
-        });
-    }
-
-    /// Tells every live subscriber everything may have changed.
-    pub fn all(&self) {
-        self.lock().retain(|w| match w.upgrade() {
-            Some(c) => {
-                c.all();
-                true
-            }
-            None => false,
-        });
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Weak<Changes>>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 /// Another kind's changes, and the keys of this loop's objects they concern.
@@ -489,23 +414,6 @@ mod tests {
         assert_eq!(q.failed("a", t0), ms(100));
         q.forget("a");
         assert_eq!(q.next_due(), None);
-    }
-
-    #[test]
-    fn changes_collect_keys_until_taken() {
-        let subscribers = Subscribers::default();
-        let changes = subscribers.subscribe();
-        subscribers.key("a");
-        subscribers.key("a");
-        subscribers.key("b");
-        let (keys, all) = changes.take();
-        assert_eq!(keys.len(), 2);
-        assert!(!all);
-        subscribers.all();
-        assert!(changes.take().1);
-        drop(changes);
-        subscribers.key("c");
-        assert!(subscribers.lock().is_empty(), "dropped subscriptions go");
     }
 
     /// The next reconcile the loop reports; an hour of paused time without one fails the test.

@@ -14,8 +14,8 @@ use karpenter_api::NodeClaim;
 use karpenter_api::labels::{
     CAPACITY_TYPE_LABEL, NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION, NODE_POOL_LABEL,
 };
-use karpenter_core::cloudprovider::RepairPolicy;
 use karpenter_core::disruption::repair::{self, Repair, Scope};
+use karpenter_core::instancetype::RepairPolicy;
 use kube::ResourceExt;
 use kube::api::DeleteParams;
 use serde_json::json;

@@ -831,8 +831,8 @@ async fn without_the_gate_a_capacity_buffer_gets_nothing() {
 #[tokio::test(start_paused = true)]
 async fn reserved_capacity_is_used_first_and_the_next_pod_falls_back_a_round_later() {
     use k8s_openapi::api::core::v1::Event;
-    use karpenter_core::cloudprovider::fake::FakeInstanceType;
-    use karpenter_core::cloudprovider::{Offering, Reservation};
+    use karpenter_core::instancetype::fake::FakeInstanceType;
+    use karpenter_core::instancetype::{Offering, Reservation};
     const LABEL: &str = "karpenter.test.sh/reservation-id";
     let mut small = FakeInstanceType::new("small")
         .resources(&[("cpu", "2"), ("memory", "8Gi")])

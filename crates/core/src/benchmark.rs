@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use karpenter_api::labels::{HOSTNAME_LABEL, ZONE_LABEL};
 use karpenter_api::{NodeClassReference, NodePool};
 
-use crate::cloudprovider::{InstanceType, fake};
+use crate::instancetype::{InstanceType, fake};
 use crate::provisioning::scheduling::NodePoolInput;
 
 /// The kinds of pods in the mix.

@@ -3,9 +3,9 @@
 //! here performs I/O, reads a clock or needs a runtime.
 
 pub mod benchmark;
-pub mod cloudprovider;
 pub mod disruption;
 pub mod feature_gates;
+pub mod instancetype;
 pub mod provisioning;
 pub mod resources;
 pub mod round;

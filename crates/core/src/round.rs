@@ -14,10 +14,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use karpenter_api::NodeClaim;
 
-use crate::cloudprovider::RepairPolicy;
 use crate::disruption::repair::{self, Judged};
 use crate::disruption::{self, Command, Decision, Invalid};
 use crate::feature_gates::FeatureGates;
+use crate::instancetype::RepairPolicy;
 use crate::provisioning::capacity_buffer::buffer_pods_by_node;
 use crate::provisioning::scheduling::{
     BoundPod, NewNodeClaim, ReservedOfferingMode, Results, Scheduler, SchedulerOptions,

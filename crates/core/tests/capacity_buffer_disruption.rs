@@ -12,8 +12,8 @@ use karpenter_api::NillableDuration;
 use karpenter_api::capacitybuffer::{
     CapacityBuffer, CapacityBufferSpec, CapacityBufferStatus, LocalObjectRef, condition,
 };
-use karpenter_core::cloudprovider::{InstanceType, fake};
 use karpenter_core::disruption::{Blocked, Decision, Input, NodeState, decide};
+use karpenter_core::instancetype::{InstanceType, fake};
 use karpenter_core::provisioning::capacity_buffer::virtual_pods;
 use karpenter_core::provisioning::scheduling::{NodePoolInput, SchedulerOptions};
 use support::*;

@@ -17,8 +17,8 @@ use karpenter_api::labels::{
     OS_LABEL, ZONE_LABEL,
 };
 use karpenter_api::{Budget, ConsolidationPolicy, DisruptionReason, NillableDuration};
-use karpenter_core::cloudprovider::{InstanceType, fake};
 use karpenter_core::disruption::{Blocked, Decision, Input, NodeState, decide};
+use karpenter_core::instancetype::{InstanceType, fake};
 use karpenter_core::provisioning::scheduling::{NodePoolInput, SchedulerOptions};
 use karpenter_core::resources::Resources;
 use support::*;
@@ -812,10 +812,10 @@ const RESERVATION_LABEL: &str = "karpenter.test.sh/reservation-id";
 fn with_reservation(it: &InstanceType) -> InstanceType {
     let mut it = it.clone();
     let base = it.offerings[0].clone();
-    it.offerings.push(karpenter_core::cloudprovider::Offering {
+    it.offerings.push(karpenter_core::instancetype::Offering {
         capacity_type: "reserved".into(),
         price: base.price / 1_000_000.0,
-        reservation: Some(karpenter_core::cloudprovider::Reservation {
+        reservation: Some(karpenter_core::instancetype::Reservation {
             id: format!("r-{}", it.name),
             capacity: 10,
             label: RESERVATION_LABEL.into(),

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_api::{Budget, ConsolidationPolicy, DisruptionReason, NillableDuration};
-use karpenter_core::cloudprovider::{InstanceType, fake};
 use karpenter_core::disruption::{Blocked, Decision, Input, NodeState, decide};
+use karpenter_core::instancetype::{InstanceType, fake};
 use karpenter_core::provisioning::scheduling::{NodePoolInput, SchedulerOptions};
 use support::*;
 

@@ -19,11 +19,11 @@ use karpenter_api::{
     Duration, NillableDuration, NodeClaim, NodeClaimStatus, NodePool,
     NodeSelectorRequirementWithMinValues, Operator,
 };
-use karpenter_core::cloudprovider::{InstanceType, fake};
 use karpenter_core::disruption::drift::{
     DriftReason, instance_type_not_found, is_launched, node_claim_hash_annotations,
     node_pool_hash_annotations, template_drift,
 };
+use karpenter_core::instancetype::{InstanceType, fake};
 
 const TYPE: &str = "fake-it-3";
 
@@ -575,11 +575,11 @@ fn overlay_on_type(
 fn evaluation(
     pool: &NodePool,
     overlays: &[karpenter_api::nodeoverlay::NodeOverlay],
-) -> karpenter_core::cloudprovider::overlay::Evaluation {
+) -> karpenter_core::instancetype::overlay::Evaluation {
     let types = types();
-    karpenter_core::cloudprovider::overlay::evaluate(
+    karpenter_core::instancetype::overlay::evaluate(
         overlays,
-        &[karpenter_core::cloudprovider::overlay::PoolTypes {
+        &[karpenter_core::instancetype::overlay::PoolTypes {
             node_pool: pool,
             instance_types: &types,
         }],
@@ -713,9 +713,9 @@ fn overlay_drift_judges_the_claims_own_nodepool_and_type() {
     // Nor when the type is missing from the NodePool's list this time (a short provider
     // answer, a cold cache): that says nothing about its overlays.
     let short: Vec<_> = types().into_iter().filter(|t| t.name != TYPE).collect();
-    let partial = karpenter_core::cloudprovider::overlay::evaluate(
+    let partial = karpenter_core::instancetype::overlay::evaluate(
         &[],
-        &[karpenter_core::cloudprovider::overlay::PoolTypes {
+        &[karpenter_core::instancetype::overlay::PoolTypes {
             node_pool: &np,
             instance_types: &short,
         }],

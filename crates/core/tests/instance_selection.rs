@@ -6,7 +6,7 @@
 mod support;
 
 use karpenter_api::Operator;
-use karpenter_core::cloudprovider::{InstanceType, fake};
+use karpenter_core::instancetype::{InstanceType, fake};
 use support::*;
 
 /// Shuffles deterministically so order never decides the answer.

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use karpenter_api::Operator;
-use karpenter_core::cloudprovider::fake::FakeInstanceType;
-use karpenter_core::cloudprovider::{InstanceType, Offering, Reservation};
+use karpenter_core::instancetype::fake::FakeInstanceType;
+use karpenter_core::instancetype::{InstanceType, Offering, Reservation};
 use karpenter_core::provisioning::scheduling::{
     BoundPod, NodePoolInput, ReservedOfferingMode, Results, Scheduler,
 };

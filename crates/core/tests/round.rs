@@ -7,9 +7,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use karpenter_api::{NodeClaim, NodePool};
-use karpenter_core::cloudprovider::{RepairPolicy, fake};
 use karpenter_core::disruption::Method;
 use karpenter_core::feature_gates::FeatureGates;
+use karpenter_core::instancetype::{RepairPolicy, fake};
 use karpenter_core::provisioning::scheduling::{NodePoolInput, SchedulerOptions};
 use karpenter_core::provisioning::static_capacity::Action;
 use karpenter_core::round::{

@@ -5,7 +5,7 @@
 mod support;
 
 use karpenter_api::Operator;
-use karpenter_core::cloudprovider::fake::{
+use karpenter_core::instancetype::fake::{
     self, FakeInstanceType, GPU_VENDOR_A, GPU_VENDOR_B, INTEGER_LABEL, SIZE_LABEL, SPECIAL_LABEL,
 };
 use karpenter_core::provisioning::scheduling::BoundPod;

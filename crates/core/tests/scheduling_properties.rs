@@ -5,7 +5,7 @@
 mod support;
 
 use karpenter_api::Operator;
-use karpenter_core::cloudprovider::fake;
+use karpenter_core::instancetype::fake;
 use karpenter_core::resources::{Limits, Resources};
 use karpenter_core::scheduling::{Requirements, taints};
 use proptest::prelude::*;

@@ -264,7 +264,7 @@ fn disruption_sees_prices_nominations_and_the_last_pod_event() {
     .unwrap();
     let pools = [NodePoolInput {
         node_pool: pool,
-        instance_types: karpenter_core::cloudprovider::fake::instance_types(8)
+        instance_types: karpenter_core::instancetype::fake::instance_types(8)
             .into_iter()
             .map(std::sync::Arc::new)
             .collect(),
@@ -340,7 +340,7 @@ fn disruption_sees_prices_nominations_and_the_last_pod_event() {
 fn csi_volume_limits_count_per_node() {
     use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
     use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
-    use karpenter_core::cloudprovider::fake;
+    use karpenter_core::instancetype::fake;
     use karpenter_core::provisioning::scheduling::{NodePoolInput, Scheduler, SchedulerOptions};
     use std::sync::Arc;
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karpenter_api::{Budget, DisruptionReason, NillableDuration};
-use karpenter_core::cloudprovider::{InstanceType, fake};
 use karpenter_core::disruption::{Blocked, Decision, Input, Method, NodeState, decide};
+use karpenter_core::instancetype::{InstanceType, fake};
 use karpenter_core::provisioning::scheduling::{NodePoolInput, SchedulerOptions};
 use support::*;
 

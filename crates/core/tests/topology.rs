@@ -616,7 +616,7 @@ fn preference_pods_follow_upstreams_benchmark_outcome() {
         .times(40);
     let o = Env::with_types(
         topology_pool(),
-        karpenter_core::cloudprovider::fake::instance_types(400),
+        karpenter_core::instancetype::fake::instance_types(400),
     )
     .provision(&pods);
     assert_eq!(o.nodes.len(), 40);

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use karpenter_api::NodePool;
-use karpenter_core::cloudprovider::cheapest_launch;
 use karpenter_core::disruption::repair::Repair;
 use karpenter_core::feature_gates::FeatureGates;
+use karpenter_core::instancetype::cheapest_launch;
 use karpenter_core::provisioning::capacity_buffer;
 use karpenter_core::provisioning::node_claim_for;
 use karpenter_core::provisioning::nodepools::launchable;
@@ -364,7 +364,7 @@ pub fn plan(
         })
         .collect();
     if feature_gates.node_overlay {
-        karpenter_core::cloudprovider::overlay::apply_to_pools(&dump.node_overlays, &mut pools);
+        karpenter_core::instancetype::overlay::apply_to_pools(&dump.node_overlays, &mut pools);
     }
     Ok(plan_dump(&dump, &pools, catalog, now, feature_gates))
 }

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
-use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::instancetype::InstanceType;
 use serde::Serialize;
 
 /// Totals over the run.
@@ -416,7 +416,7 @@ pub fn compare_text(left: &Report, left_name: &str, right: &Report, right_name: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use karpenter_core::cloudprovider::fake::FakeInstanceType;
+    use karpenter_core::instancetype::fake::FakeInstanceType;
 
     #[test]
     fn lower_bound_mixes_shapes() {

@@ -53,8 +53,19 @@ pub fn run(
         let client = karpenter_controller::kube_client::client(&options)
             .await
             .context("connecting to the cluster (kubeconfig or in-cluster)")?;
-        crate::registry::run_controller(provider, client, settings, options).await
+        crate::registry::with_provider(provider, client, settings, Serve(options)).await
     })
+}
+
+/// `controller`'s part once the provider is built.
+struct Serve(Options);
+
+impl crate::registry::ProviderCommand for Serve {
+    type Output = ();
+
+    async fn run<P: Provider>(self, client: kube::Client, provider: P) -> anyhow::Result<()> {
+        serve(client, provider, self.0).await
+    }
 }
 
 /// Runs the controller with `provider` and the provider's own controllers, with the metrics

@@ -46,8 +46,23 @@ pub fn from_cluster(
                     "no cluster to plan from (kubeconfig or in-cluster; -f plans from a dump): {e}"
                 )
             })?;
-        crate::registry::plan_live(provider, client, settings, options).await
+        crate::registry::with_provider(provider, client, settings, Live(options)).await
     })
+}
+
+/// `plan`'s part once the provider is built.
+struct Live(Options);
+
+impl crate::registry::ProviderCommand for Live {
+    type Output = Plan;
+
+    async fn run<P: karpenter_controller::Provider>(
+        self,
+        client: kube::Client,
+        provider: P,
+    ) -> anyhow::Result<Plan> {
+        live(client, provider, self.0).await
+    }
 }
 
 /// Plans from the cluster `client` talks to: its objects are listed once (nothing is written)

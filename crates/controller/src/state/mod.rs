@@ -2,6 +2,7 @@
 //! watches (the linkerd policy-controller pattern) and by the controller's own writes, so a
 //! decision never waits for its own change to come back round.
 
+mod changes;
 pub mod pod;
 mod snapshot;
 
@@ -24,6 +25,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
+pub use changes::{Changes, Subscribers};
 pub use pod::{SharedSpec, SpecInterner, StoredPod};
 
 /// What an index can hold: objects with a key and a resourceVersion.
@@ -123,7 +125,7 @@ const TOMBSTONES: usize = 16_384;
 pub struct Index<K> {
     state: RwLock<IndexState<K>>,
     synced: AtomicBool,
-    subscribers: crate::queue::Subscribers,
+    subscribers: Subscribers,
     observer: OnceLock<Observer<K>>,
 }
 
@@ -353,7 +355,7 @@ impl<K: Stored> Index<K> {
     }
 
     /// A subscription to the keys that change from now on (every key after a relist).
-    pub fn subscribe(&self) -> Arc<crate::queue::Changes> {
+    pub fn subscribe(&self) -> Arc<Changes> {
         self.subscribers.subscribe()
     }
 
@@ -761,7 +763,7 @@ where
 }
 
 /// Feeds an index the caller keeps from a watch of `api` until the task is aborted: a
-/// provider's own kinds (its NodeClasses), reconciled with [`crate::queue::run_own`].
+/// provider's own kinds (its NodeClasses), reconciled by the work queue's `run_own`.
 pub fn follow<K>(api: Api<K>, index: Arc<Index<K>>) -> tokio::task::JoinHandle<()>
 where
     K: Stored + Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,

@@ -226,10 +226,7 @@ pub(super) fn consolidate(
                     ));
                 }
                 // The launch picks among the 15 cheapest spot options.
-                crate::cloudprovider::order_by_price(
-                    &mut claim.instance_types,
-                    &claim.requirements,
-                );
+                crate::instancetype::order_by_price(&mut claim.instance_types, &claim.requirements);
                 claim
                     .instance_types
                     .truncate(MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT);

@@ -18,8 +18,8 @@ use karpenter_api::nodeclaim::condition::{DRIFTED, LAUNCHED};
 use karpenter_api::nodeoverlay::CAPACITY_OVERLAY_HASH_ANNOTATION;
 use karpenter_api::{NodeClaim, NodePool};
 
-use crate::cloudprovider::InstanceType;
-use crate::cloudprovider::overlay::Evaluation;
+use crate::instancetype::InstanceType;
+use crate::instancetype::overlay::Evaluation;
 use crate::scheduling::{AllowUndefined, Requirements};
 
 /// Why a NodeClaim drifted (the `Drifted` condition's reason).

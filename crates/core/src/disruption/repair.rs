@@ -15,7 +15,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use karpenter_api::NodeClaim;
 use karpenter_api::labels::NODE_POOL_LABEL;
 
-use crate::cloudprovider::RepairPolicy;
+use crate::instancetype::RepairPolicy;
 
 /// The share of a NodePool's (or, for a NodeClaim without one, the cluster's) nodes that may
 /// be unhealthy before repair stops (upstream's `allowedUnhealthyPercent`).

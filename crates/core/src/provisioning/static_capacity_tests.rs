@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::cloudprovider::fake;
+use crate::instancetype::fake;
 
 fn pool(replicas: Option<i64>, nodes_limit: Option<&str>) -> NodePool {
     let mut spec = json!({"template": {"spec": {

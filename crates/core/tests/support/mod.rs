@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, ZONE_LABEL};
 use karpenter_api::{NodeClassReference, NodePool, NodeSelectorRequirementWithMinValues, Operator};
-use karpenter_core::cloudprovider::{InstanceType, fake};
+use karpenter_core::instancetype::{InstanceType, fake};
 use karpenter_core::provisioning::scheduling::{
     BoundPod, ExistingNodeInput, NodePoolInput, Results, Scheduler, SchedulerOptions,
 };

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 use karpenter_api::Operator;
 use karpenter_api::labels::{ARCH_AMD64, ARCH_ARM64, ARCH_LABEL};
-use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::instancetype::InstanceType;
 use karpenter_core::scheduling::{AllowUndefined, Requirements};
 use serde_json::Value;
 
@@ -282,7 +282,7 @@ pub fn pick_image<'a>(images: &'a [Image], instance_type: &InstanceType) -> Opti
 mod tests {
     use super::*;
     use karpenter_api::labels::ZONE_LABEL;
-    use karpenter_core::cloudprovider::Overhead;
+    use karpenter_core::instancetype::Overhead;
     use karpenter_core::resources::Resources;
     use karpenter_core::scheduling::Requirement;
     use serde_json::json;

@@ -22,7 +22,7 @@ use karpenter_api::labels::{
     CAPACITY_TYPE_SPOT, INSTANCE_TYPE_LABEL, OS_LABEL, REGION_LABEL, WINDOWS_BUILD_LABEL,
     ZONE_LABEL,
 };
-use karpenter_core::cloudprovider::{InstanceType, Offering, Overhead};
+use karpenter_core::instancetype::{InstanceType, Offering, Overhead};
 use karpenter_core::resources::Resources;
 use karpenter_core::scheduling::{Requirement, Requirements};
 use serde::{Deserialize, Serialize};

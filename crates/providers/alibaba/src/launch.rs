@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use karpenter_api::NodeClaim;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT};
-use karpenter_core::cloudprovider::{InstanceType, Offering, launchable};
+use karpenter_core::instancetype::{InstanceType, Offering, launchable};
 use karpenter_core::scheduling::Requirements;
 
 use crate::ecsnodeclass::{Image, VSwitch, VSwitchSelectionPolicy};

@@ -3,8 +3,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 use karpenter_api::NodeClaim;
 use karpenter_api::Operator;
-use karpenter_core::cloudprovider::InstanceType;
-use karpenter_core::cloudprovider::fake::FakeInstanceType;
+use karpenter_core::instancetype::InstanceType;
+use karpenter_core::instancetype::fake::FakeInstanceType;
 use karpenter_core::scheduling::Requirement;
 use serde_json::json;
 

@@ -26,7 +26,7 @@ use karpenter_cloudprovider::{
     CloudProvider, CloudProviderError, NodeClassReadiness, RepairPolicy, Result,
 };
 use karpenter_controller::nodeclasses::NodeClasses;
-use karpenter_core::cloudprovider::{InstanceType, Offering, launch_labels};
+use karpenter_core::instancetype::{InstanceType, Offering, launch_labels};
 use tokio::sync::Mutex;
 
 use crate::client::Client;

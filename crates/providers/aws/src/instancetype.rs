@@ -12,7 +12,7 @@ use karpenter_api::labels::{
     ARCH_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, REGION_LABEL,
     WINDOWS_BUILD_LABEL, ZONE_LABEL,
 };
-use karpenter_core::cloudprovider::{InstanceType, Offering, Overhead};
+use karpenter_core::instancetype::{InstanceType, Offering, Overhead};
 use karpenter_core::resources::{Resources, parse_milli};
 use karpenter_core::scheduling::{Requirement, Requirements};
 use serde::Deserialize;
@@ -705,7 +705,7 @@ pub fn offerings(
                     price: price / 10_000_000.0,
                     available: reservation.available > 0
                         && !unavailable(&info.name, zone, "reserved"),
-                    reservation: Some(karpenter_core::cloudprovider::Reservation {
+                    reservation: Some(karpenter_core::instancetype::Reservation {
                         id: reservation.id.clone(),
                         capacity: u32::try_from(reservation.available.max(0)).unwrap_or(u32::MAX),
                         label: LABEL_CAPACITY_RESERVATION_ID.into(),

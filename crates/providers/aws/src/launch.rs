@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use karpenter_api::NodeClaim;
 use karpenter_api::labels::{ARCH_LABEL, CAPACITY_TYPE_LABEL};
-use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::instancetype::InstanceType;
 use karpenter_core::resources::Resources;
 use karpenter_core::scheduling::Requirements;
 

@@ -30,7 +30,7 @@ use karpenter_cloudprovider::resolved::ResolvedTypes;
 use karpenter_cloudprovider::{
     CloudProvider, CloudProviderError, NodeClassReadiness, RepairPolicy, Result,
 };
-use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::instancetype::InstanceType;
 use karpenter_core::scheduling::Requirement;
 use karpenter_core::scheduling::requirements::node_claim_labels;
 use tokio::sync::Mutex;

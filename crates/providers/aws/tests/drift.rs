@@ -406,7 +406,7 @@ fn a_reclaimed_reservation_takes_no_more_launches_until_ec2_is_asked_again() {
         let p = provider_with(fake.clone(), store(class));
         let mut pool = NodePool::default();
         pool.spec.template.spec.node_class_ref.name = "default".into();
-        let reserved_available = |types: &[Arc<karpenter_core::cloudprovider::InstanceType>]| {
+        let reserved_available = |types: &[Arc<karpenter_core::instancetype::InstanceType>]| {
             types
                 .iter()
                 .flat_map(|t| t.offerings.iter())
@@ -441,7 +441,7 @@ fn a_reserved_launch_counts_against_the_reservation_until_ec2_is_asked_again() {
         let p = provider_with(fake.clone(), store(class));
         let mut pool = NodePool::default();
         pool.spec.template.spec.node_class_ref.name = "default".into();
-        let reserved_available = |types: &[Arc<karpenter_core::cloudprovider::InstanceType>]| {
+        let reserved_available = |types: &[Arc<karpenter_core::instancetype::InstanceType>]| {
             types
                 .iter()
                 .flat_map(|t| t.offerings.iter())

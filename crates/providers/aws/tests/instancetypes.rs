@@ -121,10 +121,7 @@ fn info(name: &str) -> &'static instancetype::InstanceTypeInfo {
     catalog().types.iter().find(|t| t.name == name).unwrap()
 }
 
-fn resolve(
-    name: &str,
-    settings: &NodeClassSettings,
-) -> karpenter_core::cloudprovider::InstanceType {
+fn resolve(name: &str, settings: &NodeClassSettings) -> karpenter_core::instancetype::InstanceType {
     instancetype::resolve(
         info(name),
         "us-east-1",
@@ -278,7 +275,7 @@ fn gpus_and_labels() {
     let gpu = resolve("p4d.24xlarge", &base);
     assert_eq!(gpu.capacity.get("nvidia.com/gpu"), 8000);
     assert_eq!(gpu.capacity.get("vpc.amazonaws.com/efa"), 4000);
-    let has = |it: &karpenter_core::cloudprovider::InstanceType, key: &str, value: &str| {
+    let has = |it: &karpenter_core::instancetype::InstanceType, key: &str, value: &str| {
         it.requirements.allows(key, value)
     };
     assert!(has(&gpu, "karpenter.k8s.aws/instance-gpu-name", "a100"));

@@ -6,7 +6,7 @@ use karpenter_api::{NodeClaim, NodeSelectorRequirementWithMinValues, Operator};
 use karpenter_aws::instancetype::{self, NodeClassSettings, Reservation, ZoneInfo, catalog};
 use karpenter_aws::launch::{LaunchImage, LaunchSubnet, MAX_INSTANCE_TYPES, PlanError, plan};
 use karpenter_aws::pricing::{Pricing, SpotPrice};
-use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::instancetype::InstanceType;
 use karpenter_core::resources::Resources;
 use karpenter_core::scheduling::Requirement;
 
@@ -284,7 +284,7 @@ fn reserved_capacity_comes_first_in_the_reservations_the_claim_allows() {
         .map(|o| (o.zone.as_str(), o.available, o.reservation.clone()))
         .collect();
     let of = |id: &str, capacity| {
-        Some(karpenter_core::cloudprovider::Reservation {
+        Some(karpenter_core::instancetype::Reservation {
             id: id.into(),
             capacity,
             label: "karpenter.k8s.aws/capacity-reservation-id".into(),

@@ -448,7 +448,7 @@ async fn a_capacity_reservation_interruption_replaces_the_node_and_frees_no_more
     let mut pool = NodePool::default();
     pool.spec.template.spec.node_class_ref.name = "default".into();
     // Offerings a launch could go into: a full reservation stays listed, unavailable.
-    let reserved_offerings = |types: Vec<Arc<karpenter_core::cloudprovider::InstanceType>>| {
+    let reserved_offerings = |types: Vec<Arc<karpenter_core::instancetype::InstanceType>>| {
         types
             .iter()
             .flat_map(|t| t.offerings.iter())

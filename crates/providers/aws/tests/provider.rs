@@ -232,7 +232,7 @@ fn on_demand_prices_come_from_the_price_list_unless_isolated() {
     block_on(async {
         let mut pool = NodePool::default();
         pool.spec.template.spec.node_class_ref.name = "default".into();
-        let price_of = |types: &[std::sync::Arc<karpenter_core::cloudprovider::InstanceType>]| {
+        let price_of = |types: &[std::sync::Arc<karpenter_core::instancetype::InstanceType>]| {
             types
                 .iter()
                 .find(|t| t.name == "m5.large")

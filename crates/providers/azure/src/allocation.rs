@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use karpenter_api::NodeClaim;
 use karpenter_api::labels::{CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT};
-use karpenter_core::cloudprovider::{InstanceType, Offering, launchable};
+use karpenter_core::instancetype::{InstanceType, Offering, launchable};
 use karpenter_core::scheduling::Requirements;
 
 use crate::instancetype::{
@@ -134,7 +134,7 @@ pub fn select(types: &[Arc<InstanceType>], claim: &NodeClaim) -> Option<Selectio
 mod tests {
     use super::*;
     use karpenter_api::NodeSelectorRequirementWithMinValues;
-    use karpenter_core::cloudprovider::Overhead;
+    use karpenter_core::instancetype::Overhead;
     use karpenter_core::resources::Resources;
 
     fn offering(price: f64, capacity_type: &str, zone: &str, available: bool) -> Offering {

@@ -10,7 +10,7 @@ use karpenter_cloudprovider::Catalog;
 use crate::instancetype::is_node_size;
 use crate::vmsize;
 use karpenter_cloudprovider::catalog::{on_demand, requirements};
-use karpenter_core::cloudprovider::{InstanceType, Overhead};
+use karpenter_core::instancetype::{InstanceType, Overhead};
 use karpenter_core::resources::Resources;
 use serde::Deserialize;
 use std::collections::HashSet;

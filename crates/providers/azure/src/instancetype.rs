@@ -11,7 +11,7 @@ use karpenter_api::labels::{
     ARCH_LABEL, CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT,
     INSTANCE_TYPE_LABEL, OS_LABEL, REGION_LABEL, ZONE_LABEL,
 };
-use karpenter_core::cloudprovider::{InstanceType, Offering};
+use karpenter_core::instancetype::{InstanceType, Offering};
 use karpenter_core::resources::Resources;
 use karpenter_core::scheduling::{Requirement, Requirements};
 

@@ -151,7 +151,7 @@ pub type FamilyOf<'a> = &'a dyn Fn(&str) -> Option<(String, i64)>;
 /// a larger one of the same family will not get either.
 pub fn expand(
     blocks: &[Block],
-    types: &[std::sync::Arc<karpenter_core::cloudprovider::InstanceType>],
+    types: &[std::sync::Arc<karpenter_core::instancetype::InstanceType>],
     family_of: FamilyOf<'_>,
 ) -> Vec<(String, String, String, Duration)> {
     let mut out = Vec::new();
@@ -294,7 +294,7 @@ mod tests {
 
     #[test]
     fn blocks_expand_to_the_offerings_they_cover() {
-        use karpenter_core::cloudprovider::{InstanceType, Offering, Overhead};
+        use karpenter_core::instancetype::{InstanceType, Offering, Overhead};
         let offering = |zone: &str, ct: &str| Offering {
             zone: zone.into(),
             capacity_type: ct.into(),

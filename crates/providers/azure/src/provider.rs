@@ -24,7 +24,7 @@ use karpenter_cloudprovider::unavailable::UnavailableOfferings;
 use karpenter_cloudprovider::{
     CloudProvider, CloudProviderError, NodeClassReadiness, RepairPolicy, Result,
 };
-use karpenter_core::cloudprovider::{InstanceType, launch_labels};
+use karpenter_core::instancetype::{InstanceType, launch_labels};
 use tokio::sync::Mutex;
 
 use crate::aksnodeclass::{

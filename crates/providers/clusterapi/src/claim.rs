@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL};
 use karpenter_api::{NodeClaim, NodeClaimStatus};
-use karpenter_core::cloudprovider::{InstanceType, Offering, launch_labels};
+use karpenter_core::instancetype::{InstanceType, Offering, launch_labels};
 use serde_json::{Value, json};
 
 use crate::capi::{

@@ -31,7 +31,7 @@ use karpenter_api::labels::{
     INSTANCE_TYPE_LABEL, OS_LABEL, ZONE_LABEL, check_label_value,
 };
 use karpenter_api::{NodeClaim, NodePool, Operator};
-use karpenter_core::cloudprovider::{InstanceType, Offering, launchable};
+use karpenter_core::instancetype::{InstanceType, Offering, launchable};
 use karpenter_core::resources::Resources;
 use karpenter_core::scheduling::selector;
 use karpenter_core::scheduling::{Requirement, Requirements};

@@ -62,7 +62,7 @@ mod tests {
     use std::sync::Arc;
 
     use karpenter_api::labels::{ARCH_LABEL, ZONE_LABEL};
-    use karpenter_core::cloudprovider::InstanceType;
+    use karpenter_core::instancetype::InstanceType;
 
     use super::*;
 

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use karpenter_api::NodeClaim;
 use karpenter_api::labels::{NODE_POOL_LABEL, UNREGISTERED_TAINT_KEY};
-use karpenter_core::cloudprovider::{InstanceType, launchable};
+use karpenter_core::instancetype::{InstanceType, launchable};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 

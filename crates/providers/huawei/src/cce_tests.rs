@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use karpenter_core::cloudprovider::fake::FakeInstanceType;
+use karpenter_core::instancetype::fake::FakeInstanceType;
 use serde_json::json;
 
 use super::*;

@@ -26,7 +26,7 @@ use karpenter_api::labels::{
     ARCH_AMD64, ARCH_LABEL, CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, INSTANCE_TYPE_LABEL,
     OS_LABEL, REGION_LABEL, WINDOWS_BUILD_LABEL, ZONE_LABEL,
 };
-use karpenter_core::cloudprovider::{InstanceType, Offering, Overhead};
+use karpenter_core::instancetype::{InstanceType, Offering, Overhead};
 use karpenter_core::resources::{self, Resources};
 use karpenter_core::scheduling::{Requirement, Requirements};
 use serde::{Deserialize, Deserializer, Serialize};

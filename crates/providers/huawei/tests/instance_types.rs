@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use karpenter_api::Operator;
-use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::instancetype::InstanceType;
 use karpenter_huawei::CCENodeClassSpec;
 use karpenter_huawei::instancetype::{
     self, InstanceTypeOptions, ListFlavorsResponse, ListServerAzInfoResponse,

@@ -20,7 +20,7 @@ use karpenter_controller::cloudprovider::Provider;
 
 use crate::KWOKNodeClass;
 use crate::catalog::{KWOK_LABELS, instance_types};
-use karpenter_core::cloudprovider::{cheapest_launch, launch_labels};
+use karpenter_core::instancetype::{cheapest_launch, launch_labels};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;

@@ -14,7 +14,7 @@ use karpenter_controller::cloudprovider::{
     CloudProvider, CloudProviderError, Provider, ProviderLoop, Result as CloudResult,
 };
 use karpenter_controller::{Context, Controller, Options, provisioning};
-use karpenter_core::cloudprovider::cheapest_launch;
+use karpenter_core::instancetype::cheapest_launch;
 use karpenter_core::provisioning::node_claim_for;
 use karpenter_kwok::KWOKNodeClass;
 use karpenter_kwok::KwokProvider;
@@ -1582,7 +1582,7 @@ impl CloudProvider for Scripted {
     async fn instance_types(
         &self,
         pool: &NodePool,
-    ) -> CloudResult<Vec<Arc<karpenter_core::cloudprovider::InstanceType>>> {
+    ) -> CloudResult<Vec<Arc<karpenter_core::instancetype::InstanceType>>> {
         self.kwok.instance_types(pool).await
     }
     fn provider_labels(&self) -> Vec<String> {

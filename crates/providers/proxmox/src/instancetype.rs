@@ -23,7 +23,7 @@ use karpenter_api::labels::{
     ARCH_AMD64, ARCH_LABEL, CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, INSTANCE_TYPE_LABEL,
     OS_LABEL, REGION_LABEL, ZONE_LABEL,
 };
-use karpenter_core::cloudprovider::{InstanceType, Offering, Overhead};
+use karpenter_core::instancetype::{InstanceType, Offering, Overhead};
 use karpenter_core::resources::{CPU, MEMORY, PODS, Resources};
 use karpenter_core::scheduling::{Requirement, Requirements};
 

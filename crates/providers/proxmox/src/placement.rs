@@ -22,7 +22,7 @@ use karpenter_api::hash::fnv64;
 use karpenter_api::labels::{
     CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT,
 };
-use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::instancetype::InstanceType;
 use karpenter_core::scheduling::Requirements;
 
 use crate::capacity::Capacities;

@@ -4,7 +4,7 @@
 
 use karpenter_api::Operator;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
-use karpenter_core::cloudprovider::Offering;
+use karpenter_core::instancetype::Offering;
 use karpenter_core::resources::Resources;
 use karpenter_core::scheduling::Requirement;
 

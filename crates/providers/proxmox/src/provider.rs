@@ -31,7 +31,7 @@ use karpenter_cloudprovider::{
     Result,
 };
 use karpenter_controller::nodeclasses::NodeClasses;
-use karpenter_core::cloudprovider::{launch_labels, launchable, order_by_price};
+use karpenter_core::instancetype::{launch_labels, launchable, order_by_price};
 use kube::Api;
 use tokio::sync::Mutex;
 

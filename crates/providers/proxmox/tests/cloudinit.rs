@@ -11,7 +11,7 @@ use std::process::Command;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
-use karpenter_core::cloudprovider::Overhead;
+use karpenter_core::instancetype::Overhead;
 use karpenter_core::resources::Resources as Capacity;
 use karpenter_proxmox::cloudinit::bootstrap::{self, BootstrapToken};
 use karpenter_proxmox::cloudinit::template::{self, GoStruct, TemplateError, Value};

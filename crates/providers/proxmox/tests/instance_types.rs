@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
 use karpenter_api::{NodeClaim, NodeSelectorRequirementWithMinValues, Operator};
-use karpenter_core::cloudprovider::{InstanceType, cheapest_launch};
+use karpenter_core::instancetype::{InstanceType, cheapest_launch};
 use karpenter_core::resources::Resources;
 use karpenter_proxmox::capacity::{Capacities, VmShape};
 use karpenter_proxmox::catalog::{self, NODES, REGION};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use karpenter_api::NodePool;
-use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::instancetype::InstanceType;
 use karpenter_core::provisioning::scheduling::{NodePoolInput, Scheduler};
 use karpenter_core::resources::pod_requests;
 use karpenter_core::scheduling::Requirements;

@@ -17,9 +17,9 @@ use karpenter_api::NodePool;
 use karpenter_api::duration::parse_go_duration;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, ZONE_LABEL};
 use karpenter_api::nodeoverlay::CAPACITY_OVERLAY_HASH_ANNOTATION;
-use karpenter_core::cloudprovider::cheapest_launch;
-use karpenter_core::cloudprovider::overlay::Evaluation;
 use karpenter_core::disruption::drift::node_pool_hash_annotations;
+use karpenter_core::instancetype::cheapest_launch;
+use karpenter_core::instancetype::overlay::Evaluation;
 use karpenter_core::provisioning::nodepools::launchable;
 use karpenter_core::provisioning::scheduling::{
     BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
@@ -810,7 +810,7 @@ impl Simulation {
             .collect();
         let evaluation = self.feature_gates.node_overlay.then(|| {
             let overlays: Vec<_> = self.overlays.values().cloned().collect();
-            karpenter_core::cloudprovider::overlay::apply_to_pools(&overlays, &mut pools)
+            karpenter_core::instancetype::overlay::apply_to_pools(&overlays, &mut pools)
         });
         (pools, evaluation)
     }

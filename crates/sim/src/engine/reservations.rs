@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use karpenter_api::Operator;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
-use karpenter_core::cloudprovider::{InstanceType, Offering, RESERVED, Reservation};
+use karpenter_core::instancetype::{InstanceType, Offering, RESERVED, Reservation};
 use karpenter_core::scheduling::Requirement;
 
 use crate::catalog::Catalog;

@@ -29,7 +29,7 @@ use nodeclaim::{Headroom, InflightClaim, NodeClaimTemplate, relax_min_values, un
 pub use reservation::{ReservationError, ReservationManager, ReservedOfferingMode};
 use topology::{CountedNode, Matching, PodRef, Topology};
 
-use crate::cloudprovider::{InstanceType, RESERVED};
+use crate::instancetype::{InstanceType, RESERVED};
 use crate::resources::{Limits, NODES, QuantityError, Resources};
 use crate::scheduling::hostports::{HostPort, spec_host_ports};
 use crate::scheduling::volumeusage::Attachment;

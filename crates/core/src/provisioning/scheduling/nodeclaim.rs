@@ -14,7 +14,7 @@ use karpenter_api::labels::{
 use karpenter_api::{NodePool, Operator};
 
 use super::PodData;
-use crate::cloudprovider::{InstanceType, Offering};
+use crate::instancetype::{InstanceType, Offering};
 use crate::resources::Resources;
 use crate::scheduling::hostports::{self, HostPort};
 use crate::scheduling::requirements::agree;

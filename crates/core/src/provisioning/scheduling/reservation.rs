@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::cloudprovider::InstanceType;
+use crate::instancetype::InstanceType;
 
 /// How the scheduler treats a pod that would cost a NodeClaim its reserved offerings
 /// (upstream's `ReservedOfferingMode`).
@@ -156,7 +156,7 @@ mod tests {
     //! Upstream's `reservationmanager_test.go`, case by case.
 
     use super::*;
-    use crate::cloudprovider::{Offering, Overhead, Reservation};
+    use crate::instancetype::{Offering, Overhead, Reservation};
     use crate::resources::Resources;
     use crate::scheduling::Requirements;
 

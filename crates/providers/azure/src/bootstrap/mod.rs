@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine;
 use k8s_openapi::api::core::v1::Taint;
-use karpenter_core::cloudprovider::Overhead;
+use karpenter_core::instancetype::Overhead;
 
 use crate::aksnodeclass::KubeletConfiguration;
 

@@ -3,7 +3,7 @@
 
 use std::sync::LazyLock;
 
-use karpenter_core::cloudprovider::InstanceType;
+use karpenter_core::instancetype::InstanceType;
 use karpenter_core::scheduling::{AllowUndefined, Requirements};
 
 use super::ImageError;

@@ -3,7 +3,7 @@
 
 use karpenter_api::Operator;
 use karpenter_api::labels::{ARCH_LABEL, INSTANCE_TYPE_LABEL};
-use karpenter_core::cloudprovider::{InstanceType, Overhead};
+use karpenter_core::instancetype::{InstanceType, Overhead};
 use karpenter_core::resources::Resources;
 use karpenter_core::scheduling::{Requirement, Requirements};
 

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use karpenter_api::labels::{CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT};
-use karpenter_core::cloudprovider::Overhead;
+use karpenter_core::instancetype::Overhead;
 use karpenter_core::resources::{self, CPU, MEMORY, PODS, Resources};
 use serde_json::{Map, Value};
 

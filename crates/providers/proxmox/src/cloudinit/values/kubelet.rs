@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 use gtmpl::Value;
 use karpenter_api::labels::UNREGISTERED_TAINT_KEY;
-use karpenter_core::cloudprovider::Overhead;
+use karpenter_core::instancetype::Overhead;
 use karpenter_core::resources::{self, Resources};
 use serde_json::Value as Json;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::cloudprovider::fake::FakeInstanceType;
+use crate::instancetype::fake::FakeInstanceType;
 
 fn overlay(name: &str, weight: Option<i32>, reqs: Value, change: Value) -> NodeOverlay {
     let mut spec = json!({"requirements": reqs});
