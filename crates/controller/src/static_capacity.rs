@@ -73,7 +73,7 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>) -> Result<Reconciled,
             .map(|p| p.to_pod())
             .collect()
     };
-    let now = ctx.clock.now().as_second();
+    let now = ctx.clock.now();
     let mut done = Reconciled::default();
     let mut failed = None;
     for pool in ctx.cluster.node_pools.all() {

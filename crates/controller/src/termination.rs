@@ -159,7 +159,7 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
         });
         return ctx.patch_node(&name, patch).await;
     }
-    let deadline = termination_deadline(claim.as_deref()).map(|d| d.as_second());
+    let deadline = termination_deadline(claim.as_deref());
     if let Some(at) = claim.as_deref().and_then(|c| {
         c.annotations()
             .get(NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION)
@@ -170,11 +170,11 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
     }
     let on_node = ctx.cluster.pods_on(&name);
     let on_node: Vec<&StoredPod> = on_node.iter().map(|p| &**p).collect();
-    let step = termination::drain_step(&on_node, deadline, now.as_second());
+    let step = termination::drain_step(&on_node, deadline, now);
     if step.waiting > 0 {
         ctx.drains.reset(&name);
         let waiting = step.waiting;
-        drain(ctx, node, step, deadline, now.as_second()).await;
+        drain(ctx, node, step, deadline, now).await;
         let why = format!("{waiting} pods are waiting to be evicted");
         ctx.recorder
             .publish(node, catalog::failed_draining(&name, &why))
@@ -187,7 +187,7 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
     {
         return Ok(());
     }
-    if deadline.is_none_or(|d| now.as_second() < d) {
+    if deadline.is_none_or(|d| now < d) {
         let attachments = ctx.cluster.volume_attachments.by_secondary_key(&name);
         let volume_of = |namespace: &str, claim: &str| {
             ctx.cluster
@@ -199,7 +199,7 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
             attachments.iter().map(|a| &**a),
             &on_node,
             volume_of,
-            now.as_second(),
+            now,
         );
         if !blocking.is_empty() {
             let names: Vec<String> = blocking
@@ -274,10 +274,8 @@ fn eviction_reason<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> String {
 }
 
 /// A time as Go prints a UTC `time.Time` with `%v` (upstream's `Disrupted` message).
-fn go_time(unix_seconds: i64) -> String {
-    Timestamp::from_second(unix_seconds)
-        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string())
-        .unwrap_or_default()
+fn go_time(at: Timestamp) -> String {
+    at.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string()
 }
 
 fn pod_name(pod: &StoredPod) -> String {
@@ -288,15 +286,15 @@ async fn drain<P: CloudProvider>(
     ctx: &Context<P>,
     node: &Node,
     step: DrainStep<'_, StoredPod>,
-    deadline: Option<i64>,
-    now: i64,
+    deadline: Option<Timestamp>,
+    now: Timestamp,
 ) {
     for pod in &step.delete {
         let api: Api<Pod> = Api::namespaced(
             ctx.client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or("default"),
         );
-        let grace = deadline.map_or(1, |d| (d - now).max(1)) as u32;
+        let grace = deadline.map_or(1, |d| (d.as_second() - now.as_second()).max(1)) as u32;
         let params = DeleteParams {
             grace_period_seconds: Some(grace),
             preconditions: uid_precondition(pod),
@@ -421,7 +419,10 @@ mod tests {
     #[test]
     fn times_print_as_gos_time_does() {
         // 2026-01-01T00:10:00Z, as upstream's `Disrupted` message prints the node's deadline.
-        assert_eq!(go_time(1_767_226_200), "2026-01-01 00:10:00 +0000 UTC");
+        assert_eq!(
+            go_time(Timestamp::from_second(1_767_226_200).unwrap()),
+            "2026-01-01 00:10:00 +0000 UTC"
+        );
     }
 
     fn pod(name: &str, critical: bool, daemonset: bool) -> StoredPod {
@@ -481,11 +482,12 @@ mod tests {
         let mut remaining: Vec<&StoredPod> = all.iter().collect();
         let mut order = Vec::new();
         while !remaining.is_empty() {
-            let group: Vec<String> = termination::drain_step(&remaining, None, 0)
-                .evict
-                .iter()
-                .map(|p| pod_name(p))
-                .collect();
+            let group: Vec<String> =
+                termination::drain_step(&remaining, None, Timestamp::UNIX_EPOCH)
+                    .evict
+                    .iter()
+                    .map(|p| pod_name(p))
+                    .collect();
             remaining.retain(|p| !group.contains(&pod_name(p)));
             order.push(group);
         }
@@ -501,7 +503,11 @@ mod tests {
             .unwrap()
             .termination_grace_period_seconds = Some(5);
         let (tolerant, short) = (stored(tolerant), stored(short));
-        let step = termination::drain_step(&[&tolerant, &short], Some(100), 90);
+        let step = termination::drain_step(
+            &[&tolerant, &short],
+            Some(Timestamp::from_second(100).unwrap()),
+            Timestamp::from_second(90).unwrap(),
+        );
         assert_eq!(
             step.waiting, 1,
             "a pod tolerating everything is not waited for"

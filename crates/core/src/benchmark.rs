@@ -391,7 +391,7 @@ pub fn consolidation_pass(
     nodes: &[crate::disruption::NodeState],
 ) -> crate::disruption::Decision {
     crate::disruption::decide(&crate::disruption::Input {
-        now: 0,
+        now: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         nodes,
         node_pools: std::slice::from_ref(pool),
         pdbs: &[],

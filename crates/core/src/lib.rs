@@ -1,6 +1,11 @@
 //! The decisions of karpenter as pure functions over a snapshot of the cluster: resources,
 //! the requirements algebra, instance types, the scheduling simulation and disruption. Nothing
 //! here performs I/O, reads a clock or needs a runtime.
+//!
+//! Time comes in as values: wall time (budget schedules, `consolidateAfter`, `expireAfter`,
+//! termination deadlines, repair tolerations) as a [`k8s_openapi::jiff::Timestamp`], and
+//! monotonic time (batching windows, validation and replacement waits) as a
+//! [`std::time::Duration`] since an origin the caller keeps.
 
 pub mod benchmark;
 pub mod disruption;

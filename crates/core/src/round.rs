@@ -405,7 +405,7 @@ fn provision<'a, P: ObservedPod>(
 }
 
 fn expire<'a, P: ObservedPod>(snapshot: &Snapshot<'a, P>, now: Timestamp) -> Vec<Expired<'a>> {
-    let states = snapshot.node_states(now.as_second());
+    let states = snapshot.node_states(now);
     snapshot
         .nodes
         .iter()
@@ -432,7 +432,7 @@ fn disrupt<P: ObservedPod>(
     holding: &Holding<'_>,
     expiring: &BTreeSet<&str>,
 ) -> Disruption {
-    let now = inputs.now.as_second();
+    let now = inputs.now;
     let mut owned = snapshot.disruption(now);
     // Consolidation must still fit the virtual pods; emptiness keeps the nodes holding them.
     owned.pending_pods.extend(virtual_pods.iter().cloned());
@@ -485,7 +485,7 @@ fn static_capacity<P: ObservedPod>(
                 &claims,
                 snapshot.marked_for_deletion(),
                 &pods_on,
-                now.as_second(),
+                now,
             );
             let node_claim = match action {
                 static_capacity::Action::Create(_) => {

@@ -20,6 +20,10 @@ use support::*;
 
 const NOW: i64 = 1_717_372_800 + 12 * 3600;
 
+fn at(second: i64) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_second(second).unwrap()
+}
+
 fn pools() -> Vec<NodePoolInput> {
     let mut np = node_pool("default").0;
     np.spec.disruption.consolidate_after = NillableDuration::from_secs(0);
@@ -43,8 +47,8 @@ fn node(name: &str, cpu: usize, pods: Vec<Pod>, buffer_pods: usize) -> NodeState
         initialized: true,
         ready: true,
         price: it.offerings[0].price,
-        created_at: NOW - 3600,
-        last_pod_event: NOW - 3600,
+        created_at: at(NOW - 3600),
+        last_pod_event: at(NOW - 3600),
         buffer_pods,
         ..Default::default()
     }
@@ -53,7 +57,7 @@ fn node(name: &str, cpu: usize, pods: Vec<Pod>, buffer_pods: usize) -> NodeState
 fn decide_with(nodes: &[NodeState], pending: &[Pod]) -> Decision {
     let pools = pools();
     decide(&Input {
-        now: NOW,
+        now: at(NOW),
         nodes,
         node_pools: &pools,
         pdbs: &[],

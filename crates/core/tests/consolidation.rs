@@ -25,6 +25,10 @@ use support::*;
 
 const NOW: i64 = 1_717_372_800 + 12 * 3600;
 
+fn at(second: i64) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_second(second).unwrap()
+}
+
 /// The assorted catalog's Linux amd64 types offered as `capacity_type`, cheapest first.
 fn by_price(capacity_type: &str) -> Vec<Arc<InstanceType>> {
     let mut types: Vec<Arc<InstanceType>> = catalog()
@@ -100,8 +104,8 @@ fn node_of(name: &str, pool: &str, it: &InstanceType, pods: Vec<Pod>) -> NodeSta
         initialized: true,
         ready: true,
         price: offering.price,
-        created_at: NOW - 3600,
-        last_pod_event: NOW - 3600,
+        created_at: at(NOW - 3600),
+        last_pod_event: at(NOW - 3600),
         ..Default::default()
     }
 }
@@ -160,7 +164,7 @@ impl Cluster {
 
     fn decide(&self) -> Decision {
         decide(&Input {
-            now: NOW,
+            now: at(NOW),
             nodes: &self.nodes,
             node_pools: &self.pools,
             pdbs: &self.pdbs,
@@ -206,7 +210,7 @@ fn pod_churn_holds_a_node_within_consolidate_after() {
     c.pools = vec![pool_with("default", |np| {
         np.spec.disruption.consolidate_after = NillableDuration::from_secs(300)
     })];
-    c.nodes[0].last_pod_event = NOW - 10;
+    c.nodes[0].last_pod_event = at(NOW - 10);
     let d = c.decide();
     assert_eq!(outcome(&d), Some((names(&["node-1"]), 0)));
     assert_eq!(d.commands[0].reason, DisruptionReason::Empty);
@@ -383,11 +387,11 @@ fn consolidate_after_holds_candidates_until_their_window_passes() {
         np.spec.disruption.consolidate_after = NillableDuration::from_secs(60)
     })];
     for n in &mut c.nodes {
-        n.last_pod_event = NOW - 30;
+        n.last_pod_event = at(NOW - 30);
     }
     assert_eq!(outcome(&c.decide()), None, "inside the window");
     for n in &mut c.nodes {
-        n.last_pod_event = NOW - 120;
+        n.last_pod_event = at(NOW - 120);
     }
     assert_eq!(outcome(&c.decide()), Some((names(&["node-1"]), 0)));
 }

@@ -15,6 +15,10 @@ use support::*;
 
 const NOW: i64 = 1_717_372_800 + 12 * 3600; // a Monday, noon UTC
 
+fn at(second: i64) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_second(second).unwrap()
+}
+
 fn types() -> Vec<Arc<InstanceType>> {
     arc(fake::instance_types(16))
 }
@@ -44,8 +48,8 @@ fn node(name: &str, pool: &str, cpu: usize, capacity_type: &str, pods: Vec<Pod>)
         initialized: true,
         ready: true,
         price: it.offerings[0].price,
-        created_at: NOW - 3600,
-        last_pod_event: NOW - 3600,
+        created_at: at(NOW - 3600),
+        last_pod_event: at(NOW - 3600),
         ..Default::default()
     }
 }
@@ -68,7 +72,7 @@ fn input<'a>(
     spot_to_spot: bool,
 ) -> Input<'a> {
     Input {
-        now: NOW,
+        now: at(NOW),
         nodes,
         node_pools: pools,
         pdbs,
@@ -590,7 +594,7 @@ fn drift_replaces_drifted_nodes() {
     let pools = [pool("default", |_| {})];
     let mut n = node("old", "default", 2, "on-demand", vec![app("1")]);
     n.drifted = true;
-    n.last_pod_event = NOW; // not consolidatable: only drift applies
+    n.last_pod_event = at(NOW); // not consolidatable: only drift applies
     let d = run(&[n], &pools, &[]);
     assert_eq!(d.commands[0].reason, DisruptionReason::Drifted);
     assert_eq!(
@@ -608,7 +612,7 @@ fn drift_replaces_drifted_nodes() {
     })];
     let mut n = node("old", "default", 2, "on-demand", vec![app("1")]);
     n.drifted = true;
-    n.last_pod_event = NOW;
+    n.last_pod_event = at(NOW);
     assert!(run(&[n], &held, &[]).commands.is_empty());
 }
 
@@ -624,11 +628,11 @@ fn drift_takes_empty_nodes_together_then_the_first_found() {
             ..Default::default()
         }]
     })];
-    let drifted = |name: &str, at: i64, pods: Vec<Pod>| {
+    let drifted = |name: &str, drifted_at: i64, pods: Vec<Pod>| {
         let mut n = node(name, "default", 2, "on-demand", pods);
         n.drifted = true;
-        n.drifted_at = at;
-        n.last_pod_event = NOW;
+        n.drifted_at = Some(at(drifted_at));
+        n.last_pod_event = at(NOW);
         n
     };
     let nodes = [

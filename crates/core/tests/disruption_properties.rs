@@ -20,6 +20,10 @@ use proptest::prelude::*;
 use support::*;
 
 const NOW: i64 = 1_717_372_800 + 12 * 3600;
+
+fn at(second: i64) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_second(second).unwrap()
+}
 const APPS: [&str; 3] = ["web", "db", "batch"];
 
 #[derive(Clone, Debug)]
@@ -131,8 +135,8 @@ fn build(spec: &ClusterSpec) -> Cluster {
             initialized: true,
             ready: true,
             price: offering.price,
-            created_at: NOW - 3600,
-            last_pod_event: NOW - 3600,
+            created_at: at(NOW - 3600),
+            last_pod_event: at(NOW - 3600),
             ..Default::default()
         });
     }
@@ -156,7 +160,7 @@ fn build(spec: &ClusterSpec) -> Cluster {
 
 fn run(c: &Cluster) -> Decision {
     decide(&Input {
-        now: NOW,
+        now: at(NOW),
         nodes: &c.nodes,
         node_pools: &c.pools,
         pdbs: &c.pdbs,
@@ -191,7 +195,7 @@ proptest! {
                 &cluster.pools[0].node_pool,
                 cluster.nodes.len(),
                 cmd.reason,
-                NOW,
+                at(NOW),
             );
             prop_assert!(cmd.candidates.len() <= allowed, "{cmd:?} exceeds budget {allowed}");
             let removed: Vec<&NodeState> = cmd.candidates.iter().map(|c| by_name[c.as_str()]).collect();

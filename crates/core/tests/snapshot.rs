@@ -186,14 +186,14 @@ fn nodes_being_deleted_are_no_place_for_pods_and_their_pods_need_one() {
     let mut displaced = names(&snapshot.displaced);
     displaced.sort();
     assert_eq!(displaced, ["a", "b", "c", "c-sts-terminating"]);
-    let states = snapshot.node_states(0);
+    let states = snapshot.node_states(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
     let deleting: Vec<&str> = states
         .iter()
         .filter(|n| n.deleting)
         .map(|n| n.name.as_str())
         .collect();
     assert_eq!(deleting, ["claim-deleting", "deleting", "marked"]);
-    let disruption = snapshot.disruption(0);
+    let disruption = snapshot.disruption(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
     assert_eq!(
         disruption.pending_pods.len(),
         4,
@@ -244,7 +244,7 @@ fn launched_claims_without_a_node_are_places_for_pods_and_unlaunched_ones_hold_p
         1,
         "the claim's startup taints go with its node"
     );
-    let states = snapshot.node_states(0);
+    let states = snapshot.node_states(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
     let n1 = states.iter().find(|n| n.name == "n1").unwrap();
     assert!(
         n1.drifted,
@@ -302,7 +302,7 @@ fn disruption_sees_prices_nominations_and_the_last_pod_event() {
     let mut o = observed(&nodes, &claims, &pods);
     o.node_pools = &pools;
     o.nominated = BTreeSet::from(["n1".to_string()]);
-    let states = Snapshot::new(o).node_states(0);
+    let states = Snapshot::new(o).node_states(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
     let n1 = states.iter().find(|n| n.name == "n1").unwrap();
     assert_eq!(n1.price, offering.price);
     assert!(n1.nominated);
@@ -310,16 +310,12 @@ fn disruption_sees_prices_nominations_and_the_last_pod_event() {
     let mut o = observed(&nodes, &claims, &pods);
     o.node_pools = &pools;
     o.nominated = BTreeSet::from(["c1".to_string()]);
-    let states = Snapshot::new(o).node_states(0);
+    let states = Snapshot::new(o).node_states(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
     assert!(
         states.iter().find(|n| n.name == "n1").unwrap().nominated,
         "the nomination of claim c1 holds for its node n1"
     );
-    let t = |s: &str| {
-        s.parse::<k8s_openapi::jiff::Timestamp>()
-            .unwrap()
-            .as_second()
-    };
+    let t = |s: &str| s.parse::<k8s_openapi::jiff::Timestamp>().unwrap();
     assert_eq!(n1.created_at, t("2025-01-01T00:00:00Z"));
     assert_eq!(
         n1.last_pod_event,

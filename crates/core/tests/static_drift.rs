@@ -16,6 +16,10 @@ use support::*;
 
 const NOW: i64 = 1_717_372_800 + 12 * 3600;
 
+fn at(second: i64) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_second(second).unwrap()
+}
+
 fn types() -> Vec<Arc<InstanceType>> {
     arc(fake::instance_types(16))
 }
@@ -55,10 +59,10 @@ fn node(name: &str, cpu: usize, drifted: bool, pods: Vec<Pod>) -> NodeState {
         initialized: true,
         ready: true,
         price: it.offerings[0].price,
-        created_at: NOW - 3600,
-        last_pod_event: NOW - 3600,
+        created_at: at(NOW - 3600),
+        last_pod_event: at(NOW - 3600),
         drifted,
-        drifted_at: if drifted { NOW - 60 } else { 0 },
+        drifted_at: drifted.then(|| at(NOW - 60)),
         ..Default::default()
     }
 }
@@ -71,7 +75,7 @@ fn nodes(n: usize, drifted: bool) -> Vec<NodeState> {
 
 fn run(nodes: &[NodeState], pools: &[NodePoolInput]) -> Decision {
     decide(&Input {
-        now: NOW,
+        now: at(NOW),
         nodes,
         node_pools: pools,
         pdbs: &[],

@@ -149,8 +149,7 @@ pub fn pass<P: CloudProvider>(ctx: &Context<P>) {
         .iter()
         .filter_map(|n| BudgetNode::of(n, claim_of(n), &marked))
         .collect();
-    let (allowed, consuming) =
-        state_gauges::budget_series(&managed, &budget_nodes, now.as_second());
+    let (allowed, consuming) = state_gauges::budget_series(&managed, &budget_nodes, now);
     m.nodepools_allowed_disruptions.replace_all(allowed);
     m.nodepools_nodes_consuming_budgets.replace_all(consuming);
 

@@ -360,7 +360,11 @@ impl<'a> BudgetNode<'a> {
 /// for every reason, as upstream's budget mapping sets them: over the NodePool's initialized
 /// nodes whose instances are not terminating, the budgets' allowance (2147483647 when no
 /// budget is active) and how many of those nodes are not ready or being disrupted.
-pub fn budget_series(pools: &[&NodePool], nodes: &[BudgetNode<'_>], now: i64) -> (Series, Series) {
+pub fn budget_series(
+    pools: &[&NodePool],
+    nodes: &[BudgetNode<'_>],
+    now: k8s_openapi::jiff::Timestamp,
+) -> (Series, Series) {
     let mut counted: HashMap<&str, (usize, usize)> = HashMap::new();
     for n in nodes
         .iter()
@@ -584,7 +588,8 @@ mod tests {
                 disrupting: i == 0,
             })
             .collect();
-        let (allowed, consuming) = budget_series(&[&p], &nodes, 0);
+        let (allowed, consuming) =
+            budget_series(&[&p], &nodes, k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
         let get =
             |s: &Series, reason: &str| s.iter().find(|(l, _)| l[1] == reason).map(|(_, v)| *v);
         // 50% of the 3 initialized nodes, rounded up.
@@ -596,7 +601,11 @@ mod tests {
             json!({"template": {"spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": []}},
                    "disruption": {"budgets": []}}),
         );
-        let (allowed, _) = budget_series(&[&unbudgeted], &[], 0);
+        let (allowed, _) = budget_series(
+            &[&unbudgeted],
+            &[],
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        );
         assert_eq!(allowed[0].1, f64::from(i32::MAX));
     }
 }

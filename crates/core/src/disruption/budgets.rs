@@ -1,12 +1,14 @@
 //! Disruption budgets: how many of a NodePool's nodes may be disrupted at once, now, for a
 //! reason.
 
+use k8s_openapi::jiff::Timestamp;
 use karpenter_api::cron::Schedule;
 use karpenter_api::{Budget, DisruptionReason, NodePool};
 
 /// How many nodes `budget` allows out of `nodes`, or `None` when it is not active now.
 /// An invalid budget allows nothing (fail closed), as upstream.
-pub fn budget_allows(budget: &Budget, nodes: usize, now: i64) -> Option<usize> {
+pub fn budget_allows(budget: &Budget, nodes: usize, now: Timestamp) -> Option<usize> {
+    let now = now.as_second();
     if let (Some(schedule), Some(duration)) = (&budget.schedule, &budget.duration) {
         let Ok(schedule) = Schedule::parse(schedule) else {
             return Some(0);
@@ -38,7 +40,7 @@ pub fn allowed_disruptions(
     node_pool: &NodePool,
     nodes: usize,
     reason: DisruptionReason,
-    now: i64,
+    now: Timestamp,
 ) -> usize {
     node_pool
         .spec
@@ -71,8 +73,8 @@ mod tests {
     }
 
     /// 2024-06-03 (a Monday) at `hour:minute` UTC, in seconds since the epoch.
-    fn monday(hour: i64, minute: i64) -> i64 {
-        1_717_372_800 + hour * 3600 + minute * 60
+    fn monday(hour: i64, minute: i64) -> Timestamp {
+        Timestamp::from_second(1_717_372_800 + hour * 3600 + minute * 60).unwrap()
     }
 
     #[test]
@@ -92,7 +94,11 @@ mod tests {
         ];
         for (nodes, count, want) in cases {
             assert_eq!(
-                budget_allows(&budget(nodes, None, None, None), count, 0),
+                budget_allows(
+                    &budget(nodes, None, None, None),
+                    count,
+                    Timestamp::UNIX_EPOCH
+                ),
                 Some(want),
                 "{nodes} of {count}"
             );
@@ -160,7 +166,7 @@ mod tests {
         );
         np.spec.disruption.budgets.clear();
         assert_eq!(
-            allowed_disruptions(&np, 50, DisruptionReason::Empty, 0),
+            allowed_disruptions(&np, 50, DisruptionReason::Empty, Timestamp::UNIX_EPOCH),
             usize::MAX
         );
     }
@@ -245,7 +251,12 @@ mod tests {
             let np = pool_with(budgets);
             for (reason, want) in all.iter().zip(want) {
                 assert_eq!(
-                    allowed_disruptions(&np, 100, *reason, JUNE_15_2000),
+                    allowed_disruptions(
+                        &np,
+                        100,
+                        *reason,
+                        Timestamp::from_second(JUNE_15_2000).unwrap()
+                    ),
                     want,
                     "{case}: {reason:?}"
                 );
@@ -340,6 +351,7 @@ mod tests {
             ),
         ];
         for (case, budget, now, want) in cases {
+            let now = Timestamp::from_second(now).unwrap();
             assert_eq!(budget_allows(&budget, 100, now), want, "{case}");
         }
         let err = Schedule::parse("0 0 * * tue-mon").unwrap_err().to_string();

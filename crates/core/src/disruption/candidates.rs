@@ -2,6 +2,7 @@
 //! (the node itself, or a pod's `do-not-disrupt` or PodDisruptionBudget), what moving their
 //! pods costs, and how many each NodePool's budget lets go now.
 
+use k8s_openapi::jiff::Timestamp;
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -178,14 +179,16 @@ impl Candidate<'_> {
         crate::provisioning::static_capacity::is_static(&self.pool.node_pool)
     }
 
-    pub(super) fn consolidatable(&self, now: i64) -> bool {
+    pub(super) fn consolidatable(&self, now: Timestamp) -> bool {
         self.pool
             .node_pool
             .spec
             .disruption
             .consolidate_after
             .0
-            .is_some_and(|after| now - self.node.last_pod_event >= after.as_secs() as i64)
+            .is_some_and(|after| {
+                now.as_second() - self.node.last_pod_event.as_second() >= after.as_secs() as i64
+            })
     }
 }
 
@@ -204,7 +207,7 @@ pub(super) fn candidates<'a>(input: &Input<'a>, decision: &mut Decision) -> Vec<
             continue;
         }
         let pool = pools[node.node_pool.as_deref().unwrap_or_default()];
-        let pod_blocker = pod_blocked_reason(node, input.pdbs, input.now);
+        let pod_blocker = pod_blocked_reason(node, input.pdbs, input.now.as_second());
         let eventual = node.drifted
             && pool
                 .node_pool

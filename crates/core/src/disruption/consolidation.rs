@@ -3,6 +3,7 @@
 //! refuse with the reason upstream gives.
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL};
 use karpenter_api::{ConsolidationPolicy, DisruptionReason};
 
@@ -375,7 +376,7 @@ pub(super) fn consolidation_candidates<'c, 'a>(
 /// changed within `consolidateAfter`.
 pub(super) fn ineligible_for_consolidation(
     c: &Candidate<'_>,
-    now: i64,
+    now: Timestamp,
 ) -> Option<(Blocked, String)> {
     // Static NodePools keep their size: never consolidated (no event, as upstream).
     if c.is_static() {
@@ -510,7 +511,7 @@ mod tests {
             node("pricey", "other", 10.0, 1),
         ];
         let input = Input {
-            now: 0,
+            now: Timestamp::UNIX_EPOCH,
             nodes: &nodes,
             node_pools: &[],
             pdbs: &[],

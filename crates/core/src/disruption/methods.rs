@@ -2,6 +2,7 @@
 //! says which candidates it would move and returns at most one command, blocking the nodes it
 //! passes over with the reason.
 
+use k8s_openapi::jiff::Timestamp;
 use karpenter_api::DisruptionReason;
 
 use super::candidates::{Candidate, budget_mapping, is_empty, round_robin_by_pool, within_budget};
@@ -40,7 +41,7 @@ struct Emptiness;
 /// Whether emptiness may take the candidate (upstream's `ShouldDisrupt` for emptiness): empty,
 /// nothing blocking it, consolidation enabled, holding no CapacityBuffer capacity and
 /// `consolidateAfter` passed.
-pub(super) fn emptiness_eligible(c: &Candidate<'_>, now: i64) -> bool {
+pub(super) fn emptiness_eligible(c: &Candidate<'_>, now: Timestamp) -> bool {
     !c.is_static()
         && c.pod_blocker.is_none()
         && !no_consolidation(c)

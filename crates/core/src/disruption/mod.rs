@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::jiff::Timestamp;
 use karpenter_api::DisruptionReason;
 
 use crate::provisioning::scheduling::{NewNodeClaim, NodePoolInput, SchedulerOptions};
@@ -59,15 +60,15 @@ pub struct NodeState {
     pub nominated: bool,
     /// What it costs per hour.
     pub price: f64,
-    /// When it was created (seconds; the same clock as `now`).
-    pub created_at: i64,
+    /// When it was created.
+    pub created_at: Timestamp,
     /// When a pod last bound to or left it (or when it initialized).
-    pub last_pod_event: i64,
+    pub last_pod_event: Timestamp,
     /// Its NodeClaim no longer matches its NodePool or NodeClass.
     pub drifted: bool,
-    /// When its `Drifted` condition turned true (seconds; 0 unknown): drift acts on the nodes
+    /// When its `Drifted` condition turned true (`None`: unknown): drift acts on the nodes
     /// in the order it found them drifted.
-    pub drifted_at: i64,
+    pub drifted_at: Option<Timestamp>,
     /// Its instance is being terminated (the NodeClaim's `InstanceTerminating`): it no longer
     /// counts toward its NodePool's size for budgets, as upstream.
     pub instance_terminating: bool,
@@ -235,8 +236,8 @@ impl Decision {
 
 /// Everything a disruption pass looks at.
 pub struct Input<'a> {
-    /// Now, in seconds since the Unix epoch (budget schedules are cron in UTC).
-    pub now: i64,
+    /// Now (budget schedules are cron in UTC).
+    pub now: Timestamp,
     /// Every node.
     pub nodes: &'a [NodeState],
     /// The NodePools with their instance types.

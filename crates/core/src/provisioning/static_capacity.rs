@@ -10,6 +10,7 @@
 //! hold a place under `limits.nodes` until they are gone.
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 use karpenter_api::NodePool;
 use karpenter_api::labels::DO_NOT_DISRUPT_ANNOTATION;
 
@@ -124,8 +125,8 @@ pub struct StaticClaim<'a> {
     pub launched: bool,
     /// The pods bound to its node (none without a node).
     pub pods: Vec<&'a Pod>,
-    /// When it was created (seconds; the clock of `now`).
-    pub created_at: i64,
+    /// When it was created.
+    pub created_at: Timestamp,
     /// Its `expireAfter` in seconds (`None`: never).
     pub expire_after: Option<i64>,
 }
@@ -176,7 +177,7 @@ fn empty(claim: &StaticClaim<'_>, now: i64) -> bool {
 fn lifetime_remaining(claim: &StaticClaim<'_>, now: i64) -> f64 {
     match claim.expire_after {
         Some(total) if total > 0 => {
-            ((total - (now - claim.created_at)) as f64 / total as f64).clamp(0.0, 1.0)
+            ((total - (now - claim.created_at.as_second())) as f64 / total as f64).clamp(0.0, 1.0)
         }
         _ => 1.0,
     }
@@ -187,7 +188,8 @@ fn lifetime_remaining(claim: &StaticClaim<'_>, now: i64) -> f64 {
 /// never races a drift replacement). In upstream's order: NodeClaims not launched yet, then
 /// empty nodes, then the rest by rescheduling cost × lifetime remaining, nodes with a
 /// `do-not-disrupt` pod last; ties by name.
-pub fn scale_down<'a>(pool: &NodePool, claims: &[StaticClaim<'a>], now: i64) -> Vec<&'a str> {
+pub fn scale_down<'a>(pool: &NodePool, claims: &[StaticClaim<'a>], now: Timestamp) -> Vec<&'a str> {
+    let now = now.as_second();
     let Some(replicas) = pool.spec.replicas else {
         return Vec::new();
     };
@@ -285,7 +287,7 @@ pub fn decide(
     claims: &[&karpenter_api::NodeClaim],
     marked: &std::collections::BTreeSet<String>,
     pods_on: &dyn Fn(&str) -> Vec<Pod>,
-    now: i64,
+    now: Timestamp,
 ) -> Action {
     if !is_static(pool) || pool.metadata.deletion_timestamp.is_some() {
         return Action::None;
@@ -334,7 +336,7 @@ pub fn decide(
                 .metadata
                 .creation_timestamp
                 .as_ref()
-                .map_or(0, |t| t.0.as_second()),
+                .map_or(Timestamp::UNIX_EPOCH, |t| t.0),
             expire_after: c.spec.expire_after.0.map(|d| d.as_secs() as i64),
         })
         .collect();

@@ -122,13 +122,17 @@ fn daemon(name: &str) -> Pod {
     )
 }
 
+fn t(second: i64) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_second(second).unwrap()
+}
+
 fn claim<'a>(name: &'a str, state: ClaimState, launched: bool, pods: &'a [Pod]) -> StaticClaim<'a> {
     StaticClaim {
         name,
         state,
         launched,
         pods: pods.iter().collect(),
-        created_at: 0,
+        created_at: t(0),
         expire_after: None,
     }
 }
@@ -194,7 +198,7 @@ fn scale_down_counts_only_active_claims() {
         ),
     ];
     for (replicas, claims, want) in cases {
-        let going = scale_down(&pool(Some(replicas), None), &claims, 0);
+        let going = scale_down(&pool(Some(replicas), None), &claims, t(0));
         assert_eq!(going.len(), want, "replicas {replicas}: {going:?}");
         assert!(
             going
@@ -204,7 +208,7 @@ fn scale_down_counts_only_active_claims() {
     }
     // Not a static NodePool: nothing.
     let claims = [claim("a", Active, true, &none)];
-    assert!(scale_down(&pool(None, None), &claims, 0).is_empty());
+    assert!(scale_down(&pool(None, None), &claims, t(0)).is_empty());
 }
 
 #[test]
@@ -220,7 +224,10 @@ fn scale_down_takes_unlaunched_then_empty_nodes_first() {
         claim("u1", Active, false, &none),
         claim("u2", Active, false, &none),
     ];
-    assert_eq!(scale_down(&pool(Some(2), None), &claims, 0), ["u1", "u2"]);
+    assert_eq!(
+        scale_down(&pool(Some(2), None), &claims, t(0)),
+        ["u1", "u2"]
+    );
     // "should prioritize empty nodes (with only daemonset pods) for termination"
     let claims = [
         claim("n0", Active, true, &ds),
@@ -228,7 +235,10 @@ fn scale_down_takes_unlaunched_then_empty_nodes_first() {
         claim("n2", Active, true, &ds),
         claim("n3", Active, true, &app),
     ];
-    assert_eq!(scale_down(&pool(Some(2), None), &claims, 0), ["n0", "n2"]);
+    assert_eq!(
+        scale_down(&pool(Some(2), None), &claims, t(0)),
+        ["n0", "n2"]
+    );
     // "should terminate non-empty nodes when empty nodes are insufficient"
     let claims = [
         claim("n0", Active, true, &app),
@@ -236,7 +246,7 @@ fn scale_down_takes_unlaunched_then_empty_nodes_first() {
         claim("n2", Active, true, &app),
         claim("n3", Active, true, &none),
     ];
-    let going = scale_down(&pool(Some(1), None), &claims, 0);
+    let going = scale_down(&pool(Some(1), None), &claims, t(0));
     assert_eq!(going.len(), 3);
     assert_eq!(&going[..2], ["n1", "n3"]);
 }
@@ -276,7 +286,7 @@ fn scale_down_in_disruption_cost_order() {
         (0, &[]),
     ];
     for (replicas, remaining) in cases {
-        let going = scale_down(&pool(Some(replicas), None), &claims, 0);
+        let going = scale_down(&pool(Some(replicas), None), &claims, t(0));
         let left: Vec<&str> = names
             .iter()
             .copied()
@@ -292,12 +302,12 @@ fn scale_down_prefers_nodes_near_expiry_and_lapsed_do_not_disrupt() {
     let app = [pod("app", json!({}))];
     let mut young = claim("young", Active, true, &app);
     young.expire_after = Some(1000);
-    young.created_at = 900;
+    young.created_at = t(900);
     let mut old = claim("old", Active, true, &app);
     old.expire_after = Some(1000);
-    old.created_at = 100;
+    old.created_at = t(100);
     let claims = [young, old];
-    assert_eq!(scale_down(&pool(Some(1), None), &claims, 1000), ["old"]);
+    assert_eq!(scale_down(&pool(Some(1), None), &claims, t(1000)), ["old"]);
     // A do-not-disrupt duration that has passed no longer holds the node back.
     let lapsed = [pod(
         "app",
@@ -312,7 +322,7 @@ fn scale_down_prefers_nodes_near_expiry_and_lapsed_do_not_disrupt() {
         claim("a", Active, true, &held),
         claim("b", Active, true, &lapsed),
     ];
-    assert_eq!(scale_down(&pool(Some(1), None), &claims, 100), ["b"]);
+    assert_eq!(scale_down(&pool(Some(1), None), &claims, t(100)), ["b"]);
 }
 
 #[test]
@@ -419,7 +429,7 @@ fn decide_over_cluster_objects() {
     };
     let none = std::collections::BTreeSet::new();
     let d = |replicas, marked: &std::collections::BTreeSet<String>| {
-        decide(&pool(Some(replicas), None), &refs, marked, &pods_on, 0)
+        decide(&pool(Some(replicas), None), &refs, marked, &pods_on, t(0))
     };
     assert_eq!(d(2, &none), Action::None);
     assert_eq!(d(4, &none), Action::Create(2));
@@ -429,7 +439,7 @@ fn decide_over_cluster_objects() {
     let marked = ["nb".to_string()].into();
     assert_eq!(d(2, &marked), Action::Create(1));
     assert_eq!(
-        decide(&pool(None, None), &refs, &none, &pods_on, 0),
+        decide(&pool(None, None), &refs, &none, &pods_on, t(0)),
         Action::None
     );
 }

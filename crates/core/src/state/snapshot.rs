@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
 use karpenter_api::NodeClaim;
 use karpenter_api::labels::{
     CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, NODE_INITIALIZED_LABEL,
@@ -82,8 +83,8 @@ fn is_true(conditions: &[Condition], type_: &str) -> bool {
         .any(|c| c.type_ == type_ && c.status == "True")
 }
 
-fn seconds(t: Option<&Time>) -> Option<i64> {
-    t.map(|t| t.0.as_second())
+fn at(t: Option<&Time>) -> Option<Timestamp> {
+    t.map(|t| t.0)
 }
 
 fn resources(list: Option<&karpenter_api::nodeclaim::ResourceList>) -> Resources {
@@ -214,32 +215,28 @@ impl<'a, P: ObservedPod> StateNode<'a, P> {
     }
 
     /// When it was created: its claim, else its node (`None` if neither says).
-    pub fn created_at(&self) -> Option<i64> {
-        seconds(
-            self.claim
-                .and_then(|c| c.metadata.creation_timestamp.as_ref()),
-        )
+    pub fn created_at(&self) -> Option<Timestamp> {
+        at(self
+            .claim
+            .and_then(|c| c.metadata.creation_timestamp.as_ref()))
         .or_else(|| {
-            seconds(
-                self.node
-                    .and_then(|n| n.metadata.creation_timestamp.as_ref()),
-            )
+            at(self
+                .node
+                .and_then(|n| n.metadata.creation_timestamp.as_ref()))
         })
     }
 
     /// When a pod last bound to or left it: the claim's `lastPodEventTime` or its newest pod
     /// (other than DaemonSet pods), never before it initialized (upstream counts from then
     /// when no pod has come or gone) or was created.
-    pub fn last_pod_event(&self, created_at: i64) -> i64 {
+    pub fn last_pod_event(&self, created_at: Timestamp) -> Timestamp {
         let status = self.claim.and_then(|c| c.status.as_ref());
         self.pods
             .iter()
             .filter(|p| !pods::is_daemonset_pod(**p))
-            .filter_map(|p| {
-                seconds(p.start_time()).or_else(|| seconds(p.meta().creation_timestamp.as_ref()))
-            })
-            .chain(seconds(status.and_then(|s| s.last_pod_event_time.as_ref())))
-            .chain(seconds(status.and_then(|s| {
+            .filter_map(|p| at(p.start_time()).or_else(|| at(p.meta().creation_timestamp.as_ref())))
+            .chain(at(status.and_then(|s| s.last_pod_event_time.as_ref())))
+            .chain(at(status.and_then(|s| {
                 s.conditions
                     .iter()
                     .find(|c| c.type_ == INITIALIZED && c.status == "True")
@@ -257,12 +254,12 @@ impl<'a, P: ObservedPod> StateNode<'a, P> {
             .is_some_and(|s| is_true(&s.conditions, DRIFTED))
     }
 
-    /// When its NodeClaim's `Drifted` condition last changed (seconds; 0 when unknown).
-    pub fn drifted_at(&self) -> i64 {
+    /// When its NodeClaim's `Drifted` condition last changed, if it says.
+    pub fn drifted_at(&self) -> Option<Timestamp> {
         self.claim
             .and_then(|c| c.status.as_ref())
             .and_then(|s| s.conditions.iter().find(|c| c.type_ == DRIFTED))
-            .map_or(0, |c| c.last_transition_time.0.as_second())
+            .map(|c| c.last_transition_time.0)
     }
 
     /// Its NodeClaim's instance is being terminated (`InstanceTerminating` is true).
@@ -382,7 +379,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
                 None => ignored += 1,
             }
         }
-        provisionable.sort_by_key(|p| seconds(p.meta().creation_timestamp.as_ref()));
+        provisionable.sort_by_key(|p| at(p.meta().creation_timestamp.as_ref()));
         let mut claims_by_provider_id: HashMap<&str, &'a NodeClaim> = HashMap::new();
         let mut claims_by_node_name: HashMap<&str, &'a NodeClaim> = HashMap::new();
         for &claim in &observed.node_claims {
@@ -541,8 +538,8 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             .collect()
     }
 
-    /// Every node and launched NodeClaim as disruption sees it, as of `now` (seconds).
-    pub fn node_states(&self, now: i64) -> Vec<NodeState> {
+    /// Every node and launched NodeClaim as disruption sees it, as of `now`.
+    pub fn node_states(&self, now: Timestamp) -> Vec<NodeState> {
         self.nodes
             .iter()
             .map(|n| {
@@ -663,7 +660,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
     }
 
     /// Everything a disruption pass reads, as of `now`.
-    pub fn disruption(&self, now: i64) -> DisruptionInputs {
+    pub fn disruption(&self, now: Timestamp) -> DisruptionInputs {
         DisruptionInputs {
             nodes: self.node_states(now),
             pending_pods: self
@@ -750,7 +747,7 @@ impl DisruptionInputs {
     /// The decision's input over these; `options` gain the namespaces.
     pub fn input<'a>(
         &'a self,
-        now: i64,
+        now: Timestamp,
         node_pools: &'a [NodePoolInput],
         options: SchedulerOptions,
         spot_to_spot: bool,

@@ -3,6 +3,7 @@
 //! NodeClaim's `terminationGracePeriod` forces the rest out, and which volume attachments the
 //! instance waits for.
 
+use k8s_openapi::jiff::Timestamp;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Taint;
@@ -38,7 +39,7 @@ pub fn disrupted_taint() -> Taint {
 
 /// Whether the drain waits for a pod: not finished, not a static pod, not tolerating the
 /// disrupted taint (it would come straight back), not stuck terminating.
-pub fn drainable(pod: &(impl ObservedPod + ?Sized), now: i64) -> bool {
+pub fn drainable(pod: &(impl ObservedPod + ?Sized), now: Timestamp) -> bool {
     let tolerations = pod
         .pod_spec()
         .and_then(|s| s.tolerations.as_deref())
@@ -47,7 +48,7 @@ pub fn drainable(pod: &(impl ObservedPod + ?Sized), now: i64) -> bool {
         .meta()
         .deletion_timestamp
         .as_ref()
-        .is_some_and(|t| now - t.0.as_second() >= STUCK_TERMINATING_SECONDS);
+        .is_some_and(|t| now.as_second() - t.0.as_second() >= STUCK_TERMINATING_SECONDS);
     !pods::is_terminal(pod)
         && !pods::is_mirror_pod(pod)
         && taints::first_untolerated(&[disrupted_taint()], tolerations).is_some()
@@ -60,12 +61,12 @@ fn tier(pod: &(impl ObservedPod + ?Sized)) -> u8 {
     (pods::is_critical(pod) as u8) * 2 + pods::is_daemonset_pod(pod) as u8
 }
 
-/// One pass of a drain over the pods bound to a node, at `now` (seconds), with the node's
+/// One pass of a drain over the pods bound to a node, at `now`, with the node's
 /// termination `deadline` if its NodeClaim has a `terminationGracePeriod`.
 pub fn drain_step<'a, P: ObservedPod>(
     on_node: &[&'a P],
-    deadline: Option<i64>,
-    now: i64,
+    deadline: Option<Timestamp>,
+    now: Timestamp,
 ) -> DrainStep<'a, P> {
     let waiting: Vec<&'a P> = on_node
         .iter()
@@ -110,9 +111,9 @@ pub fn evictable(annotations: Option<&BTreeMap<String, String>>) -> bool {
 }
 
 /// Whether a pod still on a draining node must be deleted now: its node's termination
-/// `deadline` (seconds) is so close that the pod's own grace period would run past it.
-pub fn forced(deadline: Option<i64>, pod_grace_seconds: i64, now: i64) -> bool {
-    deadline.is_some_and(|d| now >= d - pod_grace_seconds)
+/// `deadline` is so close that the pod's own grace period would run past it.
+pub fn forced(deadline: Option<Timestamp>, pod_grace_seconds: i64, now: Timestamp) -> bool {
+    deadline.is_some_and(|d| now.as_second() >= d.as_second() - pod_grace_seconds)
 }
 
 /// The node's VolumeAttachments its termination waits for (upstream's
@@ -124,7 +125,7 @@ pub fn blocking_attachments<'a, P: ObservedPod>(
     attachments: impl IntoIterator<Item = &'a VolumeAttachment>,
     pods_on_node: &[&P],
     volume_of: impl Fn(&str, &str) -> Option<String>,
-    now: i64,
+    now: Timestamp,
 ) -> Vec<&'a VolumeAttachment> {
     let staying: BTreeSet<String> = pods_on_node
         .iter()
@@ -152,6 +153,10 @@ pub fn blocking_attachments<'a, P: ObservedPod>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn t(second: i64) -> Timestamp {
+        Timestamp::from_second(second).unwrap()
+    }
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 
@@ -196,7 +201,7 @@ mod tests {
             ),
         ];
         let refs: Vec<&Pod> = all.iter().collect();
-        let step = drain_step(&refs, None, 120);
+        let step = drain_step(&refs, None, t(120));
         assert_eq!(
             names(&step.evict),
             ["default/app"],
@@ -205,12 +210,12 @@ mod tests {
         assert!(step.delete.is_empty());
         assert_eq!(step.waiting, 4, "app, pinned, ds, critical");
         // Once the first group is gone, DaemonSet pods go, then critical ones.
-        let step = drain_step(&[&all[1], &all[2], &all[3]], None, 120);
+        let step = drain_step(&[&all[1], &all[2], &all[3]], None, t(120));
         assert_eq!(names(&step.evict), ["default/ds"]);
-        let step = drain_step(&[&all[1], &all[3]], None, 120);
+        let step = drain_step(&[&all[1], &all[3]], None, t(120));
         assert_eq!(names(&step.evict), ["default/critical"]);
         // At the deadline everything left is deleted, do-not-disrupt included.
-        let step = drain_step(&[&all[1], &all[3]], Some(150), 120);
+        let step = drain_step(&[&all[1], &all[3]], Some(t(150)), t(120));
         assert_eq!(names(&step.delete), ["default/pinned", "default/critical"]);
         assert!(step.evict.is_empty());
     }
@@ -257,7 +262,7 @@ mod tests {
             ),
         ];
         for (case, p, drained) in cases {
-            assert_eq!(drainable(&p, 0), drained, "{case}");
+            assert_eq!(drainable(&p, t(0)), drained, "{case}");
         }
         // A pod of the first group still terminating holds the next group back.
         let leaving = pod(
@@ -268,7 +273,7 @@ mod tests {
             "ds",
             json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "d"}]}}),
         );
-        let step = drain_step(&[&leaving, &ds], None, 90);
+        let step = drain_step(&[&leaving, &ds], None, t(90));
         assert!(step.evict.is_empty(), "{:?}", names(&step.evict));
         assert_eq!(step.waiting, 2);
     }
@@ -287,15 +292,15 @@ mod tests {
     #[test]
     fn the_grace_period_deadline_forces_pods_out_in_time() {
         assert!(
-            !forced(None, 30, 1_000_000),
+            !forced(None, 30, t(1_000_000)),
             "no terminationGracePeriod: wait"
         );
-        assert!(!forced(Some(1000), 30, 969));
+        assert!(!forced(Some(t(1000)), 30, t(969)));
         assert!(
-            forced(Some(1000), 30, 970),
+            forced(Some(t(1000)), 30, t(970)),
             "its own 30 s would end at the deadline"
         );
-        assert!(forced(Some(1000), 0, 1000));
+        assert!(forced(Some(t(1000)), 0, t(1000)));
     }
 
     #[test]
@@ -329,10 +334,11 @@ mod tests {
         let app = with_claim("app", "data-app", json!([]));
         let agent = with_claim("agent", "data-agent", json!([{"operator": "Exists"}]));
         let volume_of = |ns: &str, claim: &str| (ns == "ns").then(|| claim.replace("data-", "pv-"));
-        let blocking: Vec<&str> = blocking_attachments(&attachments, &[&app, &agent], volume_of, 0)
-            .iter()
-            .map(|a| a.metadata.name.as_deref().unwrap())
-            .collect();
+        let blocking: Vec<&str> =
+            blocking_attachments(&attachments, &[&app, &agent], volume_of, t(0))
+                .iter()
+                .map(|a| a.metadata.name.as_deref().unwrap())
+                .collect();
         assert_eq!(
             blocking,
             ["of-app", "of-nobody", "inline"],

@@ -257,7 +257,7 @@ impl Simulation {
             .map(|p| p.status.as_ref().map_or(0, |s| s.disruptions_allowed))
             .collect();
         for n in draining {
-            let deadline = self.nodes[n].drain_deadline.map(|d| d as i64);
+            let deadline = self.nodes[n].drain_deadline.map(|d| self.wall_at(d));
             let on_node: Vec<usize> = (0..self.pods.len())
                 .filter(|&p| !self.pods[p].done && self.pods[p].node == Some(n))
                 .collect();
@@ -268,7 +268,7 @@ impl Simulation {
                     let at = refs.iter().position(|r| std::ptr::eq(*r, pod));
                     on_node[at.expect("the step returns the pods it was given")]
                 };
-                let step = termination::drain_step(&refs, deadline, self.now as i64);
+                let step = termination::drain_step(&refs, deadline, self.wall_now());
                 let delete: Vec<usize> = step.delete.iter().map(|p| index(p)).collect();
                 let evict: Vec<usize> = step.evict.iter().map(|p| index(p)).collect();
                 (delete, evict, step.waiting)

@@ -38,7 +38,12 @@ pub struct Decided {
 impl Simulation {
     /// Wall time now: virtual second 0 is [`EPOCH`].
     pub(super) fn wall_now(&self) -> Timestamp {
-        Timestamp::from_second(EPOCH + self.now as i64).unwrap_or(Timestamp::UNIX_EPOCH)
+        self.wall_at(self.now)
+    }
+
+    /// Wall time at virtual second `t`.
+    pub(super) fn wall_at(&self, t: u64) -> Timestamp {
+        Timestamp::from_second(EPOCH + t as i64).unwrap_or(Timestamp::UNIX_EPOCH)
     }
 
     /// Runs `report` over the snapshot of the cluster now and the round `parts` decide on it.
