@@ -22,7 +22,7 @@ use karpenter_core::instancetype::cheapest_launch;
 use karpenter_core::instancetype::overlay::Evaluation;
 use karpenter_core::provisioning::nodepools::launchable;
 use karpenter_core::provisioning::scheduling::{
-    BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, Scheduler, SchedulerOptions,
+    BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, SchedulerOptions, fit_existing,
 };
 use karpenter_core::provisioning::{Batcher, node_claim_for};
 use karpenter_core::resources::{Resources, pod_requests};
@@ -873,8 +873,7 @@ impl Simulation {
             pod_volumes: std::sync::Arc::new(self.pod_volumes(&batch)),
             ..self.options()
         };
-        let results = Scheduler::new(&[], &existing, &[], options).solve(&batch, &|| false);
-        for (name, placed) in results.existing_nodes {
+        for (name, placed) in fit_existing(&existing, &batch, options) {
             let n = index[existing
                 .iter()
                 .position(|e| e.name == name)

@@ -223,6 +223,19 @@ impl Results {
     }
 }
 
+/// Where kube-scheduler would bind `pods` now: on the existing nodes they fit, judged as the
+/// scheduling simulation judges fit, with no NodeClaim launched — by node name, indices into
+/// `pods`. The simulator's kube-scheduler stand-in.
+pub fn fit_existing<P: ObservedPod>(
+    existing: &[ExistingNodeInput],
+    pods: &[P],
+    options: SchedulerOptions,
+) -> BTreeMap<String, Vec<usize>> {
+    Scheduler::new(&[], existing, &[], options)
+        .solve(pods, &|| false)
+        .existing_nodes
+}
+
 /// One scheduling simulation over a fixed set of NodePools and nodes.
 pub struct Scheduler {
     templates: Vec<NodeClaimTemplate>,
