@@ -297,10 +297,15 @@ pub fn decide<'a, P: ObservedPod>(
     } else {
         &[]
     };
-    let provisioning = inputs
-        .parts
-        .provisioning
-        .then(|| provision(snapshot, &options, virtual_pods, inputs.interrupt));
+    let provisioning = inputs.parts.provisioning.then(|| {
+        provision(
+            snapshot,
+            inputs.now,
+            &options,
+            virtual_pods,
+            inputs.interrupt,
+        )
+    });
     let expired = if inputs.parts.expiration {
         expire(snapshot, inputs.now)
     } else {
@@ -373,13 +378,14 @@ impl Holding<'_> {
 
 fn provision<'a, P: ObservedPod>(
     snapshot: &Snapshot<'a, P>,
+    now: Timestamp,
     options: &SchedulerOptions,
     virtual_pods: &'a [Pod],
     interrupt: &dyn Fn() -> bool,
 ) -> Provisioning<'a, P> {
     // Virtual pods after the real ones, as upstream appends them.
     let batch: Vec<RoundPod<'a, P>> = snapshot
-        .pods_to_schedule()
+        .pods_to_schedule(now)
         .into_iter()
         .map(RoundPod::Real)
         .chain(virtual_pods.iter().map(RoundPod::Virtual))

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::disruption::Method;
@@ -92,6 +93,7 @@ struct Cluster {
     nodes: Vec<Node>,
     claims: Vec<NodeClaim>,
     pods: Vec<Pod>,
+    pdbs: Vec<PodDisruptionBudget>,
     pools: Vec<NodePoolInput>,
 }
 
@@ -106,6 +108,7 @@ impl Cluster {
             nodes,
             claims,
             pods: Vec::new(),
+            pdbs: Vec::new(),
             pools: pools
                 .into_iter()
                 .map(|node_pool| NodePoolInput {
@@ -122,7 +125,7 @@ impl Cluster {
             node_claims: self.claims.iter().collect(),
             pods: self.pods.iter().collect(),
             daemonsets: Vec::new(),
-            pdbs: Vec::new(),
+            pdbs: self.pdbs.iter().collect(),
             namespaces: Vec::new(),
             volume_claims: Vec::new(),
             volumes: Vec::new(),
@@ -393,4 +396,203 @@ fn buffer_headroom_keeps_nodes() {
         |plan| plan.provisioning.map(|p| p.batch.len()),
     );
     assert_eq!(off, Some(0));
+}
+
+/// A running pod of `app` on `node` (1 CPU), with `extra` merged in.
+fn bound(name: &str, node: &str, extra: Value) -> Pod {
+    let mut v = json!({
+        "metadata": {"name": name, "namespace": "default", "uid": name, "labels": {"app": "web"},
+            "creationTimestamp": ago(100)},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Running", "startTime": ago(100)},
+    });
+    merge(&mut v, extra);
+    serde_json::from_value(v).unwrap()
+}
+
+/// A PodDisruptionBudget over `app: web` allowing `allowed` disruptions now.
+fn budget(allowed: i32) -> PodDisruptionBudget {
+    serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "minAvailable": 1},
+        "status": {"disruptionsAllowed": allowed, "currentHealthy": 1, "desiredHealthy": 1,
+            "expectedPods": 1, "observedGeneration": 1},
+    }))
+    .unwrap()
+}
+
+fn blocked_reason(plan: RoundPlan<'_, Pod>, node: &str) -> Option<String> {
+    match plan.disruption {
+        Some(Disruption::Decided { decision, .. }) => {
+            decision.blocked.get(node).map(|b| b.reason.clone())
+        }
+        _ => None,
+    }
+}
+
+/// Upstream's `IsReschedulable`: a terminating StatefulSet pod is recreated and needs a place,
+/// so a node whose only pod is one is not empty.
+#[test]
+fn a_terminating_statefulset_pod_keeps_its_node_from_emptiness() {
+    let sts = json!({"metadata": {"deletionTimestamp": ago(0),
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": "db"}]}});
+    let other = json!({"metadata": {"deletionTimestamp": ago(0),
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "web"}]}});
+    for (owner, emptied) in [(sts, false), (other, true)] {
+        let mut cluster = Cluster::new(
+            vec![pool("default", json!({}))],
+            vec![managed("n", 120, "Never")],
+        );
+        cluster.pods = vec![bound("p", "n", owner)];
+        let got = cluster.all(FeatureGates::default(), summary);
+        assert_eq!(
+            got.commands.iter().any(|(m, _)| *m == Method::Emptiness),
+            emptied,
+            "{got:?}"
+        );
+    }
+}
+
+/// Every pod but a mirror pod is evicted when a node goes, DaemonSet pods included: a budget
+/// that allows no disruption of a DaemonSet pod keeps its node, as upstream.
+#[test]
+fn a_fully_blocking_budget_on_a_daemonset_pod_keeps_the_node() {
+    let owner = |kind: &str| {
+        json!({"metadata": {"ownerReferences": [{"apiVersion": if kind == "Node" { "v1" } else { "apps/v1" },
+            "kind": kind, "name": "x", "uid": "x"}]}})
+    };
+    for (kind, kept) in [("DaemonSet", true), ("Node", false)] {
+        let mut cluster = Cluster::new(
+            vec![pool("default", json!({}))],
+            vec![managed("n", 120, "Never")],
+        );
+        cluster.pods = vec![bound("agent", "n", owner(kind))];
+        cluster.pdbs = vec![budget(0)];
+        let reason = cluster.round(
+            FeatureGates::default(),
+            Parts::ALL,
+            &[],
+            BufferHolding::Unknown,
+            &[],
+            |plan| blocked_reason(plan, "n"),
+        );
+        assert_eq!(
+            reason.as_deref()
+                == Some("pdb prevents pod evictions (PodDisruptionBudget=[default/web])"),
+            kept,
+            "{kind}: {reason:?}"
+        );
+    }
+}
+
+/// Upstream's `CurrentlyReschedulablePods`: of a deleting node's pods, provisioning places only
+/// those that can leave now — not one a budget or an active `do-not-disrupt` holds.
+#[test]
+fn provisioning_places_only_the_pods_that_can_leave_a_deleting_node() {
+    // (pod, budget's allowed disruptions, placed?)
+    let cases = [
+        (json!({}), None, true),
+        (json!({}), Some(1), true),
+        (json!({}), Some(0), false),
+        (
+            json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
+            None,
+            false,
+        ),
+        (
+            json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "3h"}}}),
+            None,
+            false,
+        ),
+        (
+            json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "1m"}}}),
+            None,
+            true,
+        ),
+    ];
+    for (extra, allowed, placed) in cases {
+        let (node, mut claim) = managed("going", 120, "Never");
+        claim.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+        claim.metadata.finalizers = Some(vec!["karpenter.sh/termination".into()]);
+        let mut cluster = Cluster::new(vec![pool("default", json!({}))], vec![(node, claim)]);
+        cluster.pods = vec![bound("p", "going", extra.clone())];
+        cluster.pdbs = allowed.into_iter().map(budget).collect();
+        let batch = cluster.round(
+            FeatureGates::default(),
+            Parts {
+                provisioning: true,
+                ..Parts::NONE
+            },
+            &[],
+            BufferHolding::Unknown,
+            &[],
+            |plan| plan.provisioning.map(|p| p.batch.len()),
+        );
+        assert_eq!(batch, Some(usize::from(placed)), "{extra} {allowed:?}");
+    }
+}
+
+/// A drifted node whose pod a budget holds, with a `terminationGracePeriod` (upstream's
+/// eventual disruption): it is replaced without capacity for the held pod, which stays until
+/// the grace period forces it out.
+#[test]
+fn drift_launches_nothing_for_a_pod_that_cannot_leave() {
+    let (node, mut claim) = managed("old", 120, "Never");
+    claim.status.as_mut().unwrap().conditions.push(
+        serde_json::from_value(
+            json!({"type": "Drifted", "status": "True", "reason": "NodePoolDrifted",
+            "message": "", "lastTransitionTime": ago(10)}),
+        )
+        .unwrap(),
+    );
+    let pool = pool(
+        "default",
+        json!({"spec": {"template": {"spec": {"terminationGracePeriod": "1h"}}}}),
+    );
+    for (allowed, replacements) in [(0, 0), (1, 1)] {
+        let mut cluster = Cluster::new(vec![pool.clone()], vec![(node.clone(), claim.clone())]);
+        cluster.pods = vec![bound("p", "old", json!({}))];
+        cluster.pdbs = vec![budget(allowed)];
+        let drift = cluster.round(
+            FeatureGates::default(),
+            Parts::ALL,
+            &[],
+            BufferHolding::Unknown,
+            &[],
+            |plan| match plan.disruption {
+                Some(Disruption::Decided { decision, .. }) => decision
+                    .commands
+                    .into_iter()
+                    .find(|c| c.method == Method::Drift)
+                    .map(|c| c.replacements.len()),
+                _ => None,
+            },
+        );
+        assert_eq!(drift, Some(replacements), "{allowed} allowed");
+    }
+}
+
+/// An empty node still inside `consolidateAfter` under `WhenEmpty` waits for it, and says so.
+#[test]
+fn an_empty_node_within_consolidate_after_says_it_waits() {
+    let cluster = Cluster::new(
+        vec![pool(
+            "default",
+            json!({"spec": {"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h"}}}),
+        )],
+        vec![managed("n", 30, "Never")],
+    );
+    let reason = cluster.round(
+        FeatureGates::default(),
+        Parts::ALL,
+        &[],
+        BufferHolding::Unknown,
+        &[],
+        |plan| blocked_reason(plan, "n"),
+    );
+    assert_eq!(
+        reason.as_deref(),
+        Some("empty, waiting for consolidateAfter")
+    );
 }

@@ -392,7 +392,11 @@ fn csi_volume_limits_count_per_node() {
             provider_labels: fake::provider_labels(),
             ..Default::default()
         });
-        let batch: Vec<Pod> = snapshot.pods_to_schedule().into_iter().cloned().collect();
+        let batch: Vec<Pod> = snapshot
+            .pods_to_schedule(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+            .into_iter()
+            .cloned()
+            .collect();
         let results = Scheduler::new(&pools, &snapshot.existing_nodes(), &[], options)
             .solve(&batch, &|| false);
         let on_n1: Vec<&str> = results

@@ -15,14 +15,7 @@ use karpenter_api::labels::{
 
 use super::{Blocked, Decision, Input, NodeState, budgets, pdb};
 use crate::provisioning::scheduling::NodePoolInput;
-
-pub(super) fn is_daemonset_pod(pod: &Pod) -> bool {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet" || o.kind == "Node")
-}
+use crate::state::pods;
 
 pub(super) fn is_active(pod: &Pod) -> bool {
     !matches!(
@@ -31,11 +24,22 @@ pub(super) fn is_active(pod: &Pod) -> bool {
     ) && pod.metadata.deletion_timestamp.is_none()
 }
 
-/// Pods that must find another node when this one goes.
+/// Pods that must find another node when this one goes (upstream's `IsReschedulable`: a
+/// terminating StatefulSet pod too, as it is recreated and needs a place).
 pub(super) fn reschedulable(node: &NodeState) -> impl Iterator<Item = &Pod> {
-    node.pods
-        .iter()
-        .filter(|p| is_active(p) && !is_daemonset_pod(p))
+    node.pods.iter().filter(|p| pods::is_reschedulable(*p))
+}
+
+/// The reschedulable pods that can leave now (upstream's `CurrentlyReschedulablePods`): no
+/// active `do-not-disrupt`, no PodDisruptionBudget refusing their eviction. The others stay
+/// until a `terminationGracePeriod` forces them out, so nothing is launched for them yet.
+pub(super) fn currently_reschedulable<'a>(
+    node: &'a NodeState,
+    pdbs: &'a [PodDisruptionBudget],
+    now: Timestamp,
+) -> impl Iterator<Item = &'a Pod> {
+    reschedulable(node)
+        .filter(move |p| !pods::do_not_disrupt(*p, now) && pdb::blocks_eviction(p, pdbs).is_none())
 }
 
 /// Upstream's eviction cost of a pod: 1, raised by its deletion cost and priority, within ±10.
@@ -65,33 +69,6 @@ pub(super) fn is_empty(node: &NodeState) -> bool {
     reschedule_cost(node) <= 1.0
 }
 
-/// When a pod's `do-not-disrupt` still holds: `"true"`, or a duration not yet elapsed since it
-/// started.
-fn do_not_disrupt(pod: &Pod, now: i64) -> bool {
-    let Some(value) = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(DO_NOT_DISRUPT_ANNOTATION))
-    else {
-        return false;
-    };
-    if value == "true" {
-        return true;
-    }
-    match karpenter_api::duration::parse_go_duration(value) {
-        Ok(d) => {
-            let started = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.start_time.as_ref())
-                .map(|t| t.0.as_second());
-            started.is_none_or(|s| now < s + d.as_secs() as i64)
-        }
-        Err(_) => false,
-    }
-}
-
 /// What stops any voluntary disruption of the node itself, if anything.
 fn node_blocked_reason(node: &NodeState, pools: &BTreeMap<&str, &NodePoolInput>) -> Option<String> {
     let Some(pool) = node.node_pool.as_deref() else {
@@ -119,39 +96,31 @@ fn node_blocked_reason(node: &NodeState, pools: &BTreeMap<&str, &NodePoolInput>)
     None
 }
 
-/// What stops graceful disruption at the pod level: a pod with `do-not-disrupt`, or a pod whose
-/// PodDisruptionBudget allows no eviction now.
-fn pod_blocked_reason(node: &NodeState, pdbs: &[PodDisruptionBudget], now: i64) -> Option<String> {
+/// What stops graceful disruption at the pod level: an active pod with `do-not-disrupt`, or
+/// one the Eviction API would refuse (every pod but a mirror pod is evicted on the way out,
+/// DaemonSet pods included, so their budgets count too).
+fn pod_blocked_reason(
+    node: &NodeState,
+    pdbs: &[PodDisruptionBudget],
+    now: Timestamp,
+) -> Option<String> {
     for pod in node.pods.iter().filter(|p| is_active(p)) {
         let name = format!(
             "{}/{}",
             pod.metadata.namespace.as_deref().unwrap_or("default"),
             pod.metadata.name.as_deref().unwrap_or("?")
         );
-        if do_not_disrupt(pod, now) {
+        if pods::do_not_disrupt(pod, now) {
             return Some(format!("pod {name} has \"{DO_NOT_DISRUPT_ANNOTATION}\""));
         }
-        if is_daemonset_pod(pod) {
+        if pods::is_mirror_pod(pod) {
             continue;
         }
-        let matching: Vec<&PodDisruptionBudget> =
-            pdbs.iter().filter(|b| pdb::selects(b, pod)).collect();
-        if matching.len() > 1 {
-            return Some(format!(
-                "pod {name} is selected by more than one PodDisruptionBudget; eviction does not support multiple PDBs"
-            ));
-        }
-        if let Some(budget) = matching.first()
-            && budget
-                .status
-                .as_ref()
-                .is_none_or(|s| s.disruptions_allowed <= 0)
-        {
-            return Some(format!(
-                "pdb prevents pod evictions (PodDisruptionBudget=[{}/{}])",
-                budget.metadata.namespace.as_deref().unwrap_or("default"),
-                budget.metadata.name.as_deref().unwrap_or("?")
-            ));
+        if let Some(why) = pdb::blocks_eviction(pod, pdbs) {
+            return Some(match why.strip_prefix("selected by") {
+                Some(rest) => format!("pod {name} is selected by{rest}"),
+                None => why,
+            });
         }
     }
     None
@@ -207,7 +176,7 @@ pub(super) fn candidates<'a>(input: &Input<'a>, decision: &mut Decision) -> Vec<
             continue;
         }
         let pool = pools[node.node_pool.as_deref().unwrap_or_default()];
-        let pod_blocker = pod_blocked_reason(node, input.pdbs, input.now.as_second());
+        let pod_blocker = pod_blocked_reason(node, input.pdbs, input.now);
         let eventual = node.drifted
             && pool
                 .node_pool

@@ -8,7 +8,7 @@ use karpenter_api::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL};
 use karpenter_api::{ConsolidationPolicy, DisruptionReason};
 
 use super::candidates::{
-    Candidate, is_empty, reschedulable, reschedule_cost, unpriceable, within_budget,
+    Candidate, currently_reschedulable, is_empty, reschedule_cost, unpriceable, within_budget,
 };
 use super::{
     Blocked, Command, Decision, Input, MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT, Method, NodeState,
@@ -73,7 +73,7 @@ pub(super) fn reschedule(
 ) -> Result<Vec<NewNodeClaim>, String> {
     let moving: Vec<Pod> = removed
         .iter()
-        .flat_map(|n| reschedulable(n).cloned())
+        .flat_map(|n| currently_reschedulable(n, input.pdbs, input.now).cloned())
         .collect();
     let mut pods = moving.clone();
     pods.extend(input.pending_pods.iter().cloned());
@@ -395,15 +395,15 @@ pub(super) fn ineligible_for_consolidation(
             Blocked::Disabled,
             format!("NodePool {:?} has consolidation disabled", c.pool_name()),
         ))
-    } else if spec.consolidation_policy == ConsolidationPolicy::WhenEmpty {
-        Some((
-            Blocked::Ineligible,
-            "consolidationPolicy is WhenEmpty and the node has pods".to_string(),
-        ))
     } else if is_empty(c.node) {
         Some((
             Blocked::Ineligible,
             "empty, waiting for consolidateAfter".to_string(),
+        ))
+    } else if spec.consolidation_policy == ConsolidationPolicy::WhenEmpty {
+        Some((
+            Blocked::Ineligible,
+            "consolidationPolicy is WhenEmpty and the node has pods".to_string(),
         ))
     } else if !c.consolidatable(now) {
         Some((

@@ -46,6 +46,35 @@ pub fn selects(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
             })
 }
 
+/// Why the Eviction API would refuse `pod` now, if it would: more than one budget selects it,
+/// or the one that does allows no disruption (upstream's `CanEvictPods`, which the candidates'
+/// check and the pods of deleting nodes share).
+pub fn blocks_eviction<'a>(
+    pod: &Pod,
+    pdbs: impl IntoIterator<Item = &'a PodDisruptionBudget>,
+) -> Option<String> {
+    let matching: Vec<&PodDisruptionBudget> =
+        pdbs.into_iter().filter(|b| selects(b, pod)).collect();
+    if matching.len() > 1 {
+        return Some(
+            "selected by more than one PodDisruptionBudget; eviction does not support multiple PDBs"
+                .into(),
+        );
+    }
+    let budget = matching.first()?;
+    budget
+        .status
+        .as_ref()
+        .is_none_or(|s| s.disruptions_allowed <= 0)
+        .then(|| {
+            format!(
+                "pdb prevents pod evictions (PodDisruptionBudget=[{}/{}])",
+                budget.metadata.namespace.as_deref().unwrap_or("default"),
+                budget.metadata.name.as_deref().unwrap_or("?")
+            )
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,12 +12,12 @@
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use karpenter_api::NodePool;
-use karpenter_api::labels::DO_NOT_DISRUPT_ANNOTATION;
 
 use super::scheduling::nodeclaim::NodeClaimTemplate;
 use super::scheduling::{MAX_INSTANCE_TYPES, NewNodeClaim, NodePoolInput};
 use crate::disruption::eviction_cost;
 use crate::resources::{Limits, NODES, Resources};
+use crate::state::pods;
 
 /// Whether `pool` is a static NodePool (`spec.replicas` set).
 pub fn is_static(pool: &NodePool) -> bool {
@@ -131,30 +131,6 @@ pub struct StaticClaim<'a> {
     pub expire_after: Option<i64>,
 }
 
-/// Whether a pod's `karpenter.sh/do-not-disrupt` holds now: `"true"`, or a duration not yet
-/// passed since the pod started (an unknown start holds, an unreadable value does not).
-fn do_not_disrupt(pod: &Pod, now: i64) -> bool {
-    let Some(value) = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(DO_NOT_DISRUPT_ANNOTATION))
-    else {
-        return false;
-    };
-    if value == "true" {
-        return true;
-    }
-    match karpenter_api::duration::parse_go_duration(value) {
-        Ok(d) => pod
-            .status
-            .as_ref()
-            .and_then(|s| s.start_time.as_ref())
-            .is_none_or(|t| now < t.0.as_second() + d.as_secs() as i64),
-        Err(_) => false,
-    }
-}
-
 fn owned_by_daemonset(pod: &Pod) -> bool {
     pod.metadata
         .owner_references
@@ -165,16 +141,17 @@ fn owned_by_daemonset(pod: &Pod) -> bool {
 
 /// Upstream's empty node for a scale-down: no pods, or only DaemonSet pods none of which is
 /// `do-not-disrupt`.
-fn empty(claim: &StaticClaim<'_>, now: i64) -> bool {
+fn empty(claim: &StaticClaim<'_>, now: Timestamp) -> bool {
     claim
         .pods
         .iter()
-        .all(|p| owned_by_daemonset(p) && !do_not_disrupt(p, now))
+        .all(|p| owned_by_daemonset(p) && !pods::do_not_disrupt(*p, now))
 }
 
 /// The fraction of its lifetime a NodeClaim has left (1 without `expireAfter`): a node about to
 /// expire is cheap to remove, it will go soon anyway.
-fn lifetime_remaining(claim: &StaticClaim<'_>, now: i64) -> f64 {
+fn lifetime_remaining(claim: &StaticClaim<'_>, now: Timestamp) -> f64 {
+    let now = now.as_second();
     match claim.expire_after {
         Some(total) if total > 0 => {
             ((total - (now - claim.created_at.as_second())) as f64 / total as f64).clamp(0.0, 1.0)
@@ -189,7 +166,6 @@ fn lifetime_remaining(claim: &StaticClaim<'_>, now: i64) -> f64 {
 /// empty nodes, then the rest by rescheduling cost × lifetime remaining, nodes with a
 /// `do-not-disrupt` pod last; ties by name.
 pub fn scale_down<'a>(pool: &NodePool, claims: &[StaticClaim<'a>], now: Timestamp) -> Vec<&'a str> {
-    let now = now.as_second();
     let Some(replicas) = pool.spec.replicas else {
         return Vec::new();
     };
@@ -212,7 +188,7 @@ pub fn scale_down<'a>(pool: &NodePool, claims: &[StaticClaim<'a>], now: Timestam
     let cost = |c: &StaticClaim<'_>| {
         c.pods.iter().map(|p| eviction_cost(p)).sum::<f64>() * lifetime_remaining(c, now)
     };
-    let blocked = |c: &StaticClaim<'_>| c.pods.iter().any(|p| do_not_disrupt(p, now));
+    let blocked = |c: &StaticClaim<'_>| c.pods.iter().any(|p| pods::do_not_disrupt(*p, now));
     occupied.sort_by(|a, b| {
         blocked(a)
             .cmp(&blocked(b))

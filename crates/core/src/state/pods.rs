@@ -313,6 +313,31 @@ pub fn is_reschedulable(pod: &(impl ObservedPod + ?Sized)) -> bool {
     active && !is_terminal(pod) && !is_daemonset_pod(pod) && !is_mirror_pod(pod)
 }
 
+/// Whether the pod's `karpenter.sh/do-not-disrupt` holds at `now`: `"true"`, or a duration not
+/// yet passed since the pod started (an unknown start holds; an unreadable value does not).
+pub fn do_not_disrupt(
+    pod: &(impl ObservedPod + ?Sized),
+    now: k8s_openapi::jiff::Timestamp,
+) -> bool {
+    let Some(value) = pod
+        .meta()
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(karpenter_api::labels::DO_NOT_DISRUPT_ANNOTATION))
+    else {
+        return false;
+    };
+    if value == "true" {
+        return true;
+    }
+    match karpenter_api::duration::parse_go_duration(value) {
+        Ok(d) => pod
+            .start_time()
+            .is_none_or(|t| now.as_second() < t.0.as_second() + d.as_secs() as i64),
+        Err(_) => false,
+    }
+}
+
 /// `system-cluster-critical` or `system-node-critical`: drained last.
 pub fn is_critical(pod: &(impl ObservedPod + ?Sized)) -> bool {
     matches!(

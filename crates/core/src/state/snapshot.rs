@@ -499,11 +499,20 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
         }
     }
 
-    /// The pods provisioning places: the provisionable ones, oldest first, then those of nodes
-    /// being deleted.
-    pub fn pods_to_schedule(&self) -> Vec<&'a P> {
+    /// The pods provisioning places at `now`: the provisionable ones, oldest first, then those
+    /// of nodes being deleted that can leave now (upstream's `CurrentlyReschedulablePods`): a
+    /// pod an active `do-not-disrupt` or a PodDisruptionBudget holds stays on its node until a
+    /// `terminationGracePeriod` forces it out, so no capacity is launched for it yet.
+    pub fn pods_to_schedule(&self, now: Timestamp) -> Vec<&'a P> {
         let mut out = self.provisionable.clone();
-        out.extend(self.displaced.iter().copied());
+        out.extend(self.displaced.iter().copied().filter(|p| {
+            !pods::do_not_disrupt(*p, now)
+                && crate::disruption::pdb::blocks_eviction(
+                    &p.to_pod(),
+                    self.observed.pdbs.iter().copied(),
+                )
+                .is_none()
+        }));
         out
     }
 
@@ -664,7 +673,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
         DisruptionInputs {
             nodes: self.node_states(now),
             pending_pods: self
-                .pods_to_schedule()
+                .pods_to_schedule(now)
                 .into_iter()
                 .map(|p| p.to_pod())
                 .collect(),
