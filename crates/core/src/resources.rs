@@ -375,7 +375,8 @@ fn container_requests(c: &Container) -> Result<Resources, QuantityError> {
 
 /// What a pod asks the scheduler for, as Kubernetes computes it: the larger of the containers'
 /// sum and each init container's peak (restartable "sidecar" init containers run alongside the
-/// others and add up), plus the pod overhead, plus one `pods`.
+/// others and add up) — or, for a resource the pod's own `spec.resources` requests, that —
+/// plus the pod overhead, plus one `pods`.
 pub fn pod_requests(pod: &Pod) -> Result<Resources, QuantityError> {
     let spec = pod.spec.as_ref();
     let mut requests = Resources::new();
@@ -399,6 +400,17 @@ pub fn pod_requests(pod: &Pod) -> Result<Resources, QuantityError> {
         init_peak.max_with(&during);
     }
     requests.max_with(&init_peak);
+    // Pod-level requests (Kubernetes 1.32+, `spec.resources`) stand for the pod as a whole:
+    // each one named replaces what the containers add up to.
+    if let Some(pod_level) = spec
+        .and_then(|s| s.resources.as_ref())
+        .and_then(|r| r.requests.as_ref())
+    {
+        let stated = Resources::from_list(pod_level)?;
+        for name in pod_level.keys() {
+            requests.set(name, stated.get(name));
+        }
+    }
     if let Some(overhead) = spec.and_then(|s| s.overhead.as_ref()) {
         requests.add(&Resources::from_list(overhead)?);
     }
@@ -410,6 +422,36 @@ pub fn pod_requests(pod: &Pod) -> Result<Resources, QuantityError> {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
+
+    /// Kubernetes' pod-level resources: what the pod requests for itself replaces what its
+    /// containers add up to, resource by resource; the overhead still adds.
+    #[test]
+    fn pod_level_requests_stand_for_the_pod() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "spec": {
+                "resources": {"requests": {"cpu": "3", "memory": "1Gi"}, "limits": {"cpu": "4"}},
+                "overhead": {"cpu": "100m"},
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"cpu": "1", "memory": "4Gi", "nvidia.com/gpu": "1"}}},
+                    {"name": "b", "resources": {"requests": {"cpu": "500m"}}},
+                ],
+            },
+        }))
+        .unwrap();
+        let r = pod_requests(&pod).unwrap();
+        assert_eq!(r.cpu, 3100, "the pod's 3 CPUs and the overhead");
+        assert_eq!(
+            r.memory,
+            1024 * 1024 * 1024 * 1000,
+            "the pod's 1Gi, not the containers' 4Gi"
+        );
+        assert_eq!(
+            r.get("nvidia.com/gpu"),
+            1000,
+            "not stated at the pod level: the containers'"
+        );
+        assert_eq!(r.pods, 1000);
+    }
 
     #[test]
     fn parses_every_quantity_form() {

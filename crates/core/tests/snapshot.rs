@@ -419,3 +419,52 @@ fn csi_volume_limits_count_per_node() {
         "two pods of one claim attach it once"
     );
 }
+
+/// Upstream's `getDaemonSetPods`: a DaemonSet's overhead on a new node is what its newest pod
+/// asks for (a webhook or a vertical autoscaler may have changed it), without the DaemonSet
+/// controller's pin to that pod's node; with no pod yet, what its template asks for.
+#[test]
+fn daemonset_overhead_comes_from_its_newest_pod() {
+    let ds: k8s_openapi::api::apps::v1::DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": "agent", "namespace": "ns", "uid": "agent-uid"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
+            "metadata": {"labels": {"app": "agent"}},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}},
+    }))
+    .unwrap();
+    let ds_pod = |name: &str, node: &str, cpu: &str, created: &str| {
+        pod(
+            name,
+            Some(node),
+            json!({"metadata": {"creationTimestamp": created, "labels": {"app": "agent"},
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "agent-uid"}]},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}}}),
+        )
+    };
+    let nodes = [node("n1", json!({})), node("n2", json!({}))];
+    let cpu_of = |pods: &[Pod]| -> (i64, bool) {
+        let mut observed = observed(&nodes, &[], pods);
+        observed.daemonsets = vec![&ds];
+        let overhead = Snapshot::new(observed).daemonset_pods();
+        assert_eq!(overhead.len(), 1);
+        let p = &overhead[0];
+        let pinned = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.affinity.as_ref())
+            .and_then(|a| a.node_affinity.as_ref())
+            .is_some();
+        (
+            karpenter_core::resources::pod_requests(p).unwrap().cpu,
+            pinned,
+        )
+    };
+    assert_eq!(cpu_of(&[]), (100, false), "the template");
+    let pods = [
+        ds_pod("agent-old", "n1", "300m", "2025-01-01T00:00:00Z"),
+        ds_pod("agent-new", "n2", "500m", "2025-01-01T01:00:00Z"),
+    ];
+    assert_eq!(cpu_of(&pods), (500, false), "the newest pod, unpinned");
+}

@@ -590,23 +590,71 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             .collect()
     }
 
-    /// DaemonSet pods as they would start on a new node.
+    /// DaemonSet pods as they would start on a new node: each DaemonSet's newest pod when it
+    /// has one (an admission webhook or a vertical autoscaler may have changed what it asks
+    /// for), else its template — upstream's `getDaemonSetPods`. A real pod carries the
+    /// DaemonSet controller's pin to its node; the template's node affinity replaces it.
     pub fn daemonset_pods(&self) -> Vec<Pod> {
+        let key = |namespace: Option<&str>, name: &str| {
+            (namespace.unwrap_or("default").to_string(), name.to_string())
+        };
+        let mut newest: HashMap<(String, String), &P> = HashMap::new();
+        for &pod in &self.observed.pods {
+            let meta = pod.meta();
+            let Some(owner) = meta
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.kind == "DaemonSet")
+            else {
+                continue;
+            };
+            if pods::is_terminal(pod) || meta.deletion_timestamp.is_some() {
+                continue;
+            }
+            let created = |p: &P| p.meta().creation_timestamp.as_ref().map(|t| t.0);
+            newest
+                .entry(key(meta.namespace.as_deref(), &owner.name))
+                .and_modify(|held| {
+                    if created(pod) > created(*held) {
+                        *held = pod;
+                    }
+                })
+                .or_insert(pod);
+        }
         self.observed
             .daemonsets
             .iter()
             .filter_map(|ds| {
                 let template = ds.spec.as_ref()?.template.clone();
-                let mut pod = Pod {
-                    metadata: template.metadata.unwrap_or_default(),
-                    spec: template.spec,
-                    status: None,
+                let name = ds.metadata.name.clone().unwrap_or_default();
+                let existing = newest.get(&key(ds.metadata.namespace.as_deref(), &name));
+                let mut pod = match existing {
+                    Some(p) => {
+                        let mut pod = p.to_pod();
+                        pod.status = None;
+                        if let Some(spec) = pod.spec.as_mut() {
+                            spec.node_name = None;
+                            let from_template = template
+                                .spec
+                                .as_ref()
+                                .and_then(|s| s.affinity.as_ref())
+                                .and_then(|a| a.node_affinity.clone());
+                            spec.affinity.get_or_insert_default().node_affinity = from_template;
+                        }
+                        pod
+                    }
+                    None => Pod {
+                        metadata: template.metadata.unwrap_or_default(),
+                        spec: template.spec,
+                        status: None,
+                    },
                 };
                 pod.metadata.namespace = ds.metadata.namespace.clone();
                 pod.metadata.owner_references = Some(vec![OwnerReference {
                     api_version: "apps/v1".into(),
                     kind: "DaemonSet".into(),
-                    name: ds.metadata.name.clone().unwrap_or_default(),
+                    name,
                     uid: ds.metadata.uid.clone().unwrap_or_default(),
                     ..Default::default()
                 }]);
