@@ -616,7 +616,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             newest
                 .entry(key(meta.namespace.as_deref(), &owner.name))
                 .and_modify(|held| {
-                    if created(pod) > created(*held) {
+                    if created(pod) > created(held) {
                         *held = pod;
                     }
                 })
