@@ -90,8 +90,9 @@ pub(crate) fn scheduler_options<P: CloudProvider>(ctx: &Context<P>) -> Scheduler
 }
 
 /// Runs `report` over the snapshot of the state now, launching from `pools`, and the round
-/// `parts` decide on it, the state's objects held meanwhile. Errors while state is not synced, or while a NodeClaim has
-/// not launched (its capacity is not known: upstream waits).
+/// `parts` decide on it, the state's objects held meanwhile. Errors while state is not synced,
+/// or, for provisioning, while a NodeClaim has not launched (its capacity is not known:
+/// upstream waits).
 pub(crate) async fn round<P: CloudProvider, T>(
     ctx: &Context<P>,
     pools: &[NodePoolInput],
@@ -183,9 +184,7 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
         ..Parts::NONE
     };
     let scheduled = round(ctx, &pools, parts, |snapshot, plan| {
-        let provisioning = plan
-            .provisioning
-            .unwrap_or_else(|| unreachable!("asked for"));
+        let provisioning = plan.provisioning?;
         let nominations = provisioning
             .nominations()
             .into_iter()
@@ -199,7 +198,7 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
                 RoundPod::Virtual(p) => Arc::new(StoredPod::new((*p).clone(), specs)),
             })
             .collect();
-        Scheduled {
+        Some(Scheduled {
             pools: Vec::new(),
             nominations,
             batch,
@@ -211,9 +210,10 @@ pub async fn schedule<P: CloudProvider>(ctx: &Context<P>) -> Result<Scheduled, E
                 .map(|(pod, why)| (pods::reference(&***pod), why.clone()))
                 .collect(),
             started,
-        }
+        })
     })
-    .await?;
+    .await?
+    .ok_or_else(|| Error::NotSynced("the round decided no provisioning".into()))?;
     Ok(Scheduled { pools, ..scheduled })
 }
 
