@@ -2,6 +2,12 @@
 //! the requirements algebra, instance types, the scheduling simulation and disruption. Nothing
 //! here performs I/O, reads a clock or needs a runtime.
 //!
+//! The modules are layered, each using only those before it: the model (`resources`,
+//! `scheduling` — the requirements algebra, taints, selectors — and `instancetype`), `state`
+//! (pods, budgets and the snapshot of observed objects), `provisioning` (the scheduling
+//! simulation, static capacity, capacity buffers), `disruption` and `termination`, and
+//! `round`, which composes them.
+//!
 //! Time comes in as values: wall time (budget schedules, `consolidateAfter`, `expireAfter`,
 //! termination deadlines, repair tolerations) as a [`k8s_openapi::jiff::Timestamp`], and
 //! monotonic time (batching windows, validation and replacement waits) as a

@@ -9,13 +9,14 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_api::DisruptionReason;
 use karpenter_api::labels::{
-    CAPACITY_TYPE_LABEL, DO_NOT_DISRUPT_ANNOTATION, INSTANCE_TYPE_LABEL,
-    POD_DELETION_COST_ANNOTATION, ZONE_LABEL,
+    CAPACITY_TYPE_LABEL, DO_NOT_DISRUPT_ANNOTATION, INSTANCE_TYPE_LABEL, ZONE_LABEL,
 };
 
-use super::{Blocked, Decision, Input, NodeState, budgets, pdb};
+use super::{Blocked, Decision, Input, NodeState, budgets};
 use crate::provisioning::scheduling::NodePoolInput;
+use crate::state::pdb;
 use crate::state::pods;
+use crate::state::pods::eviction_cost;
 
 pub(super) fn is_active(pod: &Pod) -> bool {
     !matches!(
@@ -40,19 +41,6 @@ pub(super) fn currently_reschedulable<'a>(
 ) -> impl Iterator<Item = &'a Pod> {
     reschedulable(node)
         .filter(move |p| !pods::do_not_disrupt(*p, now) && pdb::blocks_eviction(p, pdbs).is_none())
-}
-
-/// Upstream's eviction cost of a pod: 1, raised by its deletion cost and priority, within ±10.
-pub fn eviction_cost(pod: &Pod) -> f64 {
-    let deletion_cost = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(POD_DELETION_COST_ANNOTATION))
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(0.0);
-    let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0) as f64;
-    (1.0 + deletion_cost / 2f64.powi(27) + priority / 2f64.powi(25)).clamp(-10.0, 10.0)
 }
 
 /// 1 plus the positive eviction costs of the node's reschedulable pods.

@@ -10,9 +10,9 @@ pub mod consolidatable;
 mod consolidation;
 pub mod drift;
 mod eligible;
+mod inputs;
 mod methods;
 pub mod orchestration;
-pub mod pdb;
 pub mod repair;
 mod validation;
 
@@ -26,9 +26,11 @@ use karpenter_api::DisruptionReason;
 use crate::provisioning::scheduling::{NewNodeClaim, NodePoolInput, SchedulerOptions};
 use crate::resources::Resources;
 
+pub use crate::state::pdb;
+pub use crate::state::pods::eviction_cost;
 use candidates::Candidate;
-pub use candidates::eviction_cost;
 pub use eligible::eligible_by_reason;
+pub use inputs::DisruptionInputs;
 pub use validation::{Invalid, InvalidKind, validate};
 
 /// A node as disruption sees it.

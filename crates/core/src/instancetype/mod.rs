@@ -12,6 +12,15 @@ pub use repair::RepairPolicy;
 use crate::resources::Resources;
 use crate::scheduling::Requirements;
 
+/// A NodePool and the instance types its provider offers for it.
+#[derive(Clone, Debug)]
+pub struct NodePoolInput {
+    /// The NodePool.
+    pub node_pool: karpenter_api::NodePool,
+    /// Every instance type the provider has for it.
+    pub instance_types: Vec<std::sync::Arc<InstanceType>>,
+}
+
 /// One way to buy an instance type: a zone and a capacity type, at a price.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Offering {

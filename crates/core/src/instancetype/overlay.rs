@@ -26,8 +26,8 @@ use karpenter_api::nodeoverlay::NodeOverlay;
 use karpenter_api::validation::runtime::validate_node_overlay;
 use karpenter_api::{NodePool, Operator};
 
+use super::NodePoolInput;
 use super::{InstanceType, Offering};
-use crate::provisioning::scheduling::NodePoolInput;
 use crate::resources::parse_milli;
 use crate::scheduling::{AllowUndefined, Requirement, Requirements};
 

@@ -15,9 +15,9 @@ use karpenter_api::NodePool;
 
 use super::scheduling::nodeclaim::NodeClaimTemplate;
 use super::scheduling::{MAX_INSTANCE_TYPES, NewNodeClaim, NodePoolInput};
-use crate::disruption::eviction_cost;
 use crate::resources::{Limits, NODES, Resources};
 use crate::state::pods;
+use crate::state::pods::eviction_cost;
 
 /// Whether `pool` is a static NodePool (`spec.replicas` set).
 pub fn is_static(pool: &NodePool) -> bool {

@@ -2,13 +2,16 @@
 //! a pod, and the one builder that turns observed objects into the inputs of provisioning and
 //! disruption.
 
+mod bound;
 mod objects;
+pub mod pdb;
 pub mod pods;
 mod snapshot;
 pub mod volumes;
 
+pub use bound::BoundPod;
 pub use objects::ClusterObjects;
-pub use snapshot::{Counts, DisruptionInputs, Observed, Snapshot, StateNode, price_of};
+pub use snapshot::{Counts, Observed, Snapshot, StateNode, price_of};
 
 /// The node's `Ready` condition is true.
 pub fn node_ready(node: &k8s_openapi::api::core::v1::Node) -> bool {

@@ -14,7 +14,7 @@ use karpenter_api::NodeClaim;
 
 use super::pods::ObservedPod;
 use super::snapshot::{Observed, Snapshot};
-use crate::provisioning::scheduling::NodePoolInput;
+use crate::instancetype::NodePoolInput;
 
 /// What the cluster held at one moment. Objects are shared (`Arc`), so the controller hands
 /// its index's objects to a round without copying them; `P` is the pod form its holder keeps.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
-use crate::provisioning::scheduling::BoundPod;
+use super::BoundPod;
 use crate::resources::{QuantityError, Resources, pod_requests};
 
 /// A pod as observed: the fields the snapshot and the predicates read, and the ways to turn it
@@ -336,6 +336,19 @@ pub fn do_not_disrupt(
             .is_none_or(|t| now.as_second() < t.0.as_second() + d.as_secs() as i64),
         Err(_) => false,
     }
+}
+
+/// Upstream's eviction cost of a pod: 1, raised by its deletion cost and priority, within ±10.
+pub fn eviction_cost(pod: &Pod) -> f64 {
+    let deletion_cost = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(karpenter_api::labels::POD_DELETION_COST_ANNOTATION))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0) as f64;
+    (1.0 + deletion_cost / 2f64.powi(27) + priority / 2f64.powi(25)).clamp(-10.0, 10.0)
 }
 
 /// `system-cluster-critical` or `system-node-critical`: drained last.

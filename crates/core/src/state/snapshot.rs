@@ -4,7 +4,6 @@
 //! cluster whichever of them asks.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -24,10 +23,7 @@ use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED, INSTANCE_TERMINA
 
 use super::pods::{self, ObservedPod};
 use super::volumes::{PodVolumes, Volumes};
-use crate::disruption::NodeState;
-use crate::provisioning::scheduling::{
-    BoundPod, ExistingNodeInput, NodePoolInput, SchedulerOptions,
-};
+use crate::instancetype::NodePoolInput;
 use crate::resources::Resources;
 use crate::scheduling::requirements::node_claim_labels;
 use crate::scheduling::volumeusage::{Attachment, VolumeUsage};
@@ -284,7 +280,7 @@ impl<'a, P: ObservedPod> StateNode<'a, P> {
 
 /// The cluster as one pass of decisions sees it.
 pub struct Snapshot<'a, P> {
-    observed: Observed<'a, P>,
+    pub(crate) observed: Observed<'a, P>,
     /// Every node and launched NodeClaim, by name.
     pub nodes: Vec<StateNode<'a, P>>,
     /// NodeClaims with no instance yet (no `providerID`): provisioning waits for them, since
@@ -479,7 +475,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
     }
 
     /// The node's CSI volume limits with the volumes its pods attach.
-    fn volume_usage(&self, node: &StateNode<'a, P>) -> VolumeUsage {
+    pub(crate) fn volume_usage(&self, node: &StateNode<'a, P>) -> VolumeUsage {
         self.volume_usage
             .get(node.name())
             .cloned()
@@ -507,87 +503,10 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
         let mut out = self.provisionable.clone();
         out.extend(self.displaced.iter().copied().filter(|p| {
             !pods::do_not_disrupt(*p, now)
-                && crate::disruption::pdb::blocks_eviction(
-                    &p.to_pod(),
-                    self.observed.pdbs.iter().copied(),
-                )
-                .is_none()
+                && super::pdb::blocks_eviction(&p.to_pod(), self.observed.pdbs.iter().copied())
+                    .is_none()
         }));
         out
-    }
-
-    /// The nodes pending pods may go to: every node and launched NodeClaim not being deleted.
-    /// Bound pods are kept in scheduling's light form, one shared value for all the pods that
-    /// read the same (the replicas of a template in a namespace).
-    pub fn existing_nodes(&self) -> Vec<ExistingNodeInput> {
-        let mut shared = SharedBoundPods::default();
-        self.nodes
-            .iter()
-            .filter(|n| !n.deleting())
-            .map(|n| {
-                let labels = n.labels(self.observed.provider_labels);
-                ExistingNodeInput {
-                    name: n.name().to_string(),
-                    node_pool: n.node_pool().map(str::to_string),
-                    labels,
-                    taints: n.taints(),
-                    startup_taints: n.startup_taints(),
-                    allocatable: n.allocatable(),
-                    capacity: n.capacity(),
-                    pods: n
-                        .pods
-                        .iter()
-                        .filter_map(|p| p.bound())
-                        .map(|p| shared.get(p))
-                        .collect(),
-                    initialized: n.initialized(),
-                    volume_usage: self.volume_usage(n),
-                }
-            })
-            .collect()
-    }
-
-    /// Every node and launched NodeClaim as disruption sees it, as of `now`.
-    pub fn node_states(&self, now: Timestamp) -> Vec<NodeState> {
-        self.nodes
-            .iter()
-            .map(|n| {
-                let labels = n.labels(self.observed.provider_labels);
-                let node_pool = n.node_pool().map(str::to_string);
-                let created_at = n.created_at().unwrap_or(now);
-                NodeState {
-                    buffer_pods: 0,
-                    name: n.name().to_string(),
-                    price: node_pool
-                        .as_deref()
-                        .map_or(0.0, |p| price_of(self.observed.node_pools, p, &labels)),
-                    node_pool,
-                    annotations: n.annotations(),
-                    taints: n.taints(),
-                    allocatable: n.allocatable(),
-                    capacity: n.capacity(),
-                    pods: n.pods.iter().map(|p| p.to_pod()).collect(),
-                    initialized: n.initialized(),
-                    ready: n.ready(),
-                    deleting: n.deleting(),
-                    // Provisioning nominates a launching NodeClaim by its own name; the
-                    // nomination holds for the node it becomes, whatever that is called.
-                    nominated: self.observed.nominated.contains(n.name())
-                        || n.claim.is_some_and(|c| {
-                            self.observed
-                                .nominated
-                                .contains(c.metadata.name.as_deref().unwrap_or_default())
-                        }),
-                    created_at,
-                    last_pod_event: n.last_pod_event(created_at),
-                    drifted: n.drifted(),
-                    drifted_at: n.drifted_at(),
-                    instance_terminating: n.instance_terminating(),
-                    volume_usage: self.volume_usage(n),
-                    labels,
-                }
-            })
-            .collect()
     }
 
     /// DaemonSet pods as they would start on a new node: each DaemonSet's newest pod when it
@@ -677,15 +596,6 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             .collect()
     }
 
-    /// `options` with the cluster's namespaces, as scheduling here takes them.
-    pub fn scheduler_options(&self, options: &SchedulerOptions) -> SchedulerOptions {
-        SchedulerOptions {
-            namespaces: self.namespaces(),
-            pod_volumes: self.pod_volumes.clone(),
-            ..options.clone()
-        }
-    }
-
     /// The PodDisruptionBudgets.
     pub fn pdbs(&self) -> Vec<PodDisruptionBudget> {
         self.observed.pdbs.iter().map(|p| (*p).clone()).collect()
@@ -715,53 +625,6 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
     pub fn provider_labels(&self) -> &'a [String] {
         self.observed.provider_labels
     }
-
-    /// Everything a disruption pass reads, as of `now`.
-    pub fn disruption(&self, now: Timestamp) -> DisruptionInputs {
-        DisruptionInputs {
-            nodes: self.node_states(now),
-            pending_pods: self
-                .pods_to_schedule(now)
-                .into_iter()
-                .map(|p| p.to_pod())
-                .collect(),
-            daemonset_pods: self.daemonset_pods(),
-            pdbs: self.pdbs(),
-            namespaces: self.namespaces(),
-            pod_volumes: self.pod_volumes.clone(),
-        }
-    }
-}
-
-/// One [`BoundPod`] per distinct value: 100,000 bound pods are mostly replicas of a few
-/// templates, and a copy each would be a large part of a provisioning round's memory.
-#[derive(Default)]
-struct SharedBoundPods {
-    by_hash: HashMap<u64, Vec<Arc<BoundPod>>>,
-}
-
-impl SharedBoundPods {
-    fn get(&mut self, pod: BoundPod) -> Arc<BoundPod> {
-        let mut hasher = DefaultHasher::new();
-        // Anti-affinity terms cannot be hashed; equality still compares them.
-        (
-            &pod.namespace,
-            &*pod.labels,
-            &pod.requests,
-            &pod.host_ports,
-            pod.daemonset,
-            pod.terminating,
-            pod.anti_affinity.len(),
-        )
-            .hash(&mut hasher);
-        let bucket = self.by_hash.entry(hasher.finish()).or_default();
-        if let Some(same) = bucket.iter().find(|b| ***b == pod) {
-            return same.clone();
-        }
-        let pod = Arc::new(pod);
-        bucket.push(pod.clone());
-        pod
-    }
 }
 
 /// How much of each kind a snapshot holds.
@@ -779,51 +642,6 @@ pub struct Counts {
     pub displaced_pods: usize,
     /// Pods neither bound nor provisionable.
     pub ignored_pods: usize,
-}
-
-/// The owned inputs of one disruption pass; [`DisruptionInputs::input`] lends them to
-/// [`crate::disruption::decide`].
-#[derive(Clone, Debug, Default)]
-pub struct DisruptionInputs {
-    /// Every node and launched NodeClaim.
-    pub nodes: Vec<NodeState>,
-    /// Pods that need a node: pending ones and those of nodes being deleted (they must still
-    /// fit after a move).
-    pub pending_pods: Vec<Pod>,
-    /// DaemonSet pods, for replacement overhead.
-    pub daemonset_pods: Vec<Pod>,
-    /// PodDisruptionBudgets.
-    pub pdbs: Vec<PodDisruptionBudget>,
-    /// Namespaces with their labels.
-    pub namespaces: Vec<(String, BTreeMap<String, String>)>,
-    /// What pods' volumes bring to scheduling, by `namespace/name`.
-    pub pod_volumes: Arc<HashMap<String, PodVolumes>>,
-}
-
-impl DisruptionInputs {
-    /// The decision's input over these; `options` gain the namespaces.
-    pub fn input<'a>(
-        &'a self,
-        now: Timestamp,
-        node_pools: &'a [NodePoolInput],
-        options: SchedulerOptions,
-        spot_to_spot: bool,
-    ) -> crate::disruption::Input<'a> {
-        crate::disruption::Input {
-            now,
-            nodes: &self.nodes,
-            node_pools,
-            pdbs: &self.pdbs,
-            pending_pods: &self.pending_pods,
-            daemonset_pods: &self.daemonset_pods,
-            options: SchedulerOptions {
-                namespaces: self.namespaces.clone(),
-                pod_volumes: self.pod_volumes.clone(),
-                ..options
-            },
-            spot_to_spot,
-        }
-    }
 }
 
 /// What a node costs per hour: the offering of its NodePool's instance type in its zone and

@@ -10,6 +10,7 @@
 
 mod domains;
 mod existing;
+mod from_snapshot;
 pub mod nodeclaim;
 pub mod preferences;
 pub mod reservation;
@@ -19,8 +20,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, Taint, Toleration};
+use karpenter_api::Operator;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL};
-use karpenter_api::{NodePool, Operator};
 
 use domains::DomainMasks;
 use existing::ExistingNode;
@@ -40,14 +41,7 @@ use crate::state::volumes::PodVolumes;
 /// The most instance types a NodeClaim lists (upstream's `MaxInstanceTypes`).
 pub const MAX_INSTANCE_TYPES: usize = 600;
 
-/// A NodePool and the instance types its provider offers for it.
-#[derive(Clone, Debug)]
-pub struct NodePoolInput {
-    /// The NodePool.
-    pub node_pool: NodePool,
-    /// Every instance type the provider has for it.
-    pub instance_types: Vec<Arc<InstanceType>>,
-}
+pub use crate::instancetype::NodePoolInput;
 
 /// How the simulation treats soft constraints and `minValues`.
 #[derive(Clone, Debug)]
