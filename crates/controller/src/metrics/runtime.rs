@@ -2,7 +2,7 @@
 //! handle a loop keeps to record them ([`LoopMetrics`]).
 //!
 //! Upstream's every controller is a controller-runtime controller with a work queue named as
-//! the controller; ours are the per-object loops of [`crate::queue`] and the singleton loops
+//! the controller; ours are the per-object loops of the work queue and the singleton loops
 //! (provisioner, disruption, …). Both record here under the name they already use for
 //! `controller_runtime_reconcile_*`.
 
