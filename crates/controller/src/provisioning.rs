@@ -13,6 +13,7 @@ use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::provisioning::capacity_buffer::is_virtual_pod;
 use karpenter_core::provisioning::nodepools::launchable;
 use karpenter_core::provisioning::scheduling::{NodePoolInput, Results, SchedulerOptions};
+use karpenter_core::provisioning::static_capacity::is_static;
 use karpenter_core::provisioning::{Batcher, node_claim_for};
 use karpenter_core::round::{
     BufferHolding, Parts, RoundInputs, RoundPlan, RoundPod, nomination_window,
@@ -66,7 +67,9 @@ pub(crate) async fn provider_pool_inputs<P: CloudProvider>(ctx: &Context<P>) -> 
             .call("get_instance_types", ctx.provider.instance_types(&pool))
             .await
         {
-            Ok(types) if !types.is_empty() => pools.push(NodePoolInput {
+            // A static pool stays without types: disruption must still know its nodes are
+            // never consolidated.
+            Ok(types) if !types.is_empty() || is_static(&pool) => pools.push(NodePoolInput {
                 node_pool: (*pool).clone(),
                 instance_types: types,
             }),

@@ -2,10 +2,12 @@
 //! disruption starts (or whether a held consolidation still holds), which NodeClaims have
 //! expired, what static capacity creates and deletes, and which nodes repair replaces.
 //!
-//! The controller's loops, the simulator and `plan` all decide through [`decide`]: each builds
-//! a [`Snapshot`] of what it observed, says which [`Parts`] are due, and carries the
-//! [`RoundPlan`] out (the controller through the API server, the simulator on its model) or
-//! prints it. Feature gates are read here, once, rather than by every caller.
+//! The controller's provisioning and disruption loops and its dry run, the simulator and `plan`
+//! decide through [`decide`]: each builds a [`Snapshot`] of what it observed, says which
+//! [`Parts`] are due, and carries the [`RoundPlan`] out (the controller through the API server,
+//! the simulator on its model) or prints it. The controller's per-object expiration, its static
+//! capacity and its repair loops call the same functions the round does ([`expired_at`],
+//! `static_capacity::decide`, `repair::judge_all`). Feature gates for decisions are read here.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,7 +26,8 @@ use crate::provisioning::scheduling::{
 };
 use crate::provisioning::static_capacity;
 use crate::resources::{QuantityError, Resources};
-use crate::state::pods::ObservedPod;
+use crate::state::pdb;
+use crate::state::pods::{self, ObservedPod};
 use crate::state::{Snapshot, StateNode};
 
 /// What disruption does this round.
@@ -335,7 +338,10 @@ pub fn decide<'a, P: ObservedPod>(
         }
     };
     let static_capacity = if inputs.parts.static_capacity && gates.static_capacity {
-        static_capacity(snapshot, &options, inputs.now)
+        // What expiration deletes this round counts as deleting, as disruption's marks do.
+        let mut going = snapshot.marked_for_deletion().clone();
+        going.extend(expired.iter().map(|e| e.node.to_string()));
+        static_capacity(snapshot, &options, &going, inputs.now)
     } else {
         Vec::new()
     };
@@ -442,15 +448,28 @@ fn disrupt<P: ObservedPod>(
     let mut owned = snapshot.disruption(now);
     // Consolidation must still fit the virtual pods; emptiness keeps the nodes holding them.
     owned.pending_pods.extend(virtual_pods.iter().cloned());
+    let mut leaving = Vec::new();
     for n in &mut owned.nodes {
         if !virtual_pods.is_empty() {
             n.buffer_pods = holding.of(&n.name);
         }
-        // Expiration deletes them this round: no method may count on them.
+        // Expiration deletes them this round: no method may count on them, and their pods
+        // that can leave need room as those of any node being deleted.
         if expiring.contains(n.name.as_str()) {
             n.deleting = true;
+            leaving.extend(
+                n.pods
+                    .iter()
+                    .filter(|p| {
+                        pods::is_reschedulable(*p)
+                            && !pods::do_not_disrupt(*p, now)
+                            && !pdb::holds(p, &owned.pdbs)
+                    })
+                    .cloned(),
+            );
         }
     }
+    owned.pending_pods.extend(leaving);
     let input = owned.input(
         now,
         snapshot.node_pools(),
@@ -470,6 +489,7 @@ fn disrupt<P: ObservedPod>(
 fn static_capacity<P: ObservedPod>(
     snapshot: &Snapshot<'_, P>,
     options: &SchedulerOptions,
+    going: &BTreeSet<String>,
     now: Timestamp,
 ) -> Vec<StaticPlan> {
     let claims = snapshot.observed_node_claims();
@@ -486,13 +506,7 @@ fn static_capacity<P: ObservedPod>(
         .iter()
         .filter(|p| static_capacity::is_static(&p.node_pool))
         .map(|pool| {
-            let action = static_capacity::decide(
-                &pool.node_pool,
-                &claims,
-                snapshot.marked_for_deletion(),
-                &pods_on,
-                now,
-            );
+            let action = static_capacity::decide(&pool.node_pool, &claims, going, &pods_on, now);
             let node_claim = match action {
                 static_capacity::Action::Create(_) => {
                     static_capacity::node_claim(pool, &options.provider_labels)

@@ -410,11 +410,22 @@ fn bound(name: &str, node: &str, extra: Value) -> Pod {
     serde_json::from_value(v).unwrap()
 }
 
-/// A PodDisruptionBudget over `app: web` allowing `allowed` disruptions now.
+/// A PodDisruptionBudget over `app: web` allowing `allowed` disruptions now (`minAvailable: 1`).
 fn budget(allowed: i32) -> PodDisruptionBudget {
+    budget_of(json!({"minAvailable": 1}), allowed)
+}
+
+/// A budget that allows no voluntary disruption at all (`maxUnavailable: 0`).
+fn fully_blocking() -> PodDisruptionBudget {
+    budget_of(json!({"maxUnavailable": 0}), 0)
+}
+
+fn budget_of(rule: Value, allowed: i32) -> PodDisruptionBudget {
+    let mut spec = json!({"selector": {"matchLabels": {"app": "web"}}});
+    merge(&mut spec, rule);
     serde_json::from_value(json!({
         "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"selector": {"matchLabels": {"app": "web"}}, "minAvailable": 1},
+        "spec": spec,
         "status": {"disruptionsAllowed": allowed, "currentHealthy": 1, "desiredHealthy": 1,
             "expectedPods": 1, "observedGeneration": 1},
     }))
@@ -461,12 +472,22 @@ fn a_fully_blocking_budget_on_a_daemonset_pod_keeps_the_node() {
         json!({"metadata": {"ownerReferences": [{"apiVersion": if kind == "Node" { "v1" } else { "apps/v1" },
             "kind": kind, "name": "x", "uid": "x"}]}})
     };
-    for (kind, kept) in [("DaemonSet", true), ("Node", false)] {
+    let tolerant = json!({"spec": {"tolerations": [{"operator": "Exists"}]}});
+    for (kind, tolerates, kept) in [
+        ("DaemonSet", false, true),
+        ("Node", false, false),
+        // The drain never evicts a pod that tolerates the disrupted taint.
+        ("DaemonSet", true, false),
+    ] {
         let mut cluster = Cluster::new(
             vec![pool("default", json!({}))],
             vec![managed("n", 120, "Never")],
         );
-        cluster.pods = vec![bound("agent", "n", owner(kind))];
+        let mut extra = owner(kind);
+        if tolerates {
+            merge(&mut extra, tolerant.clone());
+        }
+        cluster.pods = vec![bound("agent", "n", extra)];
         cluster.pdbs = vec![budget(0)];
         let reason = cluster.round(
             FeatureGates::default(),
@@ -486,14 +507,16 @@ fn a_fully_blocking_budget_on_a_daemonset_pod_keeps_the_node() {
 }
 
 /// Upstream's `CurrentlyReschedulablePods`: of a deleting node's pods, provisioning places only
-/// those that can leave now — not one a budget or an active `do-not-disrupt` holds.
+/// those that can leave now — not one a fully blocking budget or an active `do-not-disrupt`
+/// holds. A budget at zero only for now (mid-drain) holds nothing: the pod leaves once it lets.
 #[test]
 fn provisioning_places_only_the_pods_that_can_leave_a_deleting_node() {
-    // (pod, budget's allowed disruptions, placed?)
+    // (pod, budget, placed?)
     let cases = [
         (json!({}), None, true),
-        (json!({}), Some(1), true),
-        (json!({}), Some(0), false),
+        (json!({}), Some(budget(1)), true),
+        (json!({}), Some(budget(0)), true),
+        (json!({}), Some(fully_blocking()), false),
         (
             json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
             None,
@@ -517,7 +540,7 @@ fn provisioning_places_only_the_pods_that_can_leave_a_deleting_node() {
         claim.metadata.finalizers = Some(vec!["karpenter.sh/termination".into()]);
         let mut cluster = Cluster::new(vec![pool("default", json!({}))], vec![(node, claim)]);
         cluster.pods = vec![bound("p", "going", extra.clone())];
-        cluster.pdbs = allowed.into_iter().map(budget).collect();
+        cluster.pdbs = allowed.clone().into_iter().collect();
         let batch = cluster.round(
             FeatureGates::default(),
             Parts {
@@ -529,13 +552,14 @@ fn provisioning_places_only_the_pods_that_can_leave_a_deleting_node() {
             &[],
             |plan| plan.provisioning.map(|p| p.batch.len()),
         );
-        assert_eq!(batch, Some(usize::from(placed)), "{extra} {allowed:?}");
+        let rule = allowed.and_then(|b| b.spec);
+        assert_eq!(batch, Some(usize::from(placed)), "{extra} {rule:?}");
     }
 }
 
-/// A drifted node whose pod a budget holds, with a `terminationGracePeriod` (upstream's
-/// eventual disruption): it is replaced without capacity for the held pod, which stays until
-/// the grace period forces it out.
+/// A drifted node whose pod a fully blocking budget holds, with a `terminationGracePeriod`
+/// (upstream's eventual disruption): it is replaced without capacity for the held pod, which
+/// stays until the grace period forces it out.
 #[test]
 fn drift_launches_nothing_for_a_pod_that_cannot_leave() {
     let (node, mut claim) = managed("old", 120, "Never");
@@ -550,10 +574,11 @@ fn drift_launches_nothing_for_a_pod_that_cannot_leave() {
         "default",
         json!({"spec": {"template": {"spec": {"terminationGracePeriod": "1h"}}}}),
     );
-    for (allowed, replacements) in [(0, 0), (1, 1)] {
+    for (blocking, replacements) in [(fully_blocking(), 0), (budget(1), 1)] {
         let mut cluster = Cluster::new(vec![pool.clone()], vec![(node.clone(), claim.clone())]);
         cluster.pods = vec![bound("p", "old", json!({}))];
-        cluster.pdbs = vec![budget(allowed)];
+        let rule = blocking.spec.clone();
+        cluster.pdbs = vec![blocking];
         let drift = cluster.round(
             FeatureGates::default(),
             Parts::ALL,
@@ -569,7 +594,7 @@ fn drift_launches_nothing_for_a_pod_that_cannot_leave() {
                 _ => None,
             },
         );
-        assert_eq!(drift, Some(replacements), "{allowed} allowed");
+        assert_eq!(drift, Some(replacements), "{rule:?}");
     }
 }
 
@@ -595,4 +620,40 @@ fn an_empty_node_within_consolidate_after_says_it_waits() {
         reason.as_deref(),
         Some("empty, waiting for consolidateAfter")
     );
+}
+
+/// What expiration deletes in a round counts as deleting for static capacity in the same
+/// round: a static NodePool of one replica with an expired NodeClaim and a fresh one keeps the
+/// fresh one (without it, the scale-down would take one of the two).
+#[test]
+fn static_capacity_counts_what_expiration_deletes() {
+    let cluster = Cluster::new(
+        vec![pool("default", json!({"spec": {"replicas": 1}}))],
+        vec![managed("old", 120, "1h"), managed("young", 30, "1h")],
+    );
+    let gates = FeatureGates {
+        static_capacity: true,
+        ..FeatureGates::default()
+    };
+    let (expired, actions) = cluster.round(
+        gates,
+        Parts::ALL,
+        &[],
+        BufferHolding::Unknown,
+        &[],
+        |plan| {
+            (
+                plan.expired
+                    .iter()
+                    .map(|e| e.node.to_string())
+                    .collect::<Vec<_>>(),
+                plan.static_capacity
+                    .iter()
+                    .map(|s| s.action.clone())
+                    .collect::<Vec<_>>(),
+            )
+        },
+    );
+    assert_eq!(expired, ["old"]);
+    assert_eq!(actions, [Action::None]);
 }

@@ -544,7 +544,8 @@ impl Plan {
                 method: "expiration".into(),
                 nodes: vec![e.node.to_string()],
                 replacements: Vec::new(),
-                savings_per_hour: e.price,
+                // Its pods need room elsewhere: nothing is saved for sure.
+                savings_per_hour: 0.0,
             });
         }
         if let Some(round::Disruption::Decided { decision, .. }) = &round.disruption {

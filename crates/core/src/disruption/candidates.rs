@@ -32,15 +32,14 @@ pub(super) fn reschedulable(node: &NodeState) -> impl Iterator<Item = &Pod> {
 }
 
 /// The reschedulable pods that can leave now (upstream's `CurrentlyReschedulablePods`): no
-/// active `do-not-disrupt`, no PodDisruptionBudget refusing their eviction. The others stay
-/// until a `terminationGracePeriod` forces them out, so nothing is launched for them yet.
+/// active `do-not-disrupt`, no fully blocking PodDisruptionBudget. The others stay until a
+/// `terminationGracePeriod` forces them out, so nothing is launched for them yet.
 pub(super) fn currently_reschedulable<'a>(
     node: &'a NodeState,
     pdbs: &'a [PodDisruptionBudget],
     now: Timestamp,
 ) -> impl Iterator<Item = &'a Pod> {
-    reschedulable(node)
-        .filter(move |p| !pods::do_not_disrupt(*p, now) && pdb::blocks_eviction(p, pdbs).is_none())
+    reschedulable(node).filter(move |p| !pods::do_not_disrupt(*p, now) && !pdb::holds(p, pdbs))
 }
 
 /// 1 plus the positive eviction costs of the node's reschedulable pods.
@@ -85,8 +84,9 @@ fn node_blocked_reason(node: &NodeState, pools: &BTreeMap<&str, &NodePoolInput>)
 }
 
 /// What stops graceful disruption at the pod level: an active pod with `do-not-disrupt`, or
-/// one the Eviction API would refuse (every pod but a mirror pod is evicted on the way out,
-/// DaemonSet pods included, so their budgets count too).
+/// one the Eviction API would refuse. Every pod the drain evicts counts, DaemonSet pods
+/// included; the drain leaves mirror pods and pods tolerating the disrupted taint alone
+/// (upstream's `CanEvictPods` skips what is not evictable), so their budgets do not count.
 fn pod_blocked_reason(
     node: &NodeState,
     pdbs: &[PodDisruptionBudget],
@@ -101,7 +101,7 @@ fn pod_blocked_reason(
         if pods::do_not_disrupt(pod, now) {
             return Some(format!("pod {name} has \"{DO_NOT_DISRUPT_ANNOTATION}\""));
         }
-        if pods::is_mirror_pod(pod) {
+        if !crate::termination::drainable(pod, now) {
             continue;
         }
         if let Some(why) = pdb::blocks_eviction(pod, pdbs) {

@@ -46,6 +46,31 @@ pub fn selects(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
             })
 }
 
+/// Whether a budget allows no voluntary disruption at all, whatever the pods' health:
+/// `maxUnavailable: 0` (or `0%`) or `minAvailable: 100%` — upstream's fully blocking PDB.
+pub fn fully_blocking(pdb: &PodDisruptionBudget) -> bool {
+    let spec = pdb.spec.as_ref();
+    let zero = |v: &IntOrString| match v {
+        IntOrString::Int(i) => *i == 0,
+        IntOrString::String(s) => s.trim() == "0%" || s.trim() == "0",
+    };
+    let all = |v: &IntOrString| match v {
+        IntOrString::Int(_) => false,
+        IntOrString::String(s) => s.trim() == "100%",
+    };
+    spec.and_then(|s| s.max_unavailable.as_ref())
+        .is_some_and(zero)
+        || spec.and_then(|s| s.min_available.as_ref()).is_some_and(all)
+}
+
+/// Whether a fully blocking budget ([`fully_blocking`]) selects `pod`: it will not leave its
+/// node until something forces it (upstream's `IsCurrentlyReschedulable`). A budget at zero
+/// allowed disruptions only for now (mid-drain, say) does not hold it.
+pub fn holds<'a>(pod: &Pod, pdbs: impl IntoIterator<Item = &'a PodDisruptionBudget>) -> bool {
+    pdbs.into_iter()
+        .any(|b| fully_blocking(b) && selects(b, pod))
+}
+
 /// Why the Eviction API would refuse `pod` now, if it would: more than one budget selects it,
 /// or the one that does allows no disruption (upstream's `CanEvictPods`, which the candidates'
 /// check and the pods of deleting nodes share).

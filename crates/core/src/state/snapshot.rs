@@ -497,14 +497,14 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
 
     /// The pods provisioning places at `now`: the provisionable ones, oldest first, then those
     /// of nodes being deleted that can leave now (upstream's `CurrentlyReschedulablePods`): a
-    /// pod an active `do-not-disrupt` or a PodDisruptionBudget holds stays on its node until a
-    /// `terminationGracePeriod` forces it out, so no capacity is launched for it yet.
+    /// pod an active `do-not-disrupt` or a fully blocking PodDisruptionBudget holds stays on
+    /// its node until a `terminationGracePeriod` forces it out, so no capacity is launched for
+    /// it yet.
     pub fn pods_to_schedule(&self, now: Timestamp) -> Vec<&'a P> {
         let mut out = self.provisionable.clone();
         out.extend(self.displaced.iter().copied().filter(|p| {
             !pods::do_not_disrupt(*p, now)
-                && super::pdb::blocks_eviction(&p.to_pod(), self.observed.pdbs.iter().copied())
-                    .is_none()
+                && !super::pdb::holds(&p.to_pod(), self.observed.pdbs.iter().copied())
         }));
         out
     }

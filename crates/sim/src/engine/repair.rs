@@ -14,7 +14,8 @@ use crate::scenario::NodeConditionStep;
 
 impl Simulation {
     pub(super) fn repair(&mut self) {
-        if self.catalog.repair_policies.is_empty() {
+        // Nothing for the round to judge: skip building the snapshot.
+        if !self.feature_gates.node_repair || self.catalog.repair_policies.is_empty() {
             return;
         }
         // Only nodes a step touched can fail a policy: skip building objects otherwise.

@@ -11,8 +11,10 @@ use super::Simulation;
 
 impl Simulation {
     pub(super) fn static_capacity(&mut self) {
-        // Nothing to build a snapshot for without a static NodePool.
-        if !self.pools.values().any(static_capacity::is_static) {
+        // Nothing for the round to decide: skip building the snapshot.
+        if !self.feature_gates.static_capacity
+            || !self.pools.values().any(static_capacity::is_static)
+        {
             return;
         }
         let parts = Parts {
