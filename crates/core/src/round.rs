@@ -9,6 +9,7 @@
 //! capacity and its repair loops call the same functions the round does ([`expired_at`],
 //! `static_capacity::decide`, `repair::judge_all`). Feature gates for decisions are read here.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
@@ -26,9 +27,9 @@ use crate::provisioning::scheduling::{
 };
 use crate::provisioning::static_capacity;
 use crate::resources::{QuantityError, Resources};
+use crate::state::Snapshot;
 use crate::state::pdb;
-use crate::state::pods::{self, ObservedPod};
-use crate::state::{Snapshot, StateNode};
+use crate::state::pods::ObservedPod;
 
 /// What disruption does this round.
 #[derive(Clone, Copy, Debug)]
@@ -128,16 +129,6 @@ impl<P> Clone for RoundPod<'_, P> {
 }
 
 impl<P> Copy for RoundPod<'_, P> {}
-
-impl<'a, P> RoundPod<'a, P> {
-    /// The cluster's pod, unless this one is virtual.
-    pub fn real(&self) -> Option<&'a P> {
-        match self {
-            RoundPod::Real(p) => Some(p),
-            RoundPod::Virtual(_) => None,
-        }
-    }
-}
 
 macro_rules! delegate {
     ($self:ident, $p:ident => $e:expr) => {
@@ -246,8 +237,6 @@ pub struct Expired<'a> {
     pub node: &'a str,
     /// When it expired.
     pub at: Timestamp,
-    /// What its node costs per hour.
-    pub price: f64,
 }
 
 /// What static capacity does with one static NodePool.
@@ -314,13 +303,10 @@ pub fn decide<'a, P: ObservedPod>(
     } else {
         Vec::new()
     };
-    let holding = match &provisioning {
-        Some(p) => Holding::Placed(buffer_pods_by_node(&p.results, &p.batch)),
-        None => match inputs.buffer_holding {
-            BufferHolding::Placed(by_node) => Holding::Borrowed(by_node),
-            BufferHolding::Unknown if !virtual_pods.is_empty() => Holding::Unknown,
-            BufferHolding::Unknown => Holding::Borrowed(&EMPTY),
-        },
+    let holding: Holding<'_> = match (&provisioning, inputs.buffer_holding) {
+        (Some(p), _) => Some(Cow::Owned(buffer_pods_by_node(&p.results, &p.batch))),
+        (None, BufferHolding::Placed(by_node)) => Some(Cow::Borrowed(by_node)),
+        (None, BufferHolding::Unknown) => None,
     };
     let disruption = match inputs.parts.disruption {
         Disrupt::Skip => None,
@@ -364,23 +350,8 @@ pub fn decide<'a, P: ObservedPod>(
     }
 }
 
-static EMPTY: BTreeMap<String, usize> = BTreeMap::new();
-
-enum Holding<'h> {
-    Placed(BTreeMap<String, usize>),
-    Borrowed(&'h BTreeMap<String, usize>),
-    Unknown,
-}
-
-impl Holding<'_> {
-    fn of(&self, node: &str) -> usize {
-        match self {
-            Holding::Placed(by_node) => by_node.get(node).copied().unwrap_or(0),
-            Holding::Borrowed(by_node) => by_node.get(node).copied().unwrap_or(0),
-            Holding::Unknown => 1,
-        }
-    }
-}
+/// How many virtual pods each node holds (`None`: not known yet, every node holds some).
+type Holding<'h> = Option<Cow<'h, BTreeMap<String, usize>>>;
 
 fn provision<'a, P: ObservedPod>(
     snapshot: &Snapshot<'a, P>,
@@ -417,19 +388,16 @@ fn provision<'a, P: ObservedPod>(
 }
 
 fn expire<'a, P: ObservedPod>(snapshot: &Snapshot<'a, P>, now: Timestamp) -> Vec<Expired<'a>> {
-    let states = snapshot.node_states(now);
     snapshot
         .nodes
         .iter()
-        .zip(&states)
-        .filter(|(n, _)| !n.deleting())
-        .filter_map(|(n, state): (&StateNode<'a, P>, _)| {
+        .filter(|n| !n.deleting())
+        .filter_map(|n| {
             let claim = n.claim?;
             Some(Expired {
                 claim,
                 node: n.name(),
                 at: expired_at(claim, now)?,
-                price: state.price,
             })
         })
         .collect()
@@ -450,8 +418,11 @@ fn disrupt<P: ObservedPod>(
     owned.pending_pods.extend(virtual_pods.iter().cloned());
     let mut leaving = Vec::new();
     for n in &mut owned.nodes {
+        // Without virtual pods no node holds any, known or not.
         if !virtual_pods.is_empty() {
-            n.buffer_pods = holding.of(&n.name);
+            n.buffer_pods = holding
+                .as_ref()
+                .map_or(1, |by_node| by_node.get(&n.name).copied().unwrap_or(0));
         }
         // Expiration deletes them this round: no method may count on them, and their pods
         // that can leave need room as those of any node being deleted.
@@ -460,11 +431,7 @@ fn disrupt<P: ObservedPod>(
             leaving.extend(
                 n.pods
                     .iter()
-                    .filter(|p| {
-                        pods::is_reschedulable(*p)
-                            && !pods::do_not_disrupt(*p, now)
-                            && !pdb::holds(p, &owned.pdbs)
-                    })
+                    .filter(|p| pdb::can_leave_now(p, &owned.pdbs, now))
                     .cloned(),
             );
         }

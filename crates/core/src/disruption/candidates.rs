@@ -39,7 +39,9 @@ pub(super) fn currently_reschedulable<'a>(
     pdbs: &'a [PodDisruptionBudget],
     now: Timestamp,
 ) -> impl Iterator<Item = &'a Pod> {
-    reschedulable(node).filter(move |p| !pods::do_not_disrupt(*p, now) && !pdb::holds(p, pdbs))
+    node.pods
+        .iter()
+        .filter(move |p| pdb::can_leave_now(p, pdbs, now))
 }
 
 /// 1 plus the positive eviction costs of the node's reschedulable pods.

@@ -71,6 +71,19 @@ pub fn holds<'a>(pod: &Pod, pdbs: impl IntoIterator<Item = &'a PodDisruptionBudg
         .any(|b| fully_blocking(b) && selects(b, pod))
 }
 
+/// Whether `pod` would leave its node now if the node went (upstream's
+/// `IsCurrentlyReschedulable`): reschedulable, no active `do-not-disrupt`, no fully blocking
+/// budget holding it. The pods of deleting nodes that provisioning places and those
+/// disruption moves are these.
+pub fn can_leave_now<'a>(
+    pod: &Pod,
+    pdbs: impl IntoIterator<Item = &'a PodDisruptionBudget>,
+    now: k8s_openapi::jiff::Timestamp,
+) -> bool {
+    use super::pods;
+    pods::is_reschedulable(pod) && !pods::do_not_disrupt(pod, now) && !holds(pod, pdbs)
+}
+
 /// Why the Eviction API would refuse `pod` now, if it would: more than one budget selects it,
 /// or the one that does allows no disruption (upstream's `CanEvictPods`, which the candidates'
 /// check and the pods of deleting nodes share).

@@ -503,8 +503,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
     pub fn pods_to_schedule(&self, now: Timestamp) -> Vec<&'a P> {
         let mut out = self.provisionable.clone();
         out.extend(self.displaced.iter().copied().filter(|p| {
-            !pods::do_not_disrupt(*p, now)
-                && !super::pdb::holds(&p.to_pod(), self.observed.pdbs.iter().copied())
+            super::pdb::can_leave_now(&p.to_pod(), self.observed.pdbs.iter().copied(), now)
         }));
         out
     }
