@@ -2,6 +2,8 @@
 //! nodes the way upstream's fake provider does (cheapest instance type, cheapest offering).
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
