@@ -38,6 +38,15 @@ enum Command {
         /// Also run the scenario under another autoscaler's policy and print both side by side.
         #[arg(long, value_enum)]
         compare: Option<commands::simulate::Compare>,
+        /// Run the scenario twice, its NodePools and NodeClasses replaced by those of A, then
+        /// by those of B (by name; the others stay), and print both side by side (`--svg`: both
+        /// charts in one file).
+        #[arg(long, num_args = 2, value_names = ["A", "B"], conflicts_with = "compare")]
+        compare_nodepools: Option<Vec<PathBuf>>,
+        /// Upstream's feature gates (`SpotToSpotConsolidation=true`); the scenario's own
+        /// `spec.featureGates` win for the gates they name.
+        #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = <karpenter_core::feature_gates::FeatureGates as std::str::FromStr>::from_str)]
+        feature_gates: karpenter_core::feature_gates::FeatureGates,
     },
     /// What karpenter would do now: the NodeClaims provisioning would launch, where pending
     /// pods would go and why the rest cannot be scheduled, the disruption command it would
@@ -45,7 +54,8 @@ enum Command {
     /// kubeconfig (or in-cluster), read-only, through the controller's own code; with `-f`,
     /// from a dump (`kubectl get nodes,pods,nodepools,nodeclaims,pdb,daemonsets -A -o yaml`).
     Plan {
-        /// A dump to plan from (`-` for standard input) instead of the live cluster.
+        /// A dump to plan from, YAML or JSON (`-` for standard input; a directory for every
+        /// manifest under it), instead of the live cluster.
         #[arg(short = 'f', long = "filename")]
         file: Option<PathBuf>,
         /// With `-f`: the instance-type catalog to plan launches from (kwok, aws, …).
@@ -54,6 +64,16 @@ enum Command {
         /// Report format.
         #[arg(long, value_enum, default_value_t = commands::simulate::Output::Text)]
         output: commands::simulate::Output,
+        /// Explain one pod (`NAMESPACE/NAME`, or `NAME` with `-n`): where it would go, or, per
+        /// NodePool, why not and what would change it.
+        #[arg(long)]
+        pod: Option<String>,
+        /// The namespace of `--pod NAME` (`default` without it).
+        #[arg(short = 'n', long, requires = "pod")]
+        namespace: Option<String>,
+        /// Exit 1 when pods would stay pending (with `--pod`: that pod), for CI pipelines.
+        #[arg(long)]
+        exit_code: bool,
         /// Upstream's feature gates, as the controller takes them (`SpotToSpotConsolidation=true`).
         #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = <karpenter_core::feature_gates::FeatureGates as std::str::FromStr>::from_str)]
         feature_gates: karpenter_core::feature_gates::FeatureGates,
@@ -62,6 +82,11 @@ enum Command {
         cloud_provider: String,
         #[command(flatten)]
         settings: Box<registry::ProviderSettings>,
+        /// What if: NodePools and NodeClasses that replace the cluster's of the same name (the
+        /// others stay). Shows the nodes that would drift and what replaces them, the launches
+        /// and the cost per hour, before and after.
+        #[arg(long, value_name = "FILE", conflicts_with = "pod")]
+        nodepools: Option<PathBuf>,
     },
     /// Print the CustomResourceDefinitions (NodePool, NodeClaim and every provider's
     /// NodeClasses) as YAML.
@@ -73,9 +98,14 @@ enum Command {
     /// Check NodePool, NodeClaim and NodeClass manifests as the API server and karpenter
     /// would: one line per problem, exit 1 if any, 2 if a file cannot be read.
     Validate {
-        /// Manifest files (multi-document YAML; `-` for standard input).
+        /// Manifest files (multi-document YAML or JSON; `-` for standard input; a directory
+        /// for every manifest under it).
         #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
         files: Vec<PathBuf>,
+        /// Also warn about requirement values no instance type of this catalog has (kwok,
+        /// aws, azure, …).
+        #[arg(long)]
+        catalog: Option<String>,
     },
     /// Measure performance on fixed workloads.
     Bench {
@@ -102,7 +132,8 @@ enum Command {
     /// Print the karpenter.sh/v1 form of karpenter.sh/v1beta1 NodePools and NodeClaims, and
     /// what changed (on standard error).
     Convert {
-        /// Manifest files (multi-document YAML; `-` for standard input).
+        /// Manifest files (multi-document YAML or JSON; `-` for standard input; a directory
+        /// for every manifest under it).
         #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
         files: Vec<PathBuf>,
         /// The NodeClass as GROUP/KIND, when neither the nodeClassRef nor the requirements
@@ -159,6 +190,20 @@ enum Bench {
         #[arg(long, default_value_t = 42)]
         seed: u64,
     },
+    /// `plan -f` on a generated dump of KWOK nodes (each with its NodeClaim) and pods, every
+    /// object with `managedFields`, as `kubectl get -o yaml|json` writes it: the time to read
+    /// it, the time to plan, and the peak memory.
+    PlanDump {
+        /// How many pods (a hundredth pending, the rest bound).
+        #[arg(long, default_value_t = 100_000)]
+        pods: usize,
+        /// How many nodes.
+        #[arg(long, default_value_t = 10_000)]
+        nodes: usize,
+        /// The dump's format.
+        #[arg(long, value_enum, default_value_t = commands::bench::DumpFormat::Yaml)]
+        format: commands::bench::DumpFormat,
+    },
     /// The AWS provider resolving the embedded catalog (1345 EC2 types) into instance types
     /// for a NodeClass: what a launch or provisioning pass pays when nothing is cached.
     AwsInstanceTypes {
@@ -189,8 +234,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             eprintln!("wrote CRDs to {}", dir.display());
         }
         Command::Crds { output_dir: None } => print!("{}", commands::crds::print()),
-        Command::Validate { files } => {
-            let outcome = commands::validate::run(&files);
+        Command::Validate { files, catalog } => {
+            let catalog = catalog.map(|name| registry::catalog(&name)).transpose()?;
+            let outcome = commands::validate::run(&files, catalog.as_ref());
             for line in &outcome.lines {
                 println!("{line}");
             }
@@ -248,6 +294,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Bench {
+            bench:
+                Bench::PlanDump {
+                    pods,
+                    nodes,
+                    format,
+                },
+        } => {
+            for line in commands::bench::plan_dump(pods, nodes, format)? {
+                println!("{line}");
+            }
+        }
+        Command::Bench {
             bench: Bench::AwsInstanceTypes { rounds },
         } => {
             println!("{}", commands::bench::aws_instance_types(rounds));
@@ -267,10 +325,51 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             catalog,
             output,
             svg,
-            compare: Some(_),
+            compare: None,
+            compare_nodepools: Some(files),
+            feature_gates,
         } => {
-            let (karpenter, other) =
-                commands::simulate::compare(scenario.as_deref(), catalog.as_deref())?;
+            let (a, b) = (&files[0], &files[1]);
+            let (left, right) = commands::what_if::compare_node_pools(
+                scenario.as_deref(),
+                catalog.as_deref(),
+                feature_gates,
+                a,
+                b,
+            )?;
+            let (a, b) = (commands::what_if::label(a), commands::what_if::label(b));
+            match output {
+                commands::simulate::Output::Text => print!(
+                    "{}",
+                    karpenter_sim::report::compare_text(&left, &a, &right, &b)
+                ),
+                commands::simulate::Output::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "nodepools": [{"file": a, "report": left}, {"file": b, "report": right}]
+                    }))?
+                ),
+            }
+            if let Some(path) = svg {
+                let chart = karpenter_sim::compare::side_by_side_svg(&left, &a, &right, &b);
+                std::fs::write(&path, chart)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            }
+        }
+        Command::Simulate {
+            scenario,
+            catalog,
+            output,
+            svg,
+            compare: Some(_),
+            compare_nodepools: _,
+            feature_gates,
+        } => {
+            let (karpenter, other) = commands::simulate::compare(
+                scenario.as_deref(),
+                catalog.as_deref(),
+                feature_gates,
+            )?;
             match output {
                 commands::simulate::Output::Text => print!(
                     "{}",
@@ -299,11 +398,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             output,
             svg,
             compare: None,
+            compare_nodepools: None,
+            feature_gates,
         } => {
             use std::io::IsTerminal;
             let report = commands::simulate::run(
                 scenario.as_deref(),
                 catalog.as_deref(),
+                feature_gates,
                 std::io::stderr().is_terminal(),
             )?;
             match output {
@@ -324,14 +426,64 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             file,
             catalog,
             output,
+            pod,
+            namespace,
+            exit_code,
             feature_gates,
             cloud_provider,
             settings,
+            nodepools,
         } => {
             let options = karpenter_controller::Options {
                 feature_gates,
                 ..Default::default()
             };
+            if let Some(pod) = pod {
+                let key = commands::plan::pod_key(&pod, namespace.as_deref())?;
+                let why = match &file {
+                    Some(file) => commands::plan::why_from_file(file, &catalog, &options, &key)?,
+                    None => {
+                        commands::plan::why_from_cluster(&cloud_provider, *settings, options, &key)?
+                    }
+                };
+                match output {
+                    commands::simulate::Output::Text => print!("{}", why.to_text()),
+                    commands::simulate::Output::Json => {
+                        println!("{}", serde_json::to_string_pretty(&why)?)
+                    }
+                }
+                return Ok(if exit_code && why.pending {
+                    ExitCode::from(1)
+                } else {
+                    ExitCode::SUCCESS
+                });
+            }
+            if let Some(nodepools) = nodepools {
+                let what_if = match &file {
+                    Some(file) => {
+                        commands::what_if::from_file(file, &nodepools, &catalog, &options)?
+                    }
+                    None => commands::what_if::from_cluster(
+                        &cloud_provider,
+                        *settings,
+                        options,
+                        &nodepools,
+                    )?,
+                };
+                match output {
+                    commands::simulate::Output::Text => print!("{}", what_if.to_text()),
+                    commands::simulate::Output::Json => {
+                        println!("{}", serde_json::to_string_pretty(&what_if)?)
+                    }
+                }
+                return Ok(
+                    if exit_code && commands::plan::stays_pending(&what_if.after) {
+                        ExitCode::from(1)
+                    } else {
+                        ExitCode::SUCCESS
+                    },
+                );
+            }
             let plan = match file {
                 Some(file) => commands::plan::from_file(&file, &catalog, &options)?,
                 None => commands::plan::from_cluster(&cloud_provider, *settings, options)?,
@@ -341,6 +493,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 commands::simulate::Output::Json => {
                     println!("{}", serde_json::to_string_pretty(&plan)?)
                 }
+            }
+            if exit_code && commands::plan::stays_pending(&plan) {
+                return Ok(ExitCode::from(1));
             }
         }
         Command::Convert { files, nodeclass } => {

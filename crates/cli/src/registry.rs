@@ -1,10 +1,12 @@
-//! The providers this binary knows. Adding one is its crate plus a line here: in
-//! [`PROVIDERS`] for what its pure part declares (NodeClass CRDs, catalog, conversions), and
-//! in [`controllers!`] once it can run in the controller. Everything else — `crds`,
-//! `validate`, `convert`, the catalogs of `simulate` and `plan`, `--cloud-provider` and its
-//! settings — comes from these two lists.
+//! The providers this binary knows. Adding one is its crate plus lines here: in
+//! [`PROVIDERS`] for what its pure part declares (NodeClass CRDs, catalog, conversions), in
+//! [`LABEL_DOMAINS`] for the label domains it reserves, and in [`controllers!`] once it can
+//! run in the controller. Everything else — `crds`, `validate`, `convert`, the catalogs of
+//! `simulate` and `plan`, `--cloud-provider` and its settings — comes from these lists.
 
-use karpenter_api::crd::{self, Crd, GroupKind};
+use std::sync::LazyLock;
+
+use karpenter_api::crd::{self, Crd, GroupKind, RestrictedLabelDomain};
 use karpenter_cloudprovider::{Catalog, Registration};
 
 /// Declares the providers the controller can run: their settings, flattened into the
@@ -95,9 +97,34 @@ controllers! {
     clusterapi: karpenter_clusterapi::operator::ClusterApiProvider,
 }
 
-/// Every CRD this binary ships: karpenter's, then each provider's NodeClasses.
+/// The label domains each provider reserves, in the order of [`PROVIDERS`]: karpenter's
+/// NodePool, NodeClaim and NodeOverlay CRDs restrict them to the provider's well-known keys,
+/// as each provider's upstream patches karpenter's CRDs.
+pub const LABEL_DOMAINS: &[&[RestrictedLabelDomain]] = &[
+    karpenter_kwok::LABEL_DOMAINS,
+    karpenter_aws::LABEL_DOMAINS,
+    karpenter_azure::LABEL_DOMAINS,
+    karpenter_alibaba::LABEL_DOMAINS,
+    karpenter_huawei::LABEL_DOMAINS,
+    karpenter_proxmox::LABEL_DOMAINS,
+    karpenter_clusterapi::LABEL_DOMAINS,
+];
+
+/// Every provider's restricted label domains, in one list.
+pub fn label_domains() -> &'static [RestrictedLabelDomain] {
+    static ALL: LazyLock<Vec<RestrictedLabelDomain>> = LazyLock::new(|| {
+        LABEL_DOMAINS
+            .iter()
+            .flat_map(|d| d.iter().copied())
+            .collect()
+    });
+    &ALL
+}
+
+/// Every CRD this binary ships: karpenter's, with every provider's restricted label domains,
+/// then each provider's NodeClasses.
 pub fn crds() -> Vec<Crd> {
-    crd::CORE
+    crd::core_with_label_domains(label_domains())
         .into_iter()
         .chain(PROVIDERS.iter().flat_map(|p| p.crds.iter().copied()))
         .collect()
@@ -129,8 +156,7 @@ pub fn catalog(name: &str) -> Result<Catalog, UnknownCatalog> {
     PROVIDERS
         .iter()
         .find(|p| p.name == name)
-        .and_then(|p| p.catalog)
-        .map(|load| load())
+        .and_then(|p| p.catalog.map(|load| load().with_node_class(p.node_class)))
         .ok_or_else(|| UnknownCatalog { name: name.into() })
 }
 
@@ -157,6 +183,46 @@ mod tests {
                 assert_eq!(c.group(), p.node_class.group, "{}", p.name);
             }
         }
+    }
+
+    /// Every provider reserves the domain of its NodeClass group, with the NodeClass label
+    /// karpenter puts on NodeClaims among the keys it allows, and every allowed key lies in
+    /// its domain; so karpenter's own NodeClaims pass the rules.
+    #[test]
+    fn every_provider_restricts_its_label_domain() {
+        assert_eq!(LABEL_DOMAINS.len(), PROVIDERS.len());
+        for (p, domains) in PROVIDERS.iter().zip(LABEL_DOMAINS) {
+            let group = p.node_class.group;
+            let own = domains
+                .iter()
+                .find(|d| d.domain == group)
+                .unwrap_or_else(|| panic!("{} does not restrict {group}", p.name));
+            let class_label = karpenter_api::labels::node_class_label_key(group, p.node_class.kind);
+            assert!(own.allows(&class_label), "{}: {class_label}", p.name);
+            for d in *domains {
+                for key in d.keys.iter().chain(d.overlay_keys.unwrap_or_default()) {
+                    assert!(d.contains(key), "{}: {key} is not in {}", p.name, d.domain);
+                }
+            }
+        }
+        // A pod may require any label a catalog's instance types carry, and the NodeClaim
+        // made for it repeats the requirement: the NodeClaim rules must allow it.
+        for (p, domains) in PROVIDERS.iter().zip(LABEL_DOMAINS) {
+            let Some(load) = p.catalog else { continue };
+            for label in load().provider_labels {
+                for d in *domains {
+                    assert!(
+                        d.allows(&label),
+                        "{}: {label} is refused by {}",
+                        p.name,
+                        d.domain
+                    );
+                }
+            }
+        }
+        let crds = crds();
+        let node_pool = crds.iter().find(|c| c.kind() == "NodePool").unwrap();
+        assert_eq!(node_pool.label_domains(), label_domains());
     }
 
     #[test]

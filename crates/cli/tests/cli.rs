@@ -334,3 +334,138 @@ fn bench_commands_end_with_their_figures_line() {
         stderr(&out)
     );
 }
+
+/// `simulate --feature-gates` (and `FEATURE_GATES`) set the gates a scenario does not name;
+/// the scenario's own `featureGates` win for those it names.
+#[test]
+fn simulate_takes_feature_gates_under_the_scenarios_own() {
+    let text =
+        std::fs::read_to_string(repo().join("examples/scenarios/static-capacity.yaml")).unwrap();
+    let without = temp_file(
+        "static-no-gates.yaml",
+        &text.replace("  featureGates: StaticCapacity=true\n", ""),
+    );
+    let off = temp_file(
+        "static-gate-off.yaml",
+        &text.replace(
+            "featureGates: StaticCapacity=true",
+            "featureGates: StaticCapacity=false",
+        ),
+    );
+    let path = |p: &PathBuf| p.to_str().unwrap().to_string();
+    // The scenario expects three static nodes by 4m: only with the gate on.
+    let out = karpenter_rs(&["simulate", &path(&without)]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "gate off by default: {}",
+        stdout(&out)
+    );
+    let out = karpenter_rs(&[
+        "simulate",
+        &path(&without),
+        "--feature-gates",
+        "StaticCapacity=true",
+    ]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let out = Command::new(env!("CARGO_BIN_EXE_karpenter-rs"))
+        .args(["simulate", &path(&without)])
+        .env("FEATURE_GATES", "StaticCapacity=true")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "FEATURE_GATES: {}", stdout(&out));
+    let out = karpenter_rs(&[
+        "simulate",
+        &path(&off),
+        "--feature-gates",
+        "StaticCapacity=true",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the scenario wins: {}",
+        stdout(&out)
+    );
+    let out = karpenter_rs(&["simulate", &path(&without), "--feature-gates", "Bogus=true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("unknown feature gate \"Bogus\""),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `plan -f` reads JSON as well as YAML, and a directory of manifests recursively; `bench
+/// plan-dump` ends with its figures.
+#[test]
+fn plan_reads_json_dumps_and_directories() {
+    let yaml =
+        std::fs::read_to_string(repo().join("examples/snapshots/small-cluster.yaml")).unwrap();
+    let as_yaml = karpenter_rs(&[
+        "plan",
+        "-f",
+        "examples/snapshots/small-cluster.yaml",
+        "--output",
+        "json",
+    ]);
+    assert!(as_yaml.status.success(), "{}", stderr(&as_yaml));
+    // The example is a List (as `kubectl get -o yaml` writes), or documents.
+    let objects: Vec<serde_json::Value> = serde_saphyr::from_multiple::<serde_json::Value>(&yaml)
+        .unwrap()
+        .into_iter()
+        .flat_map(|o| match o.get("items") {
+            Some(serde_json::Value::Array(items)) => items.clone(),
+            _ => vec![o],
+        })
+        .collect();
+    assert!(objects.len() > 4, "{objects:?}");
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+    let json = temp_file(
+        "small-cluster.json",
+        &serde_json::to_string_pretty(&list).unwrap(),
+    );
+    let as_json = karpenter_rs(&["plan", "-f", json.to_str().unwrap(), "--output", "json"]);
+    assert!(as_json.status.success(), "{}", stderr(&as_json));
+    assert_eq!(stdout(&as_json), stdout(&as_yaml));
+
+    let dir = std::env::temp_dir().join(format!("karpenter-cli-plan-dir-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("nested")).unwrap();
+    let (first, rest) = objects.split_at(objects.len() / 2);
+    let write = |p: PathBuf, objects: &[serde_json::Value]| {
+        let text: String = objects
+            .iter()
+            .map(|o| format!("---\n{}", serde_saphyr::to_string(o).unwrap()))
+            .collect();
+        std::fs::write(p, text).unwrap();
+    };
+    write(dir.join("a.yaml"), first);
+    write(dir.join("nested/b.yml"), rest);
+    let as_dir = karpenter_rs(&["plan", "-f", dir.to_str().unwrap(), "--output", "json"]);
+    assert!(as_dir.status.success(), "{}", stderr(&as_dir));
+    assert_eq!(stdout(&as_dir), stdout(&as_yaml));
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let out = karpenter_rs(&[
+        "bench",
+        "plan-dump",
+        "--pods",
+        "300",
+        "--nodes",
+        "20",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let last = text.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("plan-dump format=json pods=300 nodes=20 ")
+            && last.contains(" peak_rss_mb="),
+        "{last}"
+    );
+    assert!(
+        text.contains("20 nodes, 297 bound pods, 3 pending"),
+        "{text}"
+    );
+}

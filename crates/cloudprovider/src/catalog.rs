@@ -10,6 +10,16 @@ use karpenter_api::labels::{
 use karpenter_core::instancetype::{InstanceType, Offering, RepairPolicy};
 use karpenter_core::scheduling::{Requirement, Requirements};
 
+/// `amount` in `currency` (ISO 4217), as reports print it: `$0.1234` in US dollars,
+/// `0.1234 CNY` otherwise.
+pub fn format_price(currency: &str, amount: f64) -> String {
+    if currency == "USD" {
+        format!("${amount:.4}")
+    } else {
+        format!("{amount:.4} {currency}")
+    }
+}
+
 /// A catalog: a provider's instance types, prices and allocatable as its own formula computes
 /// them, and the labels it defines.
 #[derive(Clone, Debug)]
@@ -26,6 +36,11 @@ pub struct Catalog {
     /// The node label a node launched into a capacity reservation carries its id in
     /// (`karpenter.k8s.aws/capacity-reservation-id` on AWS), when the provider has one.
     pub reservation_label: Option<String>,
+    /// The currency of its prices, as ISO 4217 (`USD`; `CNY` for Alibaba's and Huawei's).
+    pub currency: &'static str,
+    /// The NodeClass its NodePools name (`karpenter.k8s.aws`/`EC2NodeClass`), when known: a
+    /// NodePool naming another kind would not launch from it.
+    pub node_class: Option<karpenter_api::crd::GroupKind>,
 }
 
 impl Catalog {
@@ -41,7 +56,27 @@ impl Catalog {
             provider_labels: provider_labels.iter().map(|s| s.to_string()).collect(),
             repair_policies: Vec::new(),
             reservation_label: None,
+            currency: "USD",
+            node_class: None,
         }
+    }
+
+    /// The catalog with its prices in `currency` (ISO 4217).
+    pub fn with_currency(mut self, currency: &'static str) -> Self {
+        self.currency = currency;
+        self
+    }
+
+    /// The catalog with the NodeClass its NodePools name.
+    pub fn with_node_class(mut self, node_class: karpenter_api::crd::GroupKind) -> Self {
+        self.node_class = Some(node_class);
+        self
+    }
+
+    /// `amount` in the catalog's currency, as reports print it: `$0.1234` in US dollars,
+    /// `0.1234 CNY` otherwise.
+    pub fn price(&self, amount: f64) -> String {
+        format_price(self.currency, amount)
     }
 
     /// The catalog with the provider's reservation-id label.

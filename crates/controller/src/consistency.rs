@@ -277,4 +277,73 @@ mod tests {
         assert_eq!(scanned.wait("b", t0), None, "per claim");
         assert_eq!(scanned.wait("a", t0 + SCAN_PERIOD), None);
     }
+
+    /// Upstream's consistency suite through the check itself: a node as promised gets
+    /// `ConsistentStateFound=True` and no event; one launched with far less memory than
+    /// promised gets `False` and a `FailedConsistencyCheck` event naming the shortfall.
+    #[tokio::test(start_paused = true)]
+    async fn the_condition_and_events_follow_the_node_shape() {
+        use karpenter_testkit::FakeApiServer;
+        let clock = crate::Clock::following_tokio();
+        let server = FakeApiServer::new();
+        let promised = [("cpu", "16"), ("memory", "128Gi"), ("pods", "110")];
+        let cases = [
+            ("as promised", promised, None),
+            (
+                "memory short",
+                [("cpu", "16"), ("memory", "64Gi"), ("pods", "110")],
+                Some("expected 128Gi of resource memory, but found 64Gi (50.0% of expected)"),
+            ),
+        ];
+        for (i, (_, capacity, _)) in cases.iter().enumerate() {
+            let name = format!("c{i}");
+            let mut c = claim(&[("cpu", "8"), ("memory", "64Gi")], &promised, true);
+            c.metadata.name = Some(name.clone());
+            let status = c.status.take().unwrap();
+            server.create(&c).unwrap();
+            let mut status = serde_json::to_value(status).unwrap();
+            status["providerID"] = json!(format!("fake://z/{i}"));
+            server
+                .merge::<NodeClaim>("", &name, json!({"status": status}))
+                .unwrap();
+            let mut n = node(capacity);
+            n.metadata.name = Some(format!("node-{i}"));
+            n.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
+                provider_id: Some(format!("fake://z/{i}")),
+                ..Default::default()
+            });
+            server.create(&n).unwrap();
+        }
+        let cloud = Arc::new(karpenter_cloudprovider::fake::FakeCloudProvider::default());
+        let ctx = crate::Controller::with_clock(server.client(), cloud, Default::default(), clock)
+            .context();
+        ctx.cluster.list(&ctx.client).await.unwrap();
+        let scanned = LastScanned::default();
+        for (i, (case, _, issue)) in cases.iter().enumerate() {
+            let name = format!("c{i}");
+            let c = ctx.cluster.node_claims.get(&name).unwrap();
+            reconcile(&ctx, &scanned, &c).await.unwrap();
+            let c = server.get::<NodeClaim>("", &name).unwrap();
+            let found = c
+                .status
+                .unwrap()
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == CONSISTENT_STATE_FOUND)
+                .map(|c| c.status);
+            let expected = if issue.is_some() { "False" } else { "True" };
+            assert_eq!(found.as_deref(), Some(expected), "{case}");
+            let events: Vec<String> = server
+                .list::<k8s_openapi::api::core::v1::Event>()
+                .into_iter()
+                .filter(|e| e.involved_object.name.as_deref() == Some(name.as_str()))
+                .filter_map(|e| e.message)
+                .collect();
+            assert_eq!(
+                events.iter().any(|m| issue.is_some_and(|i| m.contains(i))),
+                issue.is_some(),
+                "{case}: {events:?}"
+            );
+        }
+    }
 }

@@ -453,8 +453,8 @@ pub async fn pass<P: CloudProvider>(
     let effects = match due {
         Due::Nothing => return Ok(()),
         Due::Decision => {
-            let command = decide_now(ctx, &pools).await?;
-            orchestrator.decided(now, command)
+            let commands = decide_now(ctx, &pools).await?;
+            orchestrator.decided_all(now, commands)
         }
         Due::Validation(held) => {
             let outcome = validated(ctx, &pools, &held).await?;
@@ -498,7 +498,7 @@ async fn validated<P: CloudProvider>(
 async fn decide_now<P: CloudProvider>(
     ctx: &Context<P>,
     pools: &[NodePoolInput],
-) -> Result<Option<Command>, Error> {
+) -> Result<Vec<Command>, Error> {
     let started = ctx.clock.instant();
     let Disruption::Decided { decision, eligible } =
         disruption_round(ctx, pools, Disrupt::Decide).await?
@@ -526,7 +526,7 @@ async fn decide_now<P: CloudProvider>(
     for (node, block) in &decision.blocked {
         publish_blocked(ctx, node, block).await;
     }
-    Ok(decision.commands.into_iter().next())
+    Ok(decision.commands)
 }
 
 /// The disruption reason a budget block names ("… for reason Drifted in NodePool …").

@@ -15,7 +15,7 @@ use karpenter_api::NodeClaim;
 use karpenter_api::labels::{
     INSTANCE_TYPE_LABEL, NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION,
     NODE_DO_NOT_SYNC_TAINTS_LABEL, NODE_INITIALIZED_LABEL, NODE_POOL_LABEL, NODE_REGISTERED_LABEL,
-    TERMINATION_FINALIZER, UNREGISTERED_TAINT_KEY,
+    TERMINATION_FINALIZER, UNREGISTERED_TAINT_KEY, node_class_label_key,
 };
 use karpenter_api::nodeclaim::condition::{
     INITIALIZED, INSTANCE_TERMINATING, LAUNCHED, READY, REGISTERED,
@@ -109,6 +109,20 @@ const AWAITING: (&str, &str) = (
     "object is awaiting reconciliation",
 );
 
+/// The conditions the lifecycle decides.
+fn is_lifecycle_condition(type_: &str) -> bool {
+    type_ == READY || type_ == INSTANCE_TERMINATING || READY_DEPENDENTS.contains(&type_)
+}
+
+/// Whether a lifecycle condition was decided for an older generation of the claim.
+fn stale_generation(claim: &NodeClaim) -> bool {
+    claim.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            is_lifecycle_condition(&c.type_) && c.observed_generation != claim.metadata.generation
+        })
+    })
+}
+
 /// Writes `status`, its `Ready` condition recomputed from its dependents first.
 async fn patch_status<P: CloudProvider>(
     ctx: &Context<P>,
@@ -134,6 +148,14 @@ async fn patch_status<P: CloudProvider>(
         &READY_DEPENDENTS,
         ctx.clock.now(),
     );
+    // Upstream's conditions record the generation of the NodeClaim they were decided for.
+    for c in status
+        .conditions
+        .iter_mut()
+        .filter(|c| is_lifecycle_condition(&c.type_))
+    {
+        c.observed_generation = claim.metadata.generation;
+    }
     let patch =
         json!({"metadata": {"resourceVersion": claim.resource_version()}, "status": status});
     ctx.patch_claim_status(&claim.name_any(), patch).await
@@ -175,6 +197,13 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, claim: &NodeClaim) ->
         let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": claim.resource_version()}});
         return ctx.patch_claim(&claim.name_any(), patch).await;
     }
+    // Upstream's hydration: a NodeClaim made before it carried its NodeClass's label gets it.
+    let class = &claim.spec.node_class_ref;
+    let class_label = node_class_label_key(&class.group, &class.kind);
+    if !class.group.is_empty() && claim.labels().get(&class_label) != Some(&class.name) {
+        let patch = json!({"metadata": {"labels": {class_label: class.name}}});
+        return ctx.patch_claim(&claim.name_any(), patch).await;
+    }
     let status = claim.status.clone().unwrap_or_default();
     if status.provider_id.is_none() {
         return launch(ctx, claim, now).await;
@@ -188,6 +217,9 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, claim: &NodeClaim) ->
     if !conditions::is_true(&status.conditions, INITIALIZED) {
         return initialize(ctx, claim, now).await;
     }
+    if stale_generation(claim) {
+        return patch_status(ctx, claim, &status).await;
+    }
     Ok(())
 }
 
@@ -196,7 +228,15 @@ async fn launch<P: CloudProvider>(
     claim: &NodeClaim,
     now: Timestamp,
 ) -> Result<(), Error> {
-    if since(claim.metadata.creation_timestamp.as_ref(), now) >= ctx.options.launch_timeout {
+    // Upstream times the launch from the `Launched` condition's transition (the first failed
+    // attempt), not from the claim's creation.
+    let launching_since = claim
+        .status
+        .as_ref()
+        .and_then(|s| conditions::get(&s.conditions, LAUNCHED))
+        .map(|c| &c.last_transition_time)
+        .or(claim.metadata.creation_timestamp.as_ref());
+    if since(launching_since, now) >= ctx.options.launch_timeout {
         return delete_claim(ctx, claim, "launch_timeout").await;
     }
     let uid = claim.uid().unwrap_or_default();
@@ -686,6 +726,44 @@ fn next_look(options: &crate::Options, claim: &NodeClaim, now: Timestamp) -> Dur
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Upstream's expiration suite, "should return the requeue interval for the time between
+    /// now and when the nodeClaim expires": an initialized claim is looked at again when it
+    /// expires (at most every 5 minutes); one still starting, every resync.
+    #[test]
+    fn a_settled_claim_is_looked_at_again_when_it_expires() {
+        let options = crate::Options::default();
+        let created = Timestamp::from_second(1_000_000).unwrap();
+        let claim = |expire_after: &str, initialized: bool| -> NodeClaim {
+            serde_json::from_value(json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                "metadata": {"name": "c", "creationTimestamp": created.to_string()},
+                "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": [],
+                    "expireAfter": expire_after},
+                "status": {"conditions": [{"type": "Initialized", "status": if initialized { "True" } else { "Unknown" },
+                    "reason": "Initialized", "message": "", "lastTransitionTime": created.to_string()}]},
+            }))
+            .unwrap()
+        };
+        let now = created + Duration::from_secs(50);
+        let cases = [
+            (
+                "expires in 150 s",
+                claim("200s", true),
+                Duration::from_secs(150),
+            ),
+            (
+                "expires in an hour: the idle resync",
+                claim("1h", true),
+                IDLE_RESYNC,
+            ),
+            ("never expires", claim("Never", true), IDLE_RESYNC),
+            ("not initialized", claim("200s", false), options.resync),
+        ];
+        for (case, claim, expected) in cases {
+            assert_eq!(next_look(&options, &claim, now), expected, "{case}");
+        }
+    }
 
     #[test]
     fn taints_print_as_upstreams_messages() {

@@ -198,4 +198,69 @@ mod tests {
             assert_eq!(pod_event_node(old, new), expected, "{case}");
         }
     }
+
+    /// Upstream's pod events suite: a pod event on a node stamps its NodeClaim's
+    /// `lastPodEventTime` with the time now, again once the last stamp is over 10 s old but
+    /// not within them; a node that does not exist, or has no NodeClaim, is nothing to stamp.
+    #[tokio::test(start_paused = true)]
+    async fn pod_events_stamp_the_nodes_claim() {
+        use karpenter_api::NodeClaim;
+        use karpenter_testkit::FakeApiServer;
+        let clock = crate::Clock::following_tokio();
+        let server = FakeApiServer::new();
+        let stamps = clock.clone();
+        server.set_clock(move || stamps.now());
+        let claim: NodeClaim = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "c"},
+            "spec": {"nodeClassRef": {"group": "karpenter.test.sh", "kind": "TestNodeClass", "name": "default"}, "requirements": []},
+        }))
+        .unwrap();
+        server.create(&claim).unwrap();
+        server
+            .merge::<NodeClaim>("", "c", json!({"status": {"providerID": "fake://z/1"}}))
+            .unwrap();
+        for (name, id) in [("node", "fake://z/1"), ("claimless", "fake://z/2")] {
+            let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(
+                json!({"metadata": {"name": name}, "spec": {"providerID": id}}),
+            )
+            .unwrap();
+            server.create(&node).unwrap();
+        }
+        let cloud = Arc::new(karpenter_cloudprovider::fake::FakeCloudProvider::default());
+        let ctx = crate::Controller::with_clock(
+            server.client(),
+            cloud,
+            Default::default(),
+            clock.clone(),
+        )
+        .context();
+        let stamped = || {
+            server
+                .get::<NodeClaim>("", "c")
+                .and_then(|c| c.status?.last_pod_event_time)
+                .map(|t| t.0.as_second())
+        };
+        let sync = || async { ctx.cluster.list(&ctx.client).await.unwrap() };
+        sync().await;
+        stamp(&ctx, "missing").await.unwrap();
+        stamp(&ctx, "claimless").await.unwrap();
+        assert_eq!(stamped(), None, "no node, or no claim: nothing stamped");
+        stamp(&ctx, "node").await.unwrap();
+        // Kubernetes times are kept to the second.
+        let first = clock.now().as_second();
+        assert_eq!(stamped(), Some(first));
+        for (after, expected, case) in [
+            (Duration::from_secs(5), first, "within the dedupe window"),
+            (
+                Duration::from_secs(6),
+                first + 11,
+                "set before, stamped again",
+            ),
+        ] {
+            tokio::time::advance(after).await;
+            sync().await;
+            stamp(&ctx, "node").await.unwrap();
+            assert_eq!(stamped(), Some(expected), "{case}");
+        }
+    }
 }

@@ -7,7 +7,8 @@
 //! A NotReady node whose instance is already gone is let go at once. Evictions and deletions
 //! carry the pod's UID (a pod re-created under the same name is not touched), and a pod whose
 //! eviction is refused is retried with its own backoff (upstream's eviction queue: 100 ms
-//! doubling to 10 s), not on every pass.
+//! doubling to 10 s), not on every pass. Its NodeClaim's `Drained`, `VolumesDetached` and
+//! `InstanceTerminating` conditions say how far it got, as upstream's do.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,9 +23,11 @@ use karpenter_api::labels::{
     NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION, NODE_POOL_LABEL, TERMINATION_FINALIZER,
     ZONE_LABEL,
 };
-use karpenter_api::nodeclaim::condition::DISRUPTION_REASON;
+use karpenter_api::nodeclaim::condition::{
+    DISRUPTION_REASON, DRAINED, INSTANCE_TERMINATING, VOLUMES_DETACHED,
+};
 use karpenter_core::termination::{self, DrainStep, disrupted_taint};
-use kube::api::{DeleteParams, EvictParams, Preconditions};
+use kube::api::{DeleteParams, PostParams, Preconditions};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -32,7 +35,7 @@ use crate::cloudprovider::{CloudProvider, CloudProviderError};
 use crate::events::catalog;
 use crate::state::StoredPod;
 use crate::writes::{allow_missing_write, without_finalizer};
-use crate::{Context, Error, queue};
+use crate::{Context, Error, conditions, queue};
 
 /// The first retry of a refused eviction; each further refusal doubles it (upstream's).
 const EVICTION_BACKOFF_BASE: Duration = Duration::from_millis(100);
@@ -111,6 +114,33 @@ fn termination_deadline(claim: Option<&NodeClaim>) -> Option<Timestamp> {
         .ok()
 }
 
+/// Sets a condition of the NodeClaim `claim` (as state has it now) the way upstream's
+/// termination reports its progress on it: `Drained`, `VolumesDetached`,
+/// `InstanceTerminating`. A lost race is retried on the next pass. Returns whether the
+/// condition changed.
+async fn report<P: CloudProvider>(
+    ctx: &Context<P>,
+    claim: Option<&str>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+) -> Result<bool, Error> {
+    let Some(claim) = claim.and_then(|name| ctx.cluster.node_claims.get(name)) else {
+        return Ok(false);
+    };
+    let mut list = claim.status.clone().unwrap_or_default().conditions;
+    let message = if status == "True" { "" } else { reason };
+    if !conditions::set(&mut list, type_, status, reason, message, ctx.clock.now()) {
+        return Ok(false);
+    }
+    for c in list.iter_mut().filter(|c| c.type_ == type_) {
+        c.observed_generation = claim.metadata.generation;
+    }
+    let patch = json!({"metadata": {"resourceVersion": claim.resource_version()}, "status": {"conditions": list}});
+    allow_missing_write(ctx.patch_claim_status(&claim.name_any(), patch).await)?;
+    Ok(true)
+}
+
 /// One pass over a deleting Node.
 pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Result<(), Error> {
     let now = ctx.clock.now();
@@ -160,6 +190,16 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
         return ctx.patch_node(&name, patch).await;
     }
     let deadline = termination_deadline(claim.as_deref());
+    let claim_name = claim.as_deref().map(|c| c.name_any());
+    let claim_name = claim_name.as_deref();
+    let drained = claim
+        .as_deref()
+        .and_then(|c| c.status.as_ref())
+        .and_then(|s| conditions::get(&s.conditions, DRAINED))
+        .is_some();
+    if !drained {
+        report(ctx, claim_name, DRAINED, "Unknown", "Draining").await?;
+    }
     if let Some(at) = claim.as_deref().and_then(|c| {
         c.annotations()
             .get(NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION)
@@ -187,7 +227,16 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
     {
         return Ok(());
     }
-    if deadline.is_none_or(|d| now < d) {
+    // Upstream counts a node drained once, when its NodeClaim says so.
+    if report(ctx, claim_name, DRAINED, "True", DRAINED).await? {
+        let pool = node
+            .labels()
+            .get(NODE_POOL_LABEL)
+            .cloned()
+            .unwrap_or_default();
+        ctx.metrics.nodes_drained.with(&[&pool]).inc();
+    }
+    {
         let attachments = ctx.cluster.volume_attachments.by_secondary_key(&name);
         let volume_of = |namespace: &str, claim: &str| {
             ctx.cluster
@@ -201,7 +250,21 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
             volume_of,
             now,
         );
-        if !blocking.is_empty() {
+        if blocking.is_empty() {
+            report(ctx, claim_name, VOLUMES_DETACHED, "True", VOLUMES_DETACHED).await?;
+        } else if deadline.is_some_and(|d| now >= d) {
+            // Past the terminationGracePeriod the instance goes with its volumes attached.
+            let why = "TerminationGracePeriodElapsed";
+            report(ctx, claim_name, VOLUMES_DETACHED, "False", why).await?;
+        } else {
+            report(
+                ctx,
+                claim_name,
+                VOLUMES_DETACHED,
+                "Unknown",
+                "AwaitingVolumeDetachment",
+            )
+            .await?;
             let names: Vec<String> = blocking
                 .iter()
                 .map(|a| a.metadata.name.clone().unwrap_or_default())
@@ -213,16 +276,21 @@ pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Resul
         }
     }
     if let Some(claim) = claim.as_deref() {
-        match ctx.call("delete", ctx.provider.delete(claim)).await {
-            Err(CloudProviderError::NotFound(_)) => {}
-            Ok(()) => return Ok(()),
+        let deleted = match ctx.call("delete", ctx.provider.delete(claim)).await {
+            Err(CloudProviderError::NotFound(_)) => true,
+            Ok(()) => false,
             Err(e) => return Err(Error::Cloud(e)),
+        };
+        let terminating = INSTANCE_TERMINATING;
+        report(ctx, claim_name, terminating, "True", terminating).await?;
+        if !deleted {
+            return Ok(());
         }
     }
     finish(ctx, node).await
 }
 
-/// Lets the node go: its finalizer removed, counted as drained and terminated.
+/// Lets the node go: its finalizer removed, counted as terminated.
 async fn finish<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Result<(), Error> {
     let name = node.name_any();
     allow_missing_write(ctx.patch_node(&name, without_finalizer(node)).await)?;
@@ -230,7 +298,6 @@ async fn finish<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Result<(), E
     let label = |k: &str| node.labels().get(k).cloned().unwrap_or_default();
     let (pool, zone) = (label(NODE_POOL_LABEL), label(ZONE_LABEL));
     let m = &ctx.metrics;
-    m.nodes_drained.with(&[&pool]).inc();
     m.nodes_terminated.with(&[&pool, &zone]).inc();
     let now = ctx.clock.now();
     let since = |t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
@@ -324,14 +391,22 @@ async fn drain<P: CloudProvider>(
             ctx.client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or("default"),
         );
-        let params = EvictParams {
-            delete_options: Some(DeleteParams {
-                preconditions: uid_precondition(pod),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let result = api.evict(&pod_name(pod), &params).await;
+        // The Eviction is written out here: kube's `Api::evict` sends its delete options as
+        // `delete_options`, a field the API server ignores, which would drop the UID
+        // precondition that keeps a pod re-created under the same name from being evicted.
+        let eviction = json!({
+            "apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": pod_name(pod), "namespace": pod.metadata.namespace},
+            "deleteOptions": {"preconditions": uid_precondition(pod)},
+        });
+        let result = api
+            .create_subresource::<_, serde_json::Value>(
+                "eviction",
+                &pod_name(pod),
+                &PostParams::default(),
+                &eviction,
+            )
+            .await;
         // Evicted, or gone (404) or replaced (409): done with it; anything else is retried.
         let refused = match &result {
             Ok(_) => false,

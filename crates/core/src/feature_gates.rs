@@ -37,7 +37,49 @@ impl FromStr for FeatureGates {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        let mut gates = Self::default();
+        Ok(s.parse::<GateSettings>()?.over(Self::default()))
+    }
+}
+
+/// The gates a `FEATURE_GATES` string names, with their values, checked: laid over other
+/// settings, they change only the gates they name (a scenario's own gates over the command
+/// line's, say).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GateSettings(Vec<(Gate, bool)>);
+
+/// One of upstream's gates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gate {
+    SpotToSpotConsolidation,
+    NodeRepair,
+    ReservedCapacity,
+    NodeOverlay,
+    StaticCapacity,
+    CapacityBuffer,
+}
+
+impl GateSettings {
+    /// `gates` with these settings applied.
+    pub fn over(&self, mut gates: FeatureGates) -> FeatureGates {
+        for &(gate, value) in &self.0 {
+            *match gate {
+                Gate::SpotToSpotConsolidation => &mut gates.spot_to_spot_consolidation,
+                Gate::NodeRepair => &mut gates.node_repair,
+                Gate::ReservedCapacity => &mut gates.reserved_capacity,
+                Gate::NodeOverlay => &mut gates.node_overlay,
+                Gate::StaticCapacity => &mut gates.static_capacity,
+                Gate::CapacityBuffer => &mut gates.capacity_buffer,
+            } = value;
+        }
+        gates
+    }
+}
+
+impl FromStr for GateSettings {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut settings = Vec::new();
         for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, value) = pair.split_once('=').ok_or_else(|| {
                 format!("feature gate {pair:?} is not of the form Name=true|false")
@@ -52,21 +94,21 @@ impl FromStr for FeatureGates {
                 }
             };
             let gate = match name.trim() {
-                "SpotToSpotConsolidation" => &mut gates.spot_to_spot_consolidation,
-                "NodeRepair" => &mut gates.node_repair,
-                "ReservedCapacity" => &mut gates.reserved_capacity,
-                "NodeOverlay" => &mut gates.node_overlay,
-                "StaticCapacity" => &mut gates.static_capacity,
-                "CapacityBuffer" => &mut gates.capacity_buffer,
+                "SpotToSpotConsolidation" => Gate::SpotToSpotConsolidation,
+                "NodeRepair" => Gate::NodeRepair,
+                "ReservedCapacity" => Gate::ReservedCapacity,
+                "NodeOverlay" => Gate::NodeOverlay,
+                "StaticCapacity" => Gate::StaticCapacity,
+                "CapacityBuffer" => Gate::CapacityBuffer,
                 other => {
                     return Err(format!(
                         "unknown feature gate {other:?}; known: SpotToSpotConsolidation, NodeRepair, ReservedCapacity, NodeOverlay, StaticCapacity, CapacityBuffer"
                     ));
                 }
             };
-            *gate = value;
+            settings.push((gate, value));
         }
-        Ok(gates)
+        Ok(Self(settings))
     }
 }
 
@@ -97,6 +139,25 @@ mod tests {
         assert!(gates.spot_to_spot_consolidation);
         assert!(!gates.reserved_capacity);
         assert!(!gates.node_repair);
+    }
+
+    #[test]
+    fn settings_laid_over_others_change_only_the_gates_they_name() {
+        let command_line: FeatureGates = "NodeRepair=true,SpotToSpotConsolidation=true"
+            .parse()
+            .unwrap();
+        let scenario: GateSettings = "SpotToSpotConsolidation=false,StaticCapacity=true"
+            .parse()
+            .unwrap();
+        let gates = scenario.over(command_line);
+        assert!(gates.node_repair, "named on the command line only");
+        assert!(!gates.spot_to_spot_consolidation, "the scenario wins");
+        assert!(gates.static_capacity);
+        assert!(
+            gates.reserved_capacity,
+            "named by neither: upstream's default"
+        );
+        assert_eq!(GateSettings::default().over(command_line), command_line);
     }
 
     #[test]

@@ -721,11 +721,13 @@ fn nodes_being_deleted_count_toward_the_pool_and_against_its_budget() {
 
 #[test]
 fn drift_is_eventual_when_a_termination_grace_period_bounds_the_drain() {
-    let with_tgp = [pool("default", |np| {
-        np.spec.template.spec.termination_grace_period =
-            Some(karpenter_api::Duration::from_secs(600))
-    })];
-    let without = [pool("default", |_| {})];
+    // The NodeClaim's grace period decides, as upstream: not its NodePool's.
+    let pools = [pool("default", |_| {})];
+    let (without, with_tgp) = (&pools, &pools);
+    let grace = |mut n: NodeState| {
+        n.termination_grace_period = Some(karpenter_api::Duration::from_secs(600));
+        n
+    };
     let pinned = || {
         let mut p = app("1");
         p.metadata.annotations = Some(
@@ -749,11 +751,12 @@ fn drift_is_eventual_when_a_termination_grace_period_bounds_the_drain() {
     ];
     for (blocker, n, pdbs) in cases {
         // Without a grace period the blocker holds the node, as for any graceful method.
-        let d = run(std::slice::from_ref(&n), &without, pdbs);
+        let d = run(std::slice::from_ref(&n), without, pdbs);
         assert!(d.commands.is_empty(), "{blocker}: {:?}", d.commands);
         assert_eq!(d.blocked["old"].kind, Blocked::NotCandidate, "{blocker}");
         // With one, drift replaces it: the grace period bounds the drain.
-        let d = run(std::slice::from_ref(&n), &with_tgp, pdbs);
+        let n = grace(n);
+        let d = run(std::slice::from_ref(&n), with_tgp, pdbs);
         assert_eq!(
             d.commands.first().map(|c| c.reason),
             Some(DisruptionReason::Drifted),
@@ -763,7 +766,7 @@ fn drift_is_eventual_when_a_termination_grace_period_bounds_the_drain() {
         // A node that has not drifted stays graceful: consolidation respects the blocker.
         let mut calm = n.clone();
         calm.drifted = false;
-        let d = run(&[calm], &with_tgp, pdbs);
+        let d = run(&[calm], with_tgp, pdbs);
         assert!(d.commands.is_empty(), "{blocker}: {:?}", d.commands);
         assert_eq!(d.blocked["old"].kind, Blocked::NotCandidate, "{blocker}");
     }

@@ -236,3 +236,319 @@ fn nodeclaims_list_at_most_600_types_cheapest_first() {
     assert!(prices.windows(2).all(|w| w[0] <= w[1]), "cheapest first");
     assert_eq!(listed[0].name, "fake-it-0");
 }
+
+/// The custom integer label upstream's `minValues` cases use.
+const GENERATION: &str = "karpenter/numerical-value";
+
+/// Upstream's arm64 Linux type of `cpu` CPUs with one spot offering at `price`, labelled
+/// with `generation` when given.
+fn typed(name: &str, cpu: &str, price: f64, generation: Option<&str>) -> InstanceType {
+    let mut it = fake::FakeInstanceType::new(name)
+        .arch("arm64")
+        .operating_systems(&["linux"])
+        .resources(&[("cpu", cpu), ("memory", &format!("{cpu}Gi"))])
+        .offerings(&[("spot", "test-zone-1-spot", price)])
+        .build();
+    if let Some(g) = generation {
+        it.requirements
+            .add(karpenter_core::scheduling::Requirement::new(
+                GENERATION,
+                Operator::In,
+                &[g],
+            ));
+    }
+    it
+}
+
+/// Two pods of 0.9 CPU that fit together on the larger types only.
+fn two_small_pods() -> Vec<k8s_openapi::api::core::v1::Pod> {
+    pod()
+        .requests(&[("cpu", "0.9"), ("memory", "0.9Gi")])
+        .times(2)
+}
+
+#[test]
+fn min_values_keep_enough_instance_types() {
+    use Operator::*;
+    let cases: Vec<(&str, PoolBuilder, Vec<InstanceType>)> = vec![
+        (
+            "instance types In, minValues 2",
+            node_pool("default").require_min(
+                INSTANCE_TYPE,
+                In,
+                &["instance-type-1", "instance-type-2"],
+                2,
+            ),
+            vec![
+                typed("instance-type-1", "1", 0.52, None),
+                typed("instance-type-2", "4", 1.0, None),
+            ],
+        ),
+        (
+            "Gt 2, minValues 2",
+            node_pool("default").require_min(GENERATION, Gt, &["2"], 2),
+            vec![
+                typed("instance-type-1", "1", 0.52, Some("2")),
+                typed("instance-type-2", "1", 1.0, Some("3")),
+                typed("instance-type-3", "4", 1.2, Some("4")),
+            ],
+        ),
+        (
+            "Lt 4, minValues 2",
+            node_pool("default").require_min(GENERATION, Lt, &["4"], 2),
+            vec![
+                typed("instance-type-1", "1", 0.52, Some("2")),
+                typed("instance-type-2", "2", 1.0, Some("3")),
+                typed("instance-type-3", "4", 1.2, Some("4")),
+            ],
+        ),
+        (
+            "the larger minValues of In (1) and NotIn (2)",
+            node_pool("default")
+                .require_min(
+                    INSTANCE_TYPE,
+                    In,
+                    &["instance-type-1", "instance-type-2", "instance-type-3"],
+                    1,
+                )
+                .require_min(INSTANCE_TYPE, NotIn, &["instance-type-3"], 2),
+            vec![
+                typed("instance-type-1", "1", 0.52, None),
+                typed("instance-type-2", "2", 1.0, None),
+                typed("instance-type-3", "4", 1.2, None),
+            ],
+        ),
+        (
+            "the larger minValues of Gt (1) and Lt (2)",
+            node_pool("default")
+                .require_min(GENERATION, Gt, &["2"], 1)
+                .require_min(GENERATION, Lt, &["5"], 2),
+            vec![
+                typed("instance-type-1", "1", 0.52, Some("2")),
+                typed("instance-type-2", "1", 1.0, Some("3")),
+                typed("instance-type-3", "4", 1.2, Some("4")),
+                typed("instance-type-4", "4", 1.2, Some("5")),
+            ],
+        ),
+        (
+            "the larger minValues of Exists (1) and In (2)",
+            node_pool("default")
+                .require_min(INSTANCE_TYPE, Exists, &[], 1)
+                .require_min(
+                    INSTANCE_TYPE,
+                    In,
+                    &["instance-type-1", "instance-type-2"],
+                    2,
+                ),
+            vec![
+                typed("instance-type-1", "1", 0.52, None),
+                typed("instance-type-2", "4", 1.0, None),
+            ],
+        ),
+        (
+            "minValues on two keys",
+            node_pool("default")
+                .require_min(ARCH, Exists, &[], 2)
+                .require_min(
+                    INSTANCE_TYPE,
+                    In,
+                    &["instance-type-1", "instance-type-2"],
+                    1,
+                ),
+            vec![typed("instance-type-1", "1", 0.52, None), {
+                // The second type is amd64: two architectures are possible.
+                let mut it = typed("instance-type-2", "4", 1.0, None);
+                it.requirements.remove(ARCH);
+                it.requirements
+                    .add(karpenter_core::scheduling::Requirement::new(
+                        ARCH,
+                        Operator::In,
+                        &["amd64"],
+                    ));
+                it
+            }],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (case, p, types) in cases {
+        let o = Env::with_types(p, types).provision(&two_small_pods());
+        if !(o.scheduled(0) && o.scheduled(1)) {
+            failures.push(format!("{case}: {:?}", o.results.pod_errors));
+            continue;
+        }
+        // Without minValues both would share the larger type; keeping two options each
+        // (one of them too small for two) they go to two nodes.
+        if o.nodes.len() != 2 {
+            failures.push(format!("{case}: {} nodes", o.nodes.len()));
+        }
+        for claim in &o.results.new_node_claims {
+            if claim.instance_types.len() < 2 {
+                failures.push(format!(
+                    "{case}: a NodeClaim lists {} types",
+                    claim.instance_types.len()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn min_values_that_cannot_be_kept() {
+    use Operator::*;
+    // (case, NodePool, instance types, pods' extra requirement, max instance types)
+    type Case<'a> = (
+        &'a str,
+        PoolBuilder,
+        Vec<InstanceType>,
+        Option<&'a str>,
+        usize,
+    );
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "the pods' Gt leaves one generation",
+            node_pool("default").require_min(GENERATION, Exists, &[], 2),
+            vec![
+                typed("instance-type-1", "1", 0.52, Some("2")),
+                typed("instance-type-2", "4", 1.0, Some("3")),
+            ],
+            Some("2"),
+            600,
+        ),
+        (
+            "Lt 4 leaves one type",
+            node_pool("default").require_min(GENERATION, Lt, &["4"], 2),
+            vec![
+                typed("instance-type-1", "2", 0.52, Some("2")),
+                typed("instance-type-2", "4", 1.2, Some("4")),
+            ],
+            None,
+            600,
+        ),
+        (
+            "fewer types than minValues",
+            node_pool("default").require_min(INSTANCE_TYPE, Exists, &[], 11),
+            fake::instance_types_assorted()
+                .into_iter()
+                .take(10)
+                .collect(),
+            None,
+            600,
+        ),
+        (
+            "the list is truncated below minValues",
+            node_pool("default").require_min(
+                INSTANCE_TYPE,
+                In,
+                &["instance-type-1", "instance-type-2"],
+                2,
+            ),
+            vec![
+                typed("instance-type-1", "1", 0.52, None),
+                typed("instance-type-2", "4", 1.0, None),
+            ],
+            None,
+            1,
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (case, p, types, gt, max) in cases {
+        let mut env = Env::with_types(p, types);
+        env.options.max_instance_types = max;
+        let pods: Vec<_> = match gt {
+            Some(v) => pod()
+                .requests(&[("cpu", "0.9"), ("memory", "0.9Gi")])
+                .require(&[(GENERATION, "Gt", &[v])])
+                .times(2),
+            None => two_small_pods(),
+        };
+        let o = env.provision(&pods);
+        if o.scheduled(0) || o.scheduled(1) {
+            failures.push(format!("{case}: scheduled"));
+        }
+        let why = if gt.is_some() {
+            "minValues requirement is not met for label(s) (label(s)=[karpenter/numerical-value])"
+        } else {
+            "minValues"
+        };
+        if o.results.pod_errors.len() != 2
+            || !o.results.pod_errors.values().all(|e| e.contains(why))
+        {
+            failures.push(format!("{case}: {:?}", o.results.pod_errors));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn cheapest_with_constraints_from_the_node_pool_and_the_pod() {
+    let types = fake::instance_types_assorted();
+    // (case, the NodePool's constraints, the pod's)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "NodePool spot, pod zone 2",
+            vec![(CAPACITY_TYPE, "spot")],
+            vec![(ZONE, "test-zone-2")],
+        ),
+        (
+            "NodePool amd64/linux, pod spot/zone 2",
+            vec![(ARCH, "amd64"), (OS, "linux")],
+            vec![(CAPACITY_TYPE, "spot"), (ZONE, "test-zone-2")],
+        ),
+    ];
+    for (case, on_pool, on_pod) in cases {
+        let mut p = pool();
+        for (k, v) in &on_pool {
+            p = p.require(k, Operator::In, &[v]);
+        }
+        let o = Env::with_types(p, shuffled(types.clone()))
+            .provision(&[pod().node_selector(&on_pod).build()]);
+        assert!(o.scheduled(0), "{case}: {:?}", o.results.pod_errors);
+        let all: Vec<(&str, &str)> = on_pool.iter().chain(&on_pod).copied().collect();
+        let want = oracle(&types, &all).expect("the catalog covers the case");
+        assert!((o.node(0).price - want).abs() < 1e-12, "{case}");
+        for it in &o.results.new_node_claims[0].instance_types {
+            for (k, v) in &all {
+                assert!(has(it, k, v), "{case}: option {} lacks {k}={v}", it.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn no_instance_type_matches_the_selector() {
+    let assorted = fake::instance_types_assorted;
+    let amd64 = |it: &InstanceType| has(it, ARCH, "amd64");
+    let no_arm_in_zone_2 = |it: &InstanceType| !has(it, ZONE, "test-zone-2") || amd64(it);
+    // (case, the catalog, the NodePool, the pod)
+    let cases: Vec<(&str, Vec<InstanceType>, PoolBuilder, PodBuilder)> = vec![
+        (
+            "pod arm64, no arm64 type",
+            assorted().into_iter().filter(amd64).collect(),
+            pool(),
+            pod().node_selector(&[(ARCH, "arm64")]),
+        ),
+        (
+            "pod arm64 in zone 2, no arm64 type there",
+            assorted().into_iter().filter(no_arm_in_zone_2).collect(),
+            pool(),
+            pod().node_selector(&[(ARCH, "arm64"), (ZONE, "test-zone-2")]),
+        ),
+        (
+            "NodePool arm64, pod zone 2, no arm64 type there",
+            assorted().into_iter().filter(no_arm_in_zone_2).collect(),
+            pool().require(ARCH, Operator::In, &["arm64"]),
+            pod().node_selector(&[(ZONE, "test-zone-2")]),
+        ),
+    ];
+    for (case, types, p, pd) in cases {
+        assert!(!types.is_empty(), "{case}");
+        let o = Env::with_types(p, types).provision(&[pd.build()]);
+        assert!(!o.scheduled(0), "{case}");
+        assert!(
+            o.results.new_node_claims.is_empty(),
+            "{case}: nothing launched"
+        );
+    }
+}

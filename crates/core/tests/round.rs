@@ -570,10 +570,9 @@ fn drift_launches_nothing_for_a_pod_that_cannot_leave() {
         )
         .unwrap(),
     );
-    let pool = pool(
-        "default",
-        json!({"spec": {"template": {"spec": {"terminationGracePeriod": "1h"}}}}),
-    );
+    // The grace period the drain is bounded by is the NodeClaim's own, as upstream reads it.
+    claim.spec.termination_grace_period = serde_json::from_value(json!("1h")).unwrap();
+    let pool = pool("default", json!({}));
     for (blocking, replacements) in [(fully_blocking(), 0), (budget(1), 1)] {
         let mut cluster = Cluster::new(vec![pool.clone()], vec![(node.clone(), claim.clone())]);
         cluster.pods = vec![bound("p", "old", json!({}))];

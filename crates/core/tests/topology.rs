@@ -4,10 +4,12 @@
 
 mod support;
 
-use k8s_openapi::api::core::v1::{PodAffinityTerm, TopologySpreadConstraint};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, Taint, TopologySpreadConstraint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use karpenter_api::Operator;
-use karpenter_core::provisioning::scheduling::BoundPod;
+use karpenter_core::provisioning::scheduling::{BoundPod, ExistingNodeInput};
 use support::*;
 
 const APP: &[(&str, &str)] = &[("app", "test")];
@@ -683,4 +685,1211 @@ fn volume_zones_constrain_the_node_not_the_spread() {
         .unwrap_or_else(|| &o.node(0).labels);
     assert_eq!(node.get(ZONE).map(String::as_str), Some("test-zone-1"));
     assert_eq!(o.skew_of(&second, ZONE, APP, &cluster), [1, 1, 2]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upstream's cases one by one (`topology_test.go`), with its labels (`test: test`) and its fake
+// instance types (`karpenter_core::instancetype::fake`). Where a case runs several provisioning
+// rounds, the nodes of a round are the next round's existing nodes, as the suite's API server
+// keeps them.
+
+const TEST: &[(&str, &str)] = &[("test", "test")];
+const S2: &[(&str, &str)] = &[("security", "s2")];
+
+fn tsc(key: &str, max_skew: i32, when: &str) -> TopologySpreadConstraint {
+    TopologySpreadConstraint {
+        max_skew,
+        topology_key: key.into(),
+        when_unsatisfiable: when.into(),
+        label_selector: Some(selector(TEST)),
+        ..Default::default()
+    }
+}
+
+fn spread_test(key: &str, skew: i32, n: usize) -> Vec<Pod> {
+    pod()
+        .labels(TEST)
+        .spread_with(tsc(key, skew, "DoNotSchedule"))
+        .times(n)
+}
+
+fn zones_pool(zones: &[&str]) -> PoolBuilder {
+    node_pool("default").only(ZONE, Operator::In, zones)
+}
+
+/// A cluster carried from one provisioning round to the next.
+#[derive(Default)]
+struct Rounds {
+    cluster: Vec<ExistingNodeInput>,
+}
+
+impl Rounds {
+    /// Provisions `pods` with `env`'s NodePools over the cluster so far (plus `env`'s own
+    /// existing nodes), then binds the scheduled pods.
+    fn run(&mut self, mut env: Env, pods: &[Pod]) -> Outcome {
+        let mut existing = std::mem::take(&mut self.cluster);
+        existing.append(&mut env.existing);
+        env.existing = existing;
+        let o = env.provision(pods);
+        self.cluster = o.cluster(pods, std::mem::take(&mut env.existing));
+        o
+    }
+
+    /// Pods of `default` carrying `labels` per domain of `key`, sorted (upstream's
+    /// `ExpectSkew`): a node without the label is no domain, hostname counts by node, and
+    /// terminating pods do not count.
+    fn skew(&self, key: &str, labels: &[(&str, &str)]) -> Vec<usize> {
+        let mut per: BTreeMap<String, usize> = BTreeMap::new();
+        for node in &self.cluster {
+            let domain = if key == HOSTNAME {
+                Some(node.name.clone())
+            } else {
+                node.labels.get(key).cloned()
+            };
+            let Some(domain) = domain else { continue };
+            let n = node
+                .pods
+                .iter()
+                .filter(|p| {
+                    p.namespace == "default"
+                        && !p.terminating
+                        && labels
+                            .iter()
+                            .all(|(k, v)| p.labels.get(*k).map(String::as_str) == Some(*v))
+                })
+                .count();
+            if n > 0 {
+                *per.entry(domain).or_default() += n;
+            }
+        }
+        let mut v: Vec<usize> = per.into_values().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The largest difference between two populated domains (upstream's `ExpectMaxSkew`).
+    fn max_skew(&self, key: &str, labels: &[(&str, &str)]) -> usize {
+        let v = self.skew(key, labels);
+        v.last().copied().unwrap_or(0) - v.first().copied().unwrap_or(0)
+    }
+}
+
+fn all_scheduled(name: &str, o: &Outcome) {
+    assert!(
+        o.placement.iter().all(Option::is_some),
+        "{name}: every pod schedules: {:?}",
+        o.results.pod_errors
+    );
+}
+
+fn none_scheduled(name: &str, o: &Outcome) {
+    assert!(
+        o.placement.iter().all(Option::is_none),
+        "{name}: no pod schedules: {:?}",
+        o.placement
+    );
+}
+
+#[test]
+fn constraints_that_do_not_spread() {
+    let o = Env::new(topology_pool()).provision(&[
+        pod()
+            .labels(TEST)
+            .spread_with(tsc("unknown", 1, "DoNotSchedule"))
+            .build(),
+        pod().build(),
+    ]);
+    assert!(
+        !o.scheduled(0),
+        "unknown topology key: no node has the key, the pod waits"
+    );
+    assert!(
+        o.scheduled(1),
+        "unknown topology key: the other pod schedules"
+    );
+
+    let cases = [
+        (
+            "invalid label selector value",
+            TopologySpreadConstraint {
+                label_selector: Some(selector(&[("app.kubernetes.io/name", "{{ zqfmgb }}")])),
+                ..tsc(ZONE, 1, "DoNotSchedule")
+            },
+        ),
+        (
+            "nil label selector",
+            TopologySpreadConstraint {
+                label_selector: None,
+                ..tsc(ZONE, 1, "DoNotSchedule")
+            },
+        ),
+    ];
+    for (name, constraint) in cases {
+        let pods = pod().labels(TEST).spread_with(constraint).times(2);
+        let mut r = Rounds::default();
+        let o = r.run(Env::new(topology_pool()), &pods);
+        all_scheduled(name, &o);
+        assert_eq!(r.skew(ZONE, TEST), [2], "{name}: nothing to spread from");
+    }
+}
+
+/// A single-round spread: case, cluster, pods, topology key, pods per domain.
+type SkewCase = (&'static str, Env, Vec<Pod>, &'static str, Vec<usize>);
+
+/// Single-round spreads.
+#[test]
+fn spread_table() {
+    let fake = "fake-label";
+    let policy_pods = |taints: Option<&str>, affinity: Option<&str>, selector_value: bool| {
+        let mut c = tsc(fake, 1, "DoNotSchedule");
+        c.node_taints_policy = taints.map(Into::into);
+        c.node_affinity_policy = affinity.map(Into::into);
+        let mut b = pod().labels(TEST).cpu("1").spread_with(c);
+        if selector_value {
+            b = b.node_selector(&[("selector", "value")]);
+        }
+        b.times(5)
+    };
+    let small_node = |name: &str, labels: &[(&str, &str)], tainted: bool| {
+        let mut n = existing_node(name, labels, &[("cpu", "100m")]);
+        if tainted {
+            n.taints = vec![Taint {
+                key: "taintname".into(),
+                value: Some("taintvalue".into()),
+                effect: "NoSchedule".into(),
+                time_added: None,
+            }];
+        }
+        n
+    };
+    let tainted_nodes = |pool: PoolBuilder| {
+        Env::new(pool)
+            .existing(small_node("foo", &[(fake, "foo")], true))
+            .existing(small_node("bar", &[(fake, "bar")], true))
+    };
+    let unselected_nodes = |pool: PoolBuilder| {
+        Env::new(pool)
+            .existing(small_node(
+                "foo",
+                &[(fake, "foo"), ("selector", "mismatch")],
+                false,
+            ))
+            .existing(small_node(
+                "bar",
+                &[(fake, "bar"), ("selector", "mismatch")],
+                false,
+            ))
+    };
+    let tainted_pool = |name: &str, domains: &[&str], value: &str| {
+        node_pool(name)
+            .only(CAPACITY_TYPE, Operator::Exists, &[])
+            .require(fake, Operator::In, domains)
+            .taint("taint-key", value, "NoSchedule")
+    };
+    let two_pools = |taints: &str| {
+        let env = Env::new(topology_pool().require(fake, Operator::In, &["foo"]))
+            .pool(tainted_pool("tainted", &["bar"], "taint-value"));
+        let pods = pod()
+            .labels(TEST)
+            .spread_with(TopologySpreadConstraint {
+                node_taints_policy: Some(taints.into()),
+                ..tsc(fake, 1, "DoNotSchedule")
+            })
+            .times(2);
+        (env, pods)
+    };
+    let (ignore_env, ignore_pods) = two_pools("Ignore");
+    let (honor_env, honor_pods) = two_pools("Honor");
+    let min_domains = |min| {
+        pod()
+            .labels(TEST)
+            .spread_with(TopologySpreadConstraint {
+                min_domains: Some(min),
+                ..tsc(ZONE, 1, "DoNotSchedule")
+            })
+            .times(11)
+    };
+    let shared_domain_pods = {
+        let honor = TopologySpreadConstraint {
+            node_taints_policy: Some("Honor".into()),
+            ..tsc(fake, 1, "DoNotSchedule")
+        };
+        let mut pods = pod()
+            .labels(TEST)
+            .spread_with(honor.clone())
+            .tolerate("taint-key", "", "nodepool-0", "NoSchedule")
+            .times(2);
+        pods.extend(
+            pod()
+                .labels(TEST)
+                .spread_with(honor)
+                .tolerate("taint-key", "", "nodepool-1", "NoSchedule")
+                .times(4),
+        );
+        pods
+    };
+    let cases: Vec<SkewCase> = vec![
+        (
+            "NodePool zones listed",
+            Env::new(zones_pool(&["test-zone-1", "test-zone-2", "test-zone-3"])),
+            spread_test(ZONE, 1, 4),
+            ZONE,
+            vec![1, 1, 2],
+        ),
+        (
+            "NodePool zones and a zone label",
+            Env::new(zones_pool(&["test-zone-1", "test-zone-2"]).label(ZONE, "test-zone-1")),
+            spread_test(ZONE, 1, 4),
+            ZONE,
+            vec![4],
+        ),
+        (
+            "zone labels across NodePools",
+            Env::new(zones_pool(&["test-zone-1", "test-zone-2"]).label(ZONE, "test-zone-1"))
+                .pool(node_pool("second").label(ZONE, "test-zone-2")),
+            spread_test(ZONE, 1, 4),
+            ZONE,
+            vec![2, 2],
+        ),
+        (
+            "minDomains 3 met by three zones",
+            Env::new(zones_pool(&["test-zone-1", "test-zone-2", "test-zone-3"])),
+            min_domains(3),
+            ZONE,
+            vec![3, 4, 4],
+        ),
+        (
+            "three zones exceed minDomains 2",
+            Env::new(zones_pool(&["test-zone-1", "test-zone-2", "test-zone-3"])),
+            min_domains(2),
+            ZONE,
+            vec![3, 4, 4],
+        ),
+        (
+            "required zones limit the spread (10 pods)",
+            Env::new(topology_pool()),
+            pod()
+                .labels(TEST)
+                .spread_with(tsc(ZONE, 1, "DoNotSchedule"))
+                .require(&[(ZONE, "In", &["test-zone-1", "test-zone-2"])])
+                .times(10),
+            ZONE,
+            vec![5, 5],
+        ),
+        (
+            "NodePool capacity types spot and on-demand",
+            Env::new(node_pool("default").only(
+                CAPACITY_TYPE,
+                Operator::In,
+                &["spot", "on-demand"],
+            )),
+            spread_test(CAPACITY_TYPE, 1, 4),
+            CAPACITY_TYPE,
+            vec![2, 2],
+        ),
+        (
+            "matchLabelKeys naming a label the pods lack",
+            Env::new(topology_pool()),
+            pod()
+                .labels(TEST)
+                .spread_with(TopologySpreadConstraint {
+                    match_label_keys: Some(vec!["test-label".into()]),
+                    ..tsc(HOSTNAME, 1, "DoNotSchedule")
+                })
+                .times(4),
+            HOSTNAME,
+            vec![1, 1, 1, 1],
+        ),
+        (
+            "tainted nodes' domains count (NodeTaintsPolicy=Ignore)",
+            tainted_nodes(topology_pool().label(fake, "baz")),
+            policy_pods(Some("Ignore"), None, false),
+            fake,
+            vec![1],
+        ),
+        (
+            "tainted nodes' domains are skipped (NodeTaintsPolicy=Honor)",
+            tainted_nodes(topology_pool().label(fake, "baz")),
+            policy_pods(Some("Honor"), None, false),
+            fake,
+            vec![5],
+        ),
+        (
+            "a tainted NodePool's domain counts (NodeTaintsPolicy=Ignore)",
+            ignore_env,
+            ignore_pods,
+            fake,
+            vec![1],
+        ),
+        (
+            "a tainted NodePool's domain is skipped (NodeTaintsPolicy=Honor)",
+            honor_env,
+            honor_pods,
+            fake,
+            vec![2],
+        ),
+        (
+            "NodePools tainted apart share a domain (NodeTaintsPolicy=Honor)",
+            Env::new(tainted_pool("np-0", &["foo", "bar"], "nodepool-0")).pool(tainted_pool(
+                "np-1",
+                &["foo", "baz"],
+                "nodepool-1",
+            )),
+            shared_domain_pods,
+            fake,
+            vec![1, 2, 3],
+        ),
+        (
+            "unselected nodes' domains count (NodeAffinityPolicy=Ignore)",
+            unselected_nodes(
+                topology_pool()
+                    .label(fake, "baz")
+                    .label("selector", "value"),
+            ),
+            policy_pods(None, Some("Ignore"), true),
+            fake,
+            vec![1],
+        ),
+        (
+            "unselected nodes' domains are skipped (NodeAffinityPolicy=Honor)",
+            unselected_nodes(
+                topology_pool()
+                    .label(fake, "baz")
+                    .label("selector", "value"),
+            ),
+            policy_pods(None, Some("Honor"), true),
+            fake,
+            vec![5],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, env, pods, key, expected) in cases {
+        let mut r = Rounds::default();
+        let o = r.run(env, &pods);
+        let got = r.skew(key, TEST);
+        if got != expected {
+            failures.push(format!(
+                "{name}: expected {expected:?}, got {got:?} ({:?})",
+                o.results.pod_errors
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn spread_by_node_count() {
+    let o = Env::new(topology_pool()).provision(
+        &pod()
+            .spread_with(tsc(HOSTNAME, 1, "DoNotSchedule"))
+            .times(5),
+    );
+    all_scheduled("pods outside their own selector pack together", &o);
+    assert_eq!(
+        o.nodes.len(),
+        1,
+        "pods outside their own selector pack together"
+    );
+
+    let deployment = |app: &str, arch: Option<&str>| {
+        let mut b = pod()
+            .labels(&[("app", app)])
+            .spread_with(TopologySpreadConstraint {
+                label_selector: Some(selector(&[("app", app)])),
+                ..tsc(HOSTNAME, 1, "DoNotSchedule")
+            });
+        if let Some(arch) = arch {
+            b = b.require(&[(ARCH, "In", &[arch])]);
+        }
+        b.times(2)
+    };
+    for (name, arches, nodes) in [
+        ("two spread deployments share two nodes", [None, None], 2),
+        (
+            "two spread deployments of different arch need four nodes",
+            [Some("amd64"), Some("arm64")],
+            4,
+        ),
+    ] {
+        let mut pods = deployment("app1", arches[0]);
+        pods.extend(deployment("app2", arches[1]));
+        let o = Env::new(topology_pool()).provision(&pods);
+        all_scheduled(name, &o);
+        assert_eq!(o.nodes.len(), nodes, "{name}");
+    }
+}
+
+fn big(b: support::PodBuilder) -> support::PodBuilder {
+    b.labels(TEST).cpu("1.1")
+}
+
+#[test]
+fn zonal_spread_over_rounds() {
+    let spread = || tsc(ZONE, 1, "DoNotSchedule");
+
+    let name = "an existing pod outside the NodePool's zones";
+    let mut r = Rounds::default();
+    let o = r.run(
+        Env::new(topology_pool()),
+        &[big(pod()).node_selector(&[(ZONE, "test-zone-3")]).build()],
+    );
+    all_scheduled(name, &o);
+    r.run(
+        Env::new(zones_pool(&["test-zone-1", "test-zone-2"])),
+        &big(pod()).spread_with(spread()).times(6),
+    );
+    assert_eq!(r.skew(ZONE, TEST), [1, 2, 2], "{name}");
+
+    let name = "only the minimum domains while the skew is violated";
+    let mut r = Rounds::default();
+    r.run(
+        Env::new(topology_pool()),
+        &big(pod()).spread_with(spread()).times(9),
+    );
+    assert_eq!(r.skew(ZONE, TEST), [3, 3, 3], "{name}");
+    for node in &mut r.cluster {
+        if node.labels.get(ZONE).map(String::as_str) != Some("test-zone-1") {
+            node.pods.clear();
+        }
+    }
+    assert_eq!(r.skew(ZONE, TEST), [3], "{name}");
+    r.run(
+        Env::new(topology_pool()),
+        &big(pod()).spread_with(spread()).times(3),
+    );
+    assert_eq!(r.skew(ZONE, TEST), [1, 2, 3], "{name}");
+
+    let name = "domains of an existing pod without constraints";
+    let mut r = Rounds::default();
+    r.run(
+        Env::new(zones_pool(&["test-zone-1"])),
+        &[big(pod()).build()],
+    );
+    r.run(
+        Env::new(zones_pool(&["test-zone-2", "test-zone-3"])),
+        &big(pod()).spread_with(spread()).times(10),
+    );
+    assert_eq!(r.skew(ZONE, TEST), [1, 2, 2], "{name}");
+}
+
+/// Upstream's "should only count running/scheduled pods with matching labels scheduled to
+/// nodes with a corresponding domain", for zones and capacity types. Pending pods the
+/// kube-scheduler has not marked unschedulable never reach the scheduler (the batcher's
+/// filter), so they are left out here; a terminating pod is bound instead (it does not count).
+#[test]
+fn only_active_selected_pods_on_nodes_in_a_domain_count() {
+    for (name, key, first, second, expected) in [
+        (
+            "zones: only active selected pods count",
+            ZONE,
+            "test-zone-1",
+            "test-zone-2",
+            [1, 2, 2].as_slice(),
+        ),
+        (
+            "capacity types: only active selected pods count",
+            CAPACITY_TYPE,
+            "spot",
+            "on-demand",
+            [2, 3].as_slice(),
+        ),
+    ] {
+        let room = [("cpu", "4"), ("memory", "8Gi"), ("pods", "20")];
+        let mut n1 = existing_node("first", &[(key, first)], &room);
+        let mut n2 = existing_node("second", &[(key, second)], &room);
+        let mut n3 = existing_node("third", &[], &room);
+        let mut terminating = pod().labels(TEST).build();
+        terminating.metadata.deletion_timestamp = Some(
+            serde_json::from_value(serde_json::json!("2024-01-01T00:00:00Z")).expect("a timestamp"),
+        );
+        n1.pods = BoundPod::all(&[
+            pod().build(),
+            pod().labels(TEST).namespace("other").build(),
+            pod().labels(TEST).phase("Failed").build(),
+            pod().labels(TEST).phase("Succeeded").build(),
+            terminating,
+            pod().labels(TEST).build(),
+            pod().labels(TEST).build(),
+        ]);
+        n2.pods = BoundPod::all(&[pod().labels(TEST).build()]);
+        n3.pods = BoundPod::all(&[pod().labels(TEST).build()]);
+        let mut r = Rounds::default();
+        let o = r.run(
+            Env::new(topology_pool())
+                .existing(n1)
+                .existing(n2)
+                .existing(n3),
+            &pod()
+                .labels(TEST)
+                .spread_with(tsc(key, 1, "DoNotSchedule"))
+                .times(2),
+        );
+        all_scheduled(name, &o);
+        assert_eq!(r.skew(key, TEST), expected, "{name}: {:?}", o.placement);
+    }
+}
+
+#[test]
+fn capacity_type_spread_over_rounds() {
+    let only = |cts: &[&str]| node_pool("default").only(CAPACITY_TYPE, Operator::In, cts);
+    for (name, when, expected) in [
+        (
+            "DoNotSchedule holds the skew across capacity types",
+            "DoNotSchedule",
+            [1, 2],
+        ),
+        (
+            "ScheduleAnyway gives way across capacity types",
+            "ScheduleAnyway",
+            [1, 5],
+        ),
+    ] {
+        let pods = |n| big(pod()).spread_with(tsc(CAPACITY_TYPE, 1, when)).times(n);
+        let mut r = Rounds::default();
+        r.run(Env::new(only(&["spot"])), &pods(1));
+        assert_eq!(r.skew(CAPACITY_TYPE, TEST), [1], "{name}");
+        r.run(Env::new(only(&["on-demand"])), &pods(5));
+        assert_eq!(r.skew(CAPACITY_TYPE, TEST), expected, "{name}");
+    }
+
+    let name = "required node affinity leaves the other capacity type out";
+    let mut r = Rounds::default();
+    let o = r.run(
+        Env::new(topology_pool()),
+        &[pod()
+            .labels(TEST)
+            .require(&[
+                (ZONE, "In", &["test-zone-1"]),
+                (CAPACITY_TYPE, "In", &["on-demand"]),
+            ])
+            .build()],
+    );
+    all_scheduled(name, &o);
+    let o = r.run(
+        Env::new(topology_pool()),
+        &pod()
+            .labels(TEST)
+            .require(&[
+                (ZONE, "In", &["test-zone-2"]),
+                (CAPACITY_TYPE, "In", &["spot"]),
+            ])
+            .spread_with(tsc(CAPACITY_TYPE, 1, "DoNotSchedule"))
+            .times(5),
+    );
+    all_scheduled(name, &o);
+    assert_eq!(r.skew(CAPACITY_TYPE, TEST), [1, 5], "{name}");
+
+    // A first pod on the single-pod instance type, then pods that may only launch the other
+    // value but count the first node's.
+    for (name, key, first, other) in [
+        (
+            "an existing on-demand node counts for unconstrained pods",
+            CAPACITY_TYPE,
+            "on-demand",
+            "spot",
+        ),
+        (
+            "an existing amd64 node counts for unconstrained pods",
+            ARCH,
+            "amd64",
+            "arm64",
+        ),
+    ] {
+        let mut r = Rounds::default();
+        let o = r.run(
+            Env::new(topology_pool()),
+            &[pod()
+                .labels(TEST)
+                .node_selector(&[(INSTANCE_TYPE, "single-pod-instance-type")])
+                .require(&[(key, "In", &[first])])
+                .build()],
+        );
+        all_scheduled(name, &o);
+        r.run(
+            Env::new(node_pool("default").only(key, Operator::In, &[other])),
+            &pod()
+                .labels(TEST)
+                .cpu("2")
+                .spread_with(tsc(key, 1, "DoNotSchedule"))
+                .times(5),
+        );
+        assert_eq!(r.skew(key, TEST), [1, 2], "{name}");
+    }
+}
+
+#[test]
+fn combined_spread_over_rounds() {
+    // Case, constraints, pods per round, expected skew of the first key per round.
+    type RoundsCase = (
+        &'static str,
+        Vec<TopologySpreadConstraint>,
+        [usize; 4],
+        [&'static [usize]; 4],
+    );
+    let cases: [RoundsCase; 2] = [
+        (
+            "zone and hostname (max skew 3) over rounds",
+            vec![
+                tsc(ZONE, 1, "DoNotSchedule"),
+                tsc(HOSTNAME, 3, "DoNotSchedule"),
+            ],
+            [2, 3, 5, 11],
+            [&[1, 1], &[1, 2, 2], &[3, 3, 4], &[7, 7, 7]],
+        ),
+        (
+            "capacity type and hostname (max skew 3) over rounds",
+            vec![
+                tsc(CAPACITY_TYPE, 1, "DoNotSchedule"),
+                tsc(HOSTNAME, 3, "DoNotSchedule"),
+            ],
+            [2, 3, 5, 11],
+            [&[1, 1], &[2, 3], &[5, 5], &[10, 11]],
+        ),
+    ];
+    for (name, constraints, rounds, expected) in cases {
+        let mut r = Rounds::default();
+        for (n, want) in rounds.into_iter().zip(expected) {
+            let mut b = pod().labels(TEST);
+            for c in &constraints {
+                b = b.spread_with(c.clone());
+            }
+            let o = r.run(Env::new(topology_pool()), &b.times(n));
+            all_scheduled(name, &o);
+            assert_eq!(
+                r.skew(&constraints[0].topology_key, TEST),
+                want,
+                "{name}: after {n} more"
+            );
+            assert!(
+                r.skew(HOSTNAME, TEST).iter().all(|&c| c <= 3),
+                "{name}: no node over 3 after {n} more"
+            );
+        }
+    }
+
+    let name = "capacity type and zone over rounds";
+    let mut r = Rounds::default();
+    for (n, ct_max, zone_max) in [(2, 1, 1), (3, 3, 2), (3, 5, 4), (11, 11, 7)] {
+        r.run(
+            Env::new(topology_pool()),
+            &pod()
+                .labels(TEST)
+                .spread_with(tsc(CAPACITY_TYPE, 1, "DoNotSchedule"))
+                .spread_with(tsc(ZONE, 1, "DoNotSchedule"))
+                .times(n),
+        );
+        let (ct, zone) = (r.skew(CAPACITY_TYPE, TEST), r.skew(ZONE, TEST));
+        assert!(
+            ct.iter().all(|&c| c <= ct_max) && zone.iter().all(|&c| c <= zone_max),
+            "{name}: after {n} more: capacity types {ct:?}, zones {zone:?}"
+        );
+    }
+
+    let name = "capacity type, zone and hostname over rounds";
+    let mut r = Rounds::default();
+    for n in 1..15 {
+        let o = r.run(
+            Env::with_types(
+                topology_pool(),
+                karpenter_core::instancetype::fake::instance_types_assorted(),
+            ),
+            &pod()
+                .labels(TEST)
+                .spread_with(tsc(CAPACITY_TYPE, 1, "DoNotSchedule"))
+                .spread_with(tsc(ZONE, 2, "DoNotSchedule"))
+                .spread_with(tsc(HOSTNAME, 3, "DoNotSchedule"))
+                .times(n),
+        );
+        all_scheduled(name, &o);
+        for (key, max) in [(CAPACITY_TYPE, 1), (ZONE, 2), (HOSTNAME, 3)] {
+            assert!(
+                r.max_skew(key, TEST) <= max,
+                "{name}: after {n} more, {key}: {:?}",
+                r.skew(key, TEST)
+            );
+        }
+    }
+
+    let name = "zone spread and a NodePool that cannot launch";
+    let mut r = Rounds::default();
+    r.run(
+        Env::new(zones_pool(&["test-zone-1", "test-zone-2"])).pool(
+            node_pool("disabled")
+                .only(ZONE, Operator::In, &["test-zone-3"])
+                .limit("cpu", "0"),
+        ),
+        &pod()
+            .labels(TEST)
+            .spread_with(tsc(ZONE, 1, "DoNotSchedule"))
+            .spread_with(tsc(HOSTNAME, 1, "ScheduleAnyway"))
+            .times(10),
+    );
+    assert_eq!(r.skew(ZONE, TEST), [1, 1], "{name}: zones");
+    assert_eq!(r.skew(HOSTNAME, TEST), [1, 1], "{name}: nodes");
+
+    let name = "spread over NodePool requirements";
+    let key = "capacity.spread.4-1";
+    let mut r = Rounds::default();
+    let o = r.run(
+        Env::new(
+            node_pool("spot")
+                .only(CAPACITY_TYPE, Operator::In, &["spot"])
+                .require(key, Operator::In, &["2", "3", "4", "5"]),
+        )
+        .pool(
+            node_pool("on-demand")
+                .only(CAPACITY_TYPE, Operator::In, &["on-demand"])
+                .require(key, Operator::In, &["1"]),
+        ),
+        &pod()
+            .labels(TEST)
+            .spread_with(tsc(key, 1, "DoNotSchedule"))
+            .times(20),
+    );
+    all_scheduled(name, &o);
+    assert_eq!(r.skew(key, TEST), [4, 4, 4, 4, 4], "{name}");
+    assert_eq!(
+        r.skew(CAPACITY_TYPE, TEST),
+        [4, 16],
+        "{name}: 4:1 spot to on-demand"
+    );
+}
+
+#[test]
+fn spread_with_node_affinity_over_rounds() {
+    let spread = |key| pod().labels(TEST).spread_with(tsc(key, 1, "DoNotSchedule"));
+    let name = "required zones, then a pod reaching the empty zone";
+    let mut r = Rounds::default();
+    r.run(
+        Env::new(topology_pool()),
+        &spread(ZONE)
+            .require(&[(ZONE, "In", &["test-zone-1", "test-zone-2"])])
+            .times(6),
+    );
+    assert_eq!(r.skew(ZONE, TEST), [3, 3], "{name}");
+    let all_zones = || zones_pool(&["test-zone-1", "test-zone-2", "test-zone-3"]);
+    r.run(
+        Env::new(all_zones()),
+        &[spread(ZONE)
+            .require(&[(ZONE, "In", &["test-zone-2", "test-zone-3"])])
+            .build()],
+    );
+    assert_eq!(r.skew(ZONE, TEST), [1, 3, 3], "{name}");
+    r.run(Env::new(all_zones()), &spread(ZONE).times(5));
+    assert_eq!(r.skew(ZONE, TEST), [4, 4, 4], "{name}");
+
+    let name = "required capacity type, then a pod reaching on-demand";
+    let mut r = Rounds::default();
+    r.run(
+        Env::new(topology_pool()),
+        &spread(CAPACITY_TYPE)
+            .require(&[(CAPACITY_TYPE, "In", &["spot"])])
+            .times(3),
+    );
+    assert_eq!(r.skew(CAPACITY_TYPE, TEST), [3], "{name}");
+    r.run(
+        Env::new(topology_pool()),
+        &[spread(CAPACITY_TYPE)
+            .require(&[(CAPACITY_TYPE, "In", &["on-demand", "spot"])])
+            .build()],
+    );
+    assert_eq!(r.skew(CAPACITY_TYPE, TEST), [1, 3], "{name}");
+    r.run(Env::new(topology_pool()), &spread(CAPACITY_TYPE).times(5));
+    assert_eq!(r.skew(CAPACITY_TYPE, TEST), [4, 5], "{name}");
+}
+
+#[test]
+fn pod_affinity_cases() {
+    use k8s_openapi::api::core::v1::{Affinity, PodAffinity, PodAntiAffinity};
+    let pool = topology_pool;
+
+    let name = "empty pod affinity and anti-affinity";
+    let mut p = pod().build();
+    p.spec.as_mut().expect("a spec").affinity = Some(Affinity {
+        pod_affinity: Some(PodAffinity {
+            required_during_scheduling_ignored_during_execution: Some(Vec::new()),
+            ..Default::default()
+        }),
+        pod_anti_affinity: Some(PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(Vec::new()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    all_scheduled(name, &Env::new(pool()).provision(&[p]));
+
+    let name = "affinity to arch with a hostname spread";
+    let hostname_s2 = TopologySpreadConstraint {
+        label_selector: Some(selector(S2)),
+        ..tsc(HOSTNAME, 1, "DoNotSchedule")
+    };
+    let pods = [
+        pod()
+            .labels(S2)
+            .spread_with(hostname_s2.clone())
+            .cpu("2")
+            .node_selector(&[(ARCH, "arm64")])
+            .build(),
+        pod()
+            .labels(S2)
+            .spread_with(hostname_s2)
+            .cpu("1")
+            .affinity_to(ARCH, S2)
+            .build(),
+    ];
+    let o = Env::new(pool()).provision(&pods);
+    all_scheduled(name, &o);
+    assert_eq!(o.label(0, ARCH), o.label(1, ARCH), "{name}: same arch");
+    assert_ne!(o.node(0).name, o.node(1).name, "{name}: other nodes");
+
+    let name = "self affinity fills one node, then nothing";
+    let self_host = || pod().labels(S2).affinity_to(HOSTNAME, S2).times(10);
+    let mut r = Rounds::default();
+    let o = r.run(Env::new(pool()), &self_host());
+    let placed: Vec<_> = o.placement.iter().flatten().collect();
+    assert_eq!(placed.len(), 5, "{name}: a node holds five pods");
+    assert!(
+        placed.iter().all(|p| *p == placed[0]),
+        "{name}: on one node"
+    );
+    none_scheduled(name, &r.run(Env::new(pool()), &self_host()));
+
+    let name = "self affinity to a node in another zone";
+    let mut r = Rounds::default();
+    r.run(
+        Env::new(pool()),
+        &[pod()
+            .labels(S2)
+            .node_selector(&[(ZONE, "test-zone-1")])
+            .affinity_to(HOSTNAME, S2)
+            .build()],
+    );
+    let o = r.run(
+        Env::new(pool()),
+        &pod()
+            .labels(S2)
+            .require(&[(ZONE, "In", &["test-zone-2", "test-zone-3"])])
+            .affinity_to(HOSTNAME, S2)
+            .times(10),
+    );
+    none_scheduled(name, &o);
+
+    for (name, zones) in [
+        ("self zone affinity packs one node", None),
+        ("self zone affinity within zone 3", Some("test-zone-3")),
+    ] {
+        let mut b = pod().labels(S2).affinity_to(ZONE, S2);
+        if let Some(zone) = zones {
+            b = b.require(&[(ZONE, "In", &[zone])]);
+        }
+        let o = Env::new(pool()).provision(&b.times(3));
+        all_scheduled(name, &o);
+        assert_eq!(o.nodes.len(), 1, "{name}");
+        if zones.is_some() {
+            assert_eq!(o.label(0, ZONE), zones, "{name}");
+        }
+    }
+
+    let name = "self zone affinity with incompatible zones";
+    let s1 = &[("security", "s1")];
+    let in_zone = |zone: &str| {
+        pod()
+            .labels(s1)
+            .affinity_to(ZONE, s1)
+            .require(&[(ZONE, "In", &[zone])])
+            .build()
+    };
+    let o = Env::new(pool()).provision(&[in_zone("test-zone-2"), in_zone("test-zone-3")]);
+    all_scheduled(name, &o);
+    assert_eq!(o.label(0, ZONE), Some("test-zone-2"), "{name}");
+    assert_eq!(o.label(1, ZONE), Some("test-zone-3"), "{name}");
+    assert_eq!(o.nodes.len(), 2, "{name}");
+
+    let name = "zone affinity to a pod that does not exist";
+    let o = Env::new(pool()).provision(&pod().affinity_to(ZONE, S2).times(10));
+    none_scheduled(name, &o);
+
+    let name = "zone affinity to a pod whose zone is not yet known";
+    let mut pods = pod().affinity_to(ZONE, S2).times(10);
+    pods.push(pod().labels(S2).build());
+    let mut r = Rounds::default();
+    let o = r.run(Env::new(pool()), &pods);
+    assert!(o.scheduled(10), "{name}: the target schedules");
+    assert!(
+        (0..10).all(|i| !o.scheduled(i)),
+        "{name}: the followers wait"
+    );
+    assert_eq!(r.skew(ZONE, &[]), [1], "{name}");
+    let o = r.run(Env::new(pool()), &pods[..10]);
+    all_scheduled(name, &o);
+    assert_eq!(r.skew(ZONE, &[]), [11], "{name}: the followers join it");
+
+    let name = "zone affinity to a pod pinned to zone 1";
+    let mut pods = pod().affinity_to(ZONE, S2).times(10);
+    pods.push(
+        pod()
+            .labels(S2)
+            .require(&[(ZONE, "In", &["test-zone-1"])])
+            .build(),
+    );
+    let mut r = Rounds::default();
+    let o = r.run(Env::new(pool()), &pods);
+    all_scheduled(name, &o);
+    assert_eq!(r.skew(ZONE, &[]), [11], "{name}");
+
+    let name = "preferred affinity against a hostname spread";
+    let mut pods = pod()
+        .labels(TEST)
+        .spread_with(tsc(HOSTNAME, 1, "DoNotSchedule"))
+        .prefer_affinity_to(50, HOSTNAME, S2)
+        .times(3);
+    pods.push(pod().labels(S2).build());
+    let mut r = Rounds::default();
+    let o = r.run(Env::new(pool()), &pods);
+    all_scheduled(name, &o);
+    assert_eq!(r.skew(HOSTNAME, TEST), [1, 1, 1], "{name}");
+}
+
+#[test]
+fn pod_anti_affinity_cases() {
+    let pool = topology_pool;
+    let in_zones = |b: fn() -> support::PodBuilder| -> Vec<Pod> {
+        ["test-zone-1", "test-zone-2", "test-zone-3"]
+            .iter()
+            .map(|z| b().cpu("2").node_selector(&[(ZONE, z)]).build())
+            .collect()
+    };
+
+    let name = "preferred anti-affinity given up";
+    let mut pods = pod()
+        .labels(TEST)
+        .spread_with(tsc(ZONE, 1, "DoNotSchedule"))
+        .times(3);
+    pods.extend(pod().prefer_anti_affinity_to(50, ZONE, TEST).times(10));
+    let o = Env::new(pool()).provision(&pods);
+    all_scheduled(name, &o);
+
+    let name = "anti-affinity to a pod whose zone is not yet known";
+    let o = Env::new(pool()).provision(&[
+        pod().labels(S2).cpu("2").build(),
+        pod().anti_affinity_to(ZONE, S2).build(),
+    ]);
+    assert!(o.scheduled(0), "{name}: the selected pod schedules");
+    assert!(!o.scheduled(1), "{name}: the repelled pod waits");
+
+    type Holder = fn() -> support::PodBuilder;
+    let cases: [(&str, Holder, bool); 2] = [
+        (
+            "preferred anti-affinity of pods in every zone given up",
+            || pod().prefer_anti_affinity_to(10, ZONE, S2),
+            true,
+        ),
+        (
+            "anti-affinity of pods in every zone",
+            || pod().anti_affinity_to(ZONE, S2),
+            false,
+        ),
+    ];
+    for (name, holder, schedules) in cases {
+        let mut pods = in_zones(holder);
+        pods.push(pod().labels(S2).build());
+        let o = Env::new(pool()).provision(&pods);
+        assert!(
+            (0..3).all(|i| o.scheduled(i)),
+            "{name}: the holders schedule"
+        );
+        assert_eq!(o.scheduled(3), schedules, "{name}");
+        // The same with the holders running on existing nodes (".. w/existing nodes").
+        let mut r = Rounds::default();
+        let o = r.run(Env::new(pool()), &in_zones(holder));
+        all_scheduled(name, &o);
+        let o = r.run(Env::new(pool()), &[pod().labels(S2).build()]);
+        assert_eq!(o.scheduled(0), schedules, "{name}, running");
+    }
+
+    let name = "anti-affinity to a pod whose zone is settled next round";
+    let mut r = Rounds::default();
+    let pods = [
+        pod().anti_affinity_to(ZONE, S2).cpu("2").build(),
+        pod().labels(S2).build(),
+    ];
+    let o = r.run(Env::new(pool()), &pods);
+    assert!(o.scheduled(0), "{name}: the holder schedules");
+    assert!(!o.scheduled(1), "{name}: its zone is unknown");
+    let holder_zone = o.label(0, ZONE).map(str::to_string);
+    let o = r.run(Env::new(pool()), &pods[1..]);
+    assert!(o.scheduled(0), "{name}: the zone is known now");
+    assert_ne!(o.label(0, ZONE).map(str::to_string), holder_zone, "{name}");
+}
+
+/// Upstream's `Taints` block of the same suite.
+#[test]
+fn node_pool_taints() {
+    let taint = |key: &str, value: &str| Taint {
+        key: key.into(),
+        value: Some(value.into()),
+        effect: "NoSchedule".into(),
+        time_added: None,
+    };
+    let name = "NodePool taints are on the NodeClaim";
+    let o = Env::new(topology_pool().taint("test", "bar", "NoSchedule"))
+        .provision(&[pod().tolerate("", "Exists", "", "NoSchedule").build()]);
+    all_scheduled(name, &o);
+    assert!(
+        o.results.new_node_claims[0]
+            .taints
+            .contains(&taint("test", "bar")),
+        "{name}: {:?}",
+        o.results.new_node_claims[0].taints
+    );
+
+    let tainted = || Env::new(topology_pool().taint("test-key", "test-value", "NoSchedule"));
+    for (name, p, schedules) in [
+        (
+            "tolerates the NodePool taint by Exists",
+            pod().tolerate("test-key", "Exists", "", "NoSchedule"),
+            true,
+        ),
+        (
+            "tolerates the NodePool taint by Equal",
+            pod().tolerate("test-key", "Equal", "test-value", "NoSchedule"),
+            true,
+        ),
+        ("no toleration of the NodePool taint", pod(), false),
+        (
+            "a toleration of another key",
+            pod().tolerate("invalid", "Exists", "", ""),
+            false,
+        ),
+        (
+            "a toleration of another value",
+            pod().tolerate("test-key", "Equal", "", "NoSchedule"),
+            false,
+        ),
+    ] {
+        let o = tainted().provision(&[p.build()]);
+        assert_eq!(
+            o.scheduled(0),
+            schedules,
+            "{name}: {:?}",
+            o.results.pod_errors
+        );
+    }
+
+    let name = "a toleration adds no taint";
+    let o = Env::new(topology_pool()).provision(&[pod()
+        .tolerate("test-key", "Exists", "", "NoExecute")
+        .build()]);
+    all_scheduled(name, &o);
+    let claim = &o.results.new_node_claims[0];
+    assert!(
+        claim.taints.is_empty() && claim.startup_taints.is_empty(),
+        "{name}: {:?}",
+        claim.taints
+    );
+}
+
+/// Upstream's "should only count running/scheduled pods with matching labels scheduled to
+/// nodes with a corresponding domain" once more, through a whole round over Kubernetes
+/// objects, with the pods the batch leaves out: one pending but not marked unschedulable, one
+/// terminating before it was bound.
+#[test]
+fn only_active_selected_pods_count_in_a_round() {
+    use karpenter_core::instancetype::fake::FakeInstanceType;
+    use support::cluster::{Cluster, managed, named, on, pending};
+    let roomy = || {
+        FakeInstanceType::new("roomy")
+            .resources(&[("cpu", "8"), ("memory", "16Gi"), ("pods", "20")])
+            .build()
+    };
+    let name = "only active selected pods count, through a round";
+    let mut cluster = Cluster::new([topology_pool()])
+        .node(managed("first", "default", "default-instance-type").instance_type(roomy()))
+        .node(
+            managed("second", "default", "default-instance-type")
+                .instance_type(roomy())
+                .zone("test-zone-2"),
+        );
+    // A node without a zone (not karpenter's).
+    cluster.nodes.push(
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "third", "labels": {"kubernetes.io/hostname": "third"}},
+            "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "20"},
+                "capacity": {"cpu": "8", "memory": "16Gi", "pods": "20"},
+                "conditions": [{"type": "Ready", "status": "True"}]},
+        }))
+        .expect("a Node"),
+    );
+    let test = || pod().labels(TEST).build();
+    let mut terminating = test();
+    terminating.metadata.deletion_timestamp = Some(
+        serde_json::from_value(serde_json::json!("2024-06-03T11:59:50Z")).expect("a timestamp"),
+    );
+    let spread = || {
+        pending(
+            pod()
+                .labels(TEST)
+                .spread_with(tsc(ZONE, 1, "DoNotSchedule"))
+                .build(),
+        )
+    };
+    // Not seen by the kube-scheduler yet (no `PodScheduled` condition): not for karpenter.
+    cluster.pods.push(named("not-unschedulable", test()));
+    let cluster = cluster.pods([
+        named("unlabelled", on("first", pod().build())),
+        named("no-domain", on("third", test())),
+        named(
+            "other-namespace",
+            on("first", pod().labels(TEST).namespace("other").build()),
+        ),
+        named("terminating", pending(terminating)),
+        named(
+            "failed",
+            on("first", pod().labels(TEST).phase("Failed").build()),
+        ),
+        named(
+            "succeeded",
+            on("first", pod().labels(TEST).phase("Succeeded").build()),
+        ),
+        named("a", on("first", test())),
+        named("b", on("first", test())),
+        named("c", on("second", test())),
+        named("spread-0", spread()),
+        named("spread-1", spread()),
+    ]);
+    let p = cluster.provision();
+    for ignored in ["not-unschedulable", "terminating"] {
+        assert!(
+            !p.scheduled(ignored) && !p.failed.contains_key(ignored),
+            "{name}: {ignored} is not in the batch"
+        );
+    }
+    let mut zones: BTreeMap<String, usize> = [
+        ("test-zone-1".to_string(), 2),
+        ("test-zone-2".to_string(), 1),
+    ]
+    .into();
+    for spread in ["spread-0", "spread-1"] {
+        let zone = if let Some(claim) = p.claims.iter().find(|c| c.pods.iter().any(|x| x == spread))
+        {
+            claim.labels.get(ZONE).cloned()
+        } else {
+            let node = p
+                .existing
+                .iter()
+                .find(|(_, pods)| pods.iter().any(|x| x == spread))
+                .map(|(n, _)| n.as_str());
+            match node {
+                Some("first") => Some("test-zone-1".to_string()),
+                Some("second") => Some("test-zone-2".to_string()),
+                other => panic!("{name}: {spread} placed on {other:?}: {:?}", p.failed),
+            }
+        };
+        *zones
+            .entry(zone.unwrap_or_else(|| panic!("{name}: {spread} has a zone")))
+            .or_default() += 1;
+    }
+    let mut skew: Vec<usize> = zones.into_values().collect();
+    skew.sort_unstable();
+    assert_eq!(skew, [1, 2, 2], "{name}: {p:?}");
 }

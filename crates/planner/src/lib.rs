@@ -7,7 +7,11 @@
 //! [`plan`]; a live cluster is planned by the controller's dry run, which hands its snapshot
 //! and round to [`Plan::from_round`].
 
+pub mod defaulting;
 pub mod manifest;
+pub mod warnings;
+pub mod what_if;
+pub mod why;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -32,7 +36,7 @@ use serde_json::Value;
 
 use karpenter_cloudprovider::Catalog;
 
-use crate::manifest::{ManifestError, parse_documents};
+use crate::manifest::{FromObject, ManifestError, parse_objects};
 
 /// Why a dump could not be planned from.
 #[derive(Debug, thiserror::Error)]
@@ -216,6 +220,13 @@ pub struct Plan {
     pub disruption: Disruption,
     /// What the snapshot held.
     pub snapshot: SnapshotSummary,
+    /// Where the plan decides what the controller would not (a NodeClass of another provider,
+    /// one that does not exist, spot without spot prices).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// The currency of every price (ISO 4217), where the catalog says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
 }
 
 /// Counts of what the snapshot held.
@@ -240,19 +251,6 @@ pub struct SnapshotSummary {
     pub ignored: usize,
 }
 
-fn read<T: serde::de::DeserializeOwned>(
-    file: &Path,
-    document: usize,
-    value: Value,
-) -> Result<T, PlanError> {
-    serde_path_to_error::deserialize(value).map_err(|e| PlanError::Invalid {
-        file: file.to_path_buf(),
-        document,
-        path: e.path().to_string(),
-        message: e.into_inner().to_string(),
-    })
-}
-
 /// What a dump of a cluster holds: the objects a round reads, and what the planner derives
 /// its other inputs from (NodePools and their overlays, CapacityBuffers and the workloads they
 /// reference).
@@ -274,15 +272,16 @@ pub struct Dump {
     pub stateful_sets: Vec<k8s_openapi::api::apps::v1::StatefulSet>,
     /// ReplicaSets (a buffer's `scalableRef`).
     pub replica_sets: Vec<k8s_openapi::api::apps::v1::ReplicaSet>,
+    /// Provider NodeClasses, as written.
+    pub node_classes: Vec<Value>,
     /// Objects of kinds the planner does not use.
     pub ignored: usize,
 }
 
 impl Dump {
-    /// Reads a dump (`kubectl get ... -o yaml`, a `List` or documents) from `text`, read from
-    /// `file`.
-    pub fn read(file: &Path, text: &str) -> Result<Self, PlanError> {
-        let mut dump = Self {
+    /// A dump holding nothing.
+    pub fn empty() -> Self {
+        Self {
             cluster: ClusterObjects {
                 nodes: Vec::new(),
                 node_claims: Vec::new(),
@@ -305,39 +304,149 @@ impl Dump {
             deployments: Vec::new(),
             stateful_sets: Vec::new(),
             replica_sets: Vec::new(),
+            node_classes: Vec::new(),
             ignored: 0,
-        };
-        let c = &mut dump.cluster;
-        for doc in parse_documents(file, text)? {
-            let kind = doc
-                .object
-                .get("kind")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            let (i, o) = (doc.index, doc.object);
-            match kind.as_str() {
-                "Node" => c.nodes.push(Arc::new(read(file, i, o)?)),
-                "Pod" => c.pods.push(read(file, i, o)?),
-                "NodeClaim" => c.node_claims.push(Arc::new(read(file, i, o)?)),
-                "DaemonSet" => c.daemonsets.push(Arc::new(read(file, i, o)?)),
-                "PodDisruptionBudget" => c.pdbs.push(Arc::new(read(file, i, o)?)),
-                "Namespace" => c.namespaces.push(Arc::new(read(file, i, o)?)),
-                "PersistentVolumeClaim" => c.volume_claims.push(Arc::new(read(file, i, o)?)),
-                "PersistentVolume" => c.volumes.push(Arc::new(read(file, i, o)?)),
-                "StorageClass" => c.storage_classes.push(Arc::new(read(file, i, o)?)),
-                "CSINode" => c.csi_nodes.push(Arc::new(read(file, i, o)?)),
-                "NodePool" => dump.node_pools.push(read(file, i, o)?),
-                "NodeOverlay" => dump.node_overlays.push(read(file, i, o)?),
-                "CapacityBuffer" => dump.capacity_buffers.push(read(file, i, o)?),
-                "PodTemplate" => dump.pod_templates.push(read(file, i, o)?),
-                "Deployment" => dump.deployments.push(read(file, i, o)?),
-                "StatefulSet" => dump.stateful_sets.push(read(file, i, o)?),
-                "ReplicaSet" => dump.replica_sets.push(read(file, i, o)?),
-                _ => dump.ignored += 1,
-            }
+        }
+    }
+
+    /// Reads a dump (`kubectl get ... -o yaml|json`, a `List` or documents) from `text`, read
+    /// from `file`.
+    pub fn read(file: &Path, text: &str) -> Result<Self, PlanError> {
+        let mut dump = Self::empty();
+        dump.add(file, text)?;
+        Ok(dump)
+    }
+
+    /// Reads the dump in the manifests `path` names: a file, `-` for standard input, or a
+    /// directory of them (recursively).
+    pub fn read_path(path: &Path) -> Result<Self, PlanError> {
+        let mut dump = Self::empty();
+        for file in manifest::manifest_files(path)? {
+            let text = manifest::read_text(&file, manifest::MAX_MANIFEST_BYTES)?;
+            dump.add(&file, &text)?;
         }
         Ok(dump)
+    }
+
+    /// Adds the objects of `text`, read from `file`. Each is converted to its type as it is
+    /// parsed, so a dump of 100,000 pods is never held as JSON values all at once.
+    pub fn add(&mut self, file: &Path, text: &str) -> Result<(), PlanError> {
+        let c = &mut self.cluster;
+        for (i, object) in parse_objects::<DumpObject>(file, text)?
+            .into_iter()
+            .enumerate()
+        {
+            match object {
+                DumpObject::Node(o) => c.nodes.push(Arc::new(*o)),
+                DumpObject::Pod(o) => c.pods.push(*o),
+                DumpObject::NodeClaim(o) => c.node_claims.push(Arc::new(*o)),
+                DumpObject::DaemonSet(o) => c.daemonsets.push(Arc::new(*o)),
+                DumpObject::PodDisruptionBudget(o) => c.pdbs.push(Arc::new(*o)),
+                DumpObject::Namespace(o) => c.namespaces.push(Arc::new(*o)),
+                DumpObject::PersistentVolumeClaim(o) => c.volume_claims.push(Arc::new(*o)),
+                DumpObject::PersistentVolume(o) => c.volumes.push(Arc::new(*o)),
+                DumpObject::StorageClass(o) => c.storage_classes.push(Arc::new(*o)),
+                DumpObject::CSINode(o) => c.csi_nodes.push(Arc::new(*o)),
+                DumpObject::NodePool(o) => self.node_pools.push(*o),
+                DumpObject::NodeOverlay(o) => self.node_overlays.push(*o),
+                DumpObject::CapacityBuffer(o) => self.capacity_buffers.push(*o),
+                DumpObject::PodTemplate(o) => self.pod_templates.push(*o),
+                DumpObject::Deployment(o) => self.deployments.push(*o),
+                DumpObject::StatefulSet(o) => self.stateful_sets.push(*o),
+                DumpObject::ReplicaSet(o) => self.replica_sets.push(*o),
+                DumpObject::NodeClass(o) => self.node_classes.push(*o),
+                DumpObject::Ignored => self.ignored += 1,
+                DumpObject::Invalid { path, message } => {
+                    return Err(PlanError::Invalid {
+                        file: file.to_path_buf(),
+                        document: i + 1,
+                        path,
+                        message,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One object of a dump, converted to its type while the dump is parsed.
+enum DumpObject {
+    Node(Box<k8s_openapi::api::core::v1::Node>),
+    Pod(Box<Pod>),
+    NodeClaim(Box<karpenter_api::NodeClaim>),
+    DaemonSet(Box<k8s_openapi::api::apps::v1::DaemonSet>),
+    PodDisruptionBudget(Box<k8s_openapi::api::policy::v1::PodDisruptionBudget>),
+    Namespace(Box<k8s_openapi::api::core::v1::Namespace>),
+    PersistentVolumeClaim(Box<k8s_openapi::api::core::v1::PersistentVolumeClaim>),
+    PersistentVolume(Box<k8s_openapi::api::core::v1::PersistentVolume>),
+    StorageClass(Box<k8s_openapi::api::storage::v1::StorageClass>),
+    CSINode(Box<k8s_openapi::api::storage::v1::CSINode>),
+    NodePool(Box<NodePool>),
+    NodeOverlay(Box<karpenter_api::nodeoverlay::NodeOverlay>),
+    CapacityBuffer(Box<karpenter_api::capacitybuffer::CapacityBuffer>),
+    PodTemplate(Box<k8s_openapi::api::core::v1::PodTemplate>),
+    Deployment(Box<k8s_openapi::api::apps::v1::Deployment>),
+    StatefulSet(Box<k8s_openapi::api::apps::v1::StatefulSet>),
+    ReplicaSet(Box<k8s_openapi::api::apps::v1::ReplicaSet>),
+    NodeClass(Box<Value>),
+    /// A kind the planner does not use.
+    Ignored,
+    /// Not what its kind says: the field and why.
+    Invalid {
+        path: String,
+        message: String,
+    },
+}
+
+impl FromObject for DumpObject {
+    fn from_object(mut object: Value) -> Self {
+        defaulting::object(&mut object);
+        fn typed<T: serde::de::DeserializeOwned>(
+            object: Value,
+            variant: fn(Box<T>) -> DumpObject,
+        ) -> DumpObject {
+            match serde_path_to_error::deserialize(object) {
+                Ok(o) => variant(Box::new(o)),
+                Err(e) => DumpObject::Invalid {
+                    path: e.path().to_string(),
+                    message: e.into_inner().to_string(),
+                },
+            }
+        }
+        if warnings::is_node_class(&object) {
+            return DumpObject::NodeClass(Box::new(object));
+        }
+        let kind = object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        match kind {
+            "Node" => typed(object, DumpObject::Node),
+            "Pod" => typed(object, DumpObject::Pod),
+            "NodeClaim" => typed(object, DumpObject::NodeClaim),
+            "DaemonSet" => typed(object, DumpObject::DaemonSet),
+            "PodDisruptionBudget" => typed(object, DumpObject::PodDisruptionBudget),
+            "Namespace" => typed(object, DumpObject::Namespace),
+            "PersistentVolumeClaim" => typed(object, DumpObject::PersistentVolumeClaim),
+            "PersistentVolume" => typed(object, DumpObject::PersistentVolume),
+            "StorageClass" => typed(object, DumpObject::StorageClass),
+            "CSINode" => typed(object, DumpObject::CSINode),
+            "NodePool" => typed(object, DumpObject::NodePool),
+            "NodeOverlay" => typed(object, DumpObject::NodeOverlay),
+            "CapacityBuffer" => typed(object, DumpObject::CapacityBuffer),
+            "PodTemplate" => typed(object, DumpObject::PodTemplate),
+            "Deployment" => typed(object, DumpObject::Deployment),
+            "StatefulSet" => typed(object, DumpObject::StatefulSet),
+            "ReplicaSet" => typed(object, DumpObject::ReplicaSet),
+            _ => DumpObject::Ignored,
+        }
+    }
+
+    /// Only a non-List object with a top-level `items` array asks for its items back; no kind
+    /// the planner reads has one, so the object is ignored whatever its items were.
+    fn into_object(self) -> Value {
+        Value::Null
     }
 }
 
@@ -351,33 +460,56 @@ pub fn plan(
     now: i64,
     feature_gates: FeatureGates,
 ) -> Result<Plan, PlanError> {
-    let dump = Dump::read(file, text)?;
+    Ok(plan_from(
+        &Dump::read(file, text)?,
+        catalog,
+        now,
+        feature_gates,
+    ))
+}
+
+/// Plans from `dump`, as of `now` (Unix seconds), every NodePool offering `catalog`, the
+/// NodeOverlays applied when their gate is on.
+pub fn plan_from(dump: &Dump, catalog: &Catalog, now: i64, feature_gates: FeatureGates) -> Plan {
+    plan_dump(
+        dump,
+        &pool_inputs(dump, catalog, feature_gates),
+        catalog,
+        now,
+        feature_gates,
+    )
+}
+
+/// The NodePools a round over `dump` launches from: every launchable one (static ones too:
+/// disruption replaces their drifted nodes, static capacity keeps their size) offering the
+/// catalog, the NodeOverlays applied when their gate is on.
+pub fn pool_inputs(dump: &Dump, catalog: &Catalog, gates: FeatureGates) -> Vec<NodePoolInput> {
     let mut pools: Vec<NodePoolInput> = dump
         .node_pools
         .iter()
-        // Static NodePools too: disruption replaces their drifted nodes, static capacity keeps
-        // their size (the scheduler never launches from them).
         .filter(|np| launchable(np))
         .map(|np| NodePoolInput {
             node_pool: np.clone(),
             instance_types: catalog.instance_types.clone(),
         })
         .collect();
-    if feature_gates.node_overlay {
+    if gates.node_overlay {
         karpenter_core::instancetype::overlay::apply_to_pools(&dump.node_overlays, &mut pools);
     }
-    Ok(plan_dump(&dump, &pools, catalog, now, feature_gates))
+    pools
 }
 
-/// What a round would decide now over `dump`, with `pools` (each with the instance types it
-/// may launch) — the round the controller and the simulator decide through.
-pub fn plan_dump(
+/// One round of `parts` over `dump` as of `now` (Unix seconds), launching from `pools`, handed
+/// to `f` with its snapshot: the round `plan`, its explanations and the what-if share.
+pub fn with_round<T>(
     dump: &Dump,
     pools: &[NodePoolInput],
     catalog: &Catalog,
     now: i64,
     gates: FeatureGates,
-) -> Plan {
+    parts: Parts<'_>,
+    f: impl FnOnce(&Snapshot<'_, Pod>, &RoundPlan<'_, Pod>) -> T,
+) -> T {
     let snapshot = dump.cluster.snapshot(pools, &catalog.provider_labels);
     let virtual_pods = if gates.capacity_buffer {
         buffer_virtual_pods(dump, now)
@@ -399,17 +531,51 @@ pub fn plan_dump(
             // Provisioning is part of the round: it says which nodes hold buffer headroom.
             buffer_holding: BufferHolding::Unknown,
             repair_policies: &catalog.repair_policies,
-            parts: Parts::ALL,
+            parts,
             interrupt: &never,
         },
     );
-    Plan::from_round(
-        &snapshot,
-        &round,
+    f(&snapshot, &round)
+}
+
+/// What a round would decide now over `dump`, with `pools` (each with the instance types it
+/// may launch) — the round the controller and the simulator decide through.
+pub fn plan_dump(
+    dump: &Dump,
+    pools: &[NodePoolInput],
+    catalog: &Catalog,
+    now: i64,
+    gates: FeatureGates,
+) -> Plan {
+    let mut plan = with_round(
+        dump,
         pools,
-        dump.node_pools.len(),
-        dump.ignored,
-    )
+        catalog,
+        now,
+        gates,
+        Parts::ALL,
+        |snapshot, round| {
+            Plan::from_round(snapshot, round, pools, dump.node_pools.len(), dump.ignored)
+        },
+    );
+    // A dump without NodeClasses (the usual `kubectl get nodes,pods,nodepools,…`) says
+    // nothing of them; one with some is taken to hold them all.
+    let classes = warnings::node_class_keys(&dump.node_classes);
+    let known = (!dump.node_classes.is_empty()).then_some(&classes);
+    plan.warnings = warnings::node_pools(&dump.node_pools, known, catalog);
+    let pooled = |n: &&Arc<k8s_openapi::api::core::v1::Node>| {
+        n.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(karpenter_api::labels::NODE_POOL_LABEL))
+    };
+    if dump.cluster.node_claims.is_empty() && dump.cluster.nodes.iter().any(|n| pooled(&n)) {
+        plan.warnings.push(
+            "the dump holds no NodeClaims: karpenter manages only nodes that have one, so none of its nodes is disrupted (add nodeclaims to the kubectl get)".into(),
+        );
+    }
+    plan.currency = Some(catalog.currency.to_string());
+    plan
 }
 
 /// The virtual pods of the snapshot's CapacityBuffers, with the status the buffer controller
@@ -615,6 +781,8 @@ impl Plan {
             repair,
             disruption,
             snapshot: SnapshotSummary::new(snapshot.counts(), nodepools, ignored),
+            warnings: Vec::new(),
+            currency: None,
         }
     }
 
@@ -622,6 +790,19 @@ impl Plan {
     pub fn to_text(&self) -> String {
         use std::fmt::Write;
         let mut out = String::new();
+        let money = |amount: f64| match &self.currency {
+            Some(currency) => karpenter_cloudprovider::catalog::format_price(currency, amount),
+            None => format!("{amount:.4}"),
+        };
+        let per_hour =
+            |amount: Option<f64>| amount.map_or("?".into(), |p| format!("{}/h", money(p)));
+        if !self.warnings.is_empty() {
+            let _ = writeln!(out, "Warnings: {}", self.warnings.len());
+            for w in &self.warnings {
+                let _ = writeln!(out, "  {w}");
+            }
+            out.push('\n');
+        }
         let s = &self.snapshot;
         let _ = writeln!(
             out,
@@ -652,7 +833,7 @@ impl Plan {
                 .map(String::as_str)
                 .collect();
             let more = c.instance_types.len().saturating_sub(5);
-            let price = c.price_per_hour.map_or("?".into(), |p| format!("{p:.4}/h"));
+            let price = per_hour(c.price_per_hour);
             let _ = writeln!(
                 out,
                 "  nodepool {}: from {price}, {}{} for {} pod(s): {}",
@@ -669,8 +850,11 @@ impl Plan {
             if let Some(l) = &c.launch {
                 let _ = writeln!(
                     out,
-                    "    launching {} {} in {} at {:.4}/h",
-                    l.instance_type, l.capacity_type, l.zone, l.price_per_hour
+                    "    launching {} {} in {} at {}",
+                    l.instance_type,
+                    l.capacity_type,
+                    l.zone,
+                    per_hour(Some(l.price_per_hour))
                 );
             }
         }
@@ -705,7 +889,7 @@ impl Plan {
                 st.deleted.len()
             );
             for c in &st.nodeclaims {
-                let price = c.price_per_hour.map_or("?".into(), |p| format!("{p:.4}/h"));
+                let price = per_hour(c.price_per_hour);
                 let first = c.instance_types.first().map_or("?", String::as_str);
                 let _ = writeln!(out, "  nodepool {}: from {price} ({first})", c.nodepool);
             }
@@ -737,7 +921,7 @@ impl Plan {
                 .replacements
                 .iter()
                 .map(|r| {
-                    let price = r.price_per_hour.map_or("?".into(), |p| format!("{p:.4}/h"));
+                    let price = per_hour(r.price_per_hour);
                     format!(
                         "nodepool {} from {price} ({})",
                         r.nodepool,
@@ -747,7 +931,7 @@ impl Plan {
                 .collect();
             let _ = writeln!(
                 out,
-                "  {} ({}): {} {}, saving {:.4}/h",
+                "  {} ({}): {} {}, saving {}",
                 a.method,
                 a.reason,
                 if replacements.is_empty() {
@@ -756,7 +940,7 @@ impl Plan {
                     "replace"
                 },
                 a.nodes.join(", "),
-                a.savings_per_hour
+                per_hour(Some(a.savings_per_hour))
             );
             if !replacements.is_empty() {
                 let _ = writeln!(out, "    with {}", replacements.join("; "));

@@ -2,6 +2,7 @@
 //! so users can see what it would launch and what it would cost before any cloud bill.
 
 pub mod catalog;
+pub mod compare;
 pub mod engine;
 pub mod report;
 pub mod scenario;

@@ -4,6 +4,8 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
+use karpenter_cloudprovider::catalog::format_price;
+
 use karpenter_core::instancetype::InstanceType;
 use serde::Serialize;
 
@@ -96,6 +98,8 @@ pub struct Report {
     pub scenario: String,
     /// The catalog used.
     pub catalog: String,
+    /// The currency of every price and cost in the report (ISO 4217: `USD`, `CNY`).
+    pub currency: String,
     /// Simulated seconds.
     pub duration_s: u64,
     /// Totals.
@@ -110,6 +114,9 @@ pub struct Report {
     pub events: Vec<Event>,
     /// Expectations that failed; the run fails when there are any.
     pub failures: Vec<String>,
+    /// Where the simulation decided what a controller would not (see `Scenario::warnings`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// An instance type as the lower bound sees it: allocatable cores, allocatable bytes, and the
@@ -135,18 +142,92 @@ pub fn shapes(
 /// The least cost per hour of capacity holding `cpu` cores and `memory` bytes if instances
 /// could be bought in fractions: the optimum of the linear program "minimise Σ xᵢ·priceᵢ with
 /// Σ xᵢ·cpuᵢ ≥ cpu, Σ xᵢ·memᵢ ≥ memory, x ≥ 0" over every instance type's allocatable and
-/// cheapest offering. With two constraints an optimum uses at most two instance types, so every
-/// single type and every pair is tried. No real packing can cost less.
+/// cheapest offering. No real packing can cost less.
 pub fn lp_lower_bound(cpu: f64, memory: f64, shapes: &[Shape]) -> f64 {
+    lp_lower_bound_with_reservations(cpu, memory, shapes, &[])
+}
+
+/// Reservations the exact bound enumerates; past them, further reservations count as if
+/// unlimited, which only lowers the bound (it stays a bound).
+const EXACT_RESERVATIONS: usize = 6;
+
+/// [`lp_lower_bound`] with capacity reservations: shapes of which at most `count` instances
+/// exist, at the reservation's price. A basic optimum has every variable but two at a bound,
+/// so each set of reservations used in full is tried, with the others (up to their count)
+/// and the unlimited shapes filling the rest.
+pub fn lp_lower_bound_with_reservations(
+    cpu: f64,
+    memory: f64,
+    shapes: &[Shape],
+    reserved: &[(Shape, f64)],
+) -> f64 {
     if cpu <= 0.0 && memory <= 0.0 {
         return 0.0;
     }
+    let (exact, loose) = reserved.split_at(reserved.len().min(EXACT_RESERVATIONS));
+    let mut unlimited: Vec<(Shape, f64)> = shapes
+        .iter()
+        .chain(loose.iter().map(|(s, _)| s))
+        .map(|&s| (s, f64::INFINITY))
+        .collect();
+    unlimited = frontier(unlimited);
     let mut best = f64::INFINITY;
-    for &(c, m, p) in shapes {
-        best = best.min((cpu / c).max(memory / m) * p);
+    for full in 0u32..(1 << exact.len()) {
+        let (mut c0, mut m0, mut cost0) = (0.0, 0.0, 0.0);
+        let mut candidates = unlimited.clone();
+        for (i, &((c, m, p), n)) in exact.iter().enumerate() {
+            if full & (1 << i) != 0 {
+                c0 += c * n;
+                m0 += m * n;
+                cost0 += p * n;
+            } else {
+                candidates.push(((c, m, p), n));
+            }
+        }
+        let (rc, rm) = ((cpu - c0).max(0.0), (memory - m0).max(0.0));
+        let rest = if rc <= 0.0 && rm <= 0.0 {
+            0.0
+        } else {
+            two_constraint_optimum(rc, rm, &candidates)
+        };
+        best = best.min(cost0 + rest);
     }
-    for (i, &(c1, m1, p1)) in shapes.iter().enumerate() {
-        for &(c2, m2, p2) in &shapes[i + 1..] {
+    if best.is_finite() { best } else { 0.0 }
+}
+
+/// The shapes worth buying: a shape that gives less of both per unit of price than another is
+/// never in an optimum, unless it is scarce (bounded) — those are all kept.
+fn frontier(mut shapes: Vec<(Shape, f64)>) -> Vec<(Shape, f64)> {
+    shapes.retain(|((c, m, p), _)| *c > 0.0 && *m > 0.0 && *p >= 0.0);
+    let per_price = |&((c, m, p), _): &(Shape, f64)| {
+        let p = p.max(f64::MIN_POSITIVE);
+        (c / p, m / p)
+    };
+    shapes.sort_by(|a, b| per_price(b).0.total_cmp(&per_price(a).0));
+    let mut kept: Vec<(Shape, f64)> = Vec::new();
+    let mut best_memory = f64::NEG_INFINITY;
+    for s in shapes {
+        let (_, m) = per_price(&s);
+        if m > best_memory {
+            best_memory = m;
+            kept.push(s);
+        }
+    }
+    kept
+}
+
+/// The optimum over `candidates` (each with how many instances exist) with both constraints,
+/// trying every single shape and every pair with both constraints tight.
+fn two_constraint_optimum(cpu: f64, memory: f64, candidates: &[(Shape, f64)]) -> f64 {
+    let mut best = f64::INFINITY;
+    for &((c, m, p), n) in candidates {
+        let x = (cpu / c).max(memory / m);
+        if x <= n {
+            best = best.min(x * p);
+        }
+    }
+    for (i, &((c1, m1, p1), n1)) in candidates.iter().enumerate() {
+        for &((c2, m2, p2), n2) in &candidates[i + 1..] {
             // Both constraints tight: x1·c1 + x2·c2 = cpu, x1·m1 + x2·m2 = memory.
             let det = c1 * m2 - c2 * m1;
             if det.abs() < 1e-12 {
@@ -154,12 +235,12 @@ pub fn lp_lower_bound(cpu: f64, memory: f64, shapes: &[Shape]) -> f64 {
             }
             let x1 = (cpu * m2 - c2 * memory) / det;
             let x2 = (c1 * memory - cpu * m1) / det;
-            if x1 >= 0.0 && x2 >= 0.0 {
+            if (0.0..=n1).contains(&x1) && (0.0..=n2).contains(&x2) {
                 best = best.min(x1 * p1 + x2 * p2);
             }
         }
     }
-    if best.is_finite() { best } else { 0.0 }
+    best
 }
 
 fn clock(t: u64) -> String {
@@ -173,11 +254,18 @@ impl Report {
         let s = &self.summary;
         let _ = writeln!(
             out,
-            "Scenario {} on catalog {} ({} simulated)",
+            "Scenario {} on catalog {} ({} simulated, prices in {})",
             self.scenario,
             self.catalog,
-            clock(self.duration_s)
+            clock(self.duration_s),
+            self.currency
         );
+        if !self.warnings.is_empty() {
+            let _ = writeln!(out, "\nWarnings: {}", self.warnings.len());
+            for w in &self.warnings {
+                let _ = writeln!(out, "  {w}");
+            }
+        }
         let _ = writeln!(out, "\nEvents");
         for e in &self.events {
             let _ = writeln!(out, "  {}  {:<18} {}", clock(e.t_s), e.kind, e.message);
@@ -243,8 +331,9 @@ impl Report {
         };
         let _ = writeln!(
             out,
-            "  cost: {:.4} total; lower bound {:.4}{gap}",
-            s.cost_total, s.cost_lower_bound
+            "  cost: {} total; lower bound {}{gap}",
+            format_price(&self.currency, s.cost_total),
+            format_price(&self.currency, s.cost_lower_bound)
         );
         let reserved = self
             .nodeclaims
@@ -261,10 +350,10 @@ impl Report {
             let on_demand = s.cost_total + s.spot_saving;
             let _ = writeln!(
                 out,
-                "  spot: saved {:.4} against on-demand prices ({:.0}% of {:.4})",
-                s.spot_saving,
+                "  spot: saved {} against on-demand prices ({:.0}% of {})",
+                format_price(&self.currency, s.spot_saving),
                 s.spot_saving / on_demand * 100.0,
-                on_demand
+                format_price(&self.currency, on_demand)
             );
         }
         let _ = writeln!(
@@ -304,10 +393,11 @@ pub fn compare_text(left: &Report, left_name: &str, right: &Report, right_name: 
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Scenario {} on catalog {} ({} simulated)\n",
+        "Scenario {} on catalog {} ({} simulated, prices in {})\n",
         left.scenario,
         left.catalog,
-        clock(left.duration_s)
+        clock(left.duration_s),
+        left.currency
     );
     let _ = writeln!(out, "  {:<30} {:>18} {:>18}", "", left_name, right_name);
     let (a, b) = (&left.summary, &right.summary);
@@ -317,14 +407,14 @@ pub fn compare_text(left: &Report, left_name: &str, right: &Report, right_name: 
     row(
         &mut out,
         "cost",
-        format!("{:.4}", a.cost_total),
-        format!("{:.4}", b.cost_total),
+        format_price(&left.currency, a.cost_total),
+        format_price(&right.currency, b.cost_total),
     );
     row(
         &mut out,
         "cost lower bound",
-        format!("{:.4}", a.cost_lower_bound),
-        format!("{:.4}", b.cost_lower_bound),
+        format_price(&left.currency, a.cost_lower_bound),
+        format_price(&right.currency, b.cost_lower_bound),
     );
     let over = |s: &Summary| {
         if s.cost_lower_bound > 0.0 {
@@ -445,5 +535,40 @@ mod tests {
         // Exactly one type's worth costs that type's price.
         let one = lp_lower_bound(8.0, 8.0 * gib, &only_cpu);
         assert!((one - 1.0).abs() < 1e-9, "{one}");
+    }
+
+    /// A shape dominated by another (less of both per unit of price) changes nothing; a
+    /// reservation counts for as many instances as it holds, at its price.
+    #[test]
+    fn reservations_count_up_to_their_size() {
+        let gib = (1u64 << 30) as f64;
+        let on_demand = (4.0, 16.0 * gib, 1.0);
+        let dominated = (2.0, 4.0 * gib, 1.0);
+        assert_eq!(
+            lp_lower_bound(40.0, 160.0 * gib, &[on_demand, dominated]),
+            lp_lower_bound(40.0, 160.0 * gib, &[on_demand]),
+        );
+        // Ten instances' worth of demand; two are reserved at a thousandth of the price.
+        let reserved = ((4.0, 16.0 * gib, 0.001), 2.0);
+        let bound = lp_lower_bound_with_reservations(
+            40.0,
+            160.0 * gib,
+            &[on_demand, dominated],
+            &[reserved],
+        );
+        assert!((bound - (8.0 + 0.002)).abs() < 1e-9, "{bound}");
+        // Less demand than the reservation holds: only the reservation is paid, pro rata.
+        let bound = lp_lower_bound_with_reservations(4.0, 16.0 * gib, &[on_demand], &[reserved]);
+        assert!((bound - 0.001).abs() < 1e-9, "{bound}");
+        // Brute force over whole instances never beats the bound.
+        for n_reserved in 0..=2u32 {
+            for n_on_demand in 0..=10u32 {
+                let cpu = 4.0 * f64::from(n_reserved + n_on_demand);
+                if cpu >= 40.0 {
+                    let cost = 0.001 * f64::from(n_reserved) + f64::from(n_on_demand);
+                    assert!(cost + 1e-9 >= 8.002, "{n_reserved} {n_on_demand}");
+                }
+            }
+        }
     }
 }

@@ -217,9 +217,10 @@ pub struct ScenarioSpec {
     #[serde(default, deserialize_with = "spot_price_ratio")]
     pub spot_price_ratio: Option<f64>,
     /// Upstream's feature gates, as its `FEATURE_GATES` string
-    /// (`SpotToSpotConsolidation=true`).
+    /// (`SpotToSpotConsolidation=true`): the gates it names, over the command line's (or
+    /// upstream's defaults).
     #[serde(default, deserialize_with = "feature_gates")]
-    pub feature_gates: karpenter_core::feature_gates::FeatureGates,
+    pub feature_gates: karpenter_core::feature_gates::GateSettings,
     /// Capacity reservations in the catalog (an EC2 On-Demand Capacity Reservation and the
     /// like): instances of one type in one zone, already paid for. Launches take them first
     /// and deletions give them back (see `docs/reserved-capacity.md`).
@@ -265,7 +266,7 @@ fn spot_price_ratio<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64
 
 fn feature_gates<'de, D: serde::Deserializer<'de>>(
     d: D,
-) -> Result<karpenter_core::feature_gates::FeatureGates, D::Error> {
+) -> Result<karpenter_core::feature_gates::GateSettings, D::Error> {
     let s = String::deserialize(d)?;
     s.parse().map_err(serde::de::Error::custom)
 }
@@ -459,6 +460,8 @@ pub fn parse_object(
             problem.message.clone(),
         ));
     }
+    let mut value = value;
+    karpenter_planner::defaulting::object(&mut value);
     Ok(match (api_version.as_str(), kind.as_str()) {
         ("karpenter.sh/v1", "NodePool") => {
             Object::NodePool(Box::new(typed(file, document, prefix, value)?))
@@ -689,4 +692,127 @@ pub fn built_in() -> Scenario {
         &karpenter_api::crd::CORE,
     )
     .expect("the built-in scenario is valid")
+}
+
+impl Object {
+    /// Its kind, namespace (empty for cluster-scoped kinds) and name, for the kinds a step can
+    /// aim at.
+    fn key(&self) -> Option<(&'static str, String, String)> {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        let namespaced = |kind, m: &ObjectMeta| {
+            Some((
+                kind,
+                m.namespace.clone().unwrap_or_else(|| "default".into()),
+                m.name.clone().unwrap_or_default(),
+            ))
+        };
+        let cluster =
+            |kind, m: &ObjectMeta| Some((kind, String::new(), m.name.clone().unwrap_or_default()));
+        match self {
+            Object::NodePool(o) => cluster("NodePool", &o.metadata),
+            Object::Deployment(o) => namespaced("Deployment", &o.metadata),
+            Object::ReplicaSet(o) => namespaced("ReplicaSet", &o.metadata),
+            Object::StatefulSet(o) => namespaced("StatefulSet", &o.metadata),
+            Object::Job(o) => namespaced("Job", &o.metadata),
+            Object::Pod(o) => namespaced("Pod", &o.metadata),
+            Object::DaemonSet(o) => namespaced("DaemonSet", &o.metadata),
+            Object::PodDisruptionBudget(o) => namespaced("PodDisruptionBudget", &o.metadata),
+            Object::NodeOverlay(o) => cluster("NodeOverlay", &o.metadata),
+            Object::CapacityBuffer(o) => namespaced("CapacityBuffer", &o.metadata),
+            Object::Node(o) => cluster("Node", &o.metadata),
+            _ => None,
+        }
+    }
+}
+
+impl Scenario {
+    /// Every object the scenario creates, at the start or in a step.
+    pub fn all_objects(&self) -> impl Iterator<Item = &Object> {
+        self.objects
+            .iter()
+            .chain(self.steps.iter().flat_map(|(_, a)| match a {
+                Action::Apply(objects) => objects.as_slice(),
+                _ => &[],
+            }))
+    }
+
+    /// What the simulation decides that a controller would not: steps aimed at missing
+    /// objects, NodePools whose NodeClass is missing or of another provider than `catalog`,
+    /// spot on a catalog without spot prices.
+    pub fn warnings(&self, catalog: &crate::catalog::Catalog) -> Vec<String> {
+        let pools: Vec<NodePool> = self
+            .all_objects()
+            .filter_map(|o| match o {
+                Object::NodePool(np) => Some((**np).clone()),
+                _ => None,
+            })
+            .collect();
+        let classes = karpenter_planner::warnings::node_class_keys(self.all_objects().filter_map(
+            |o| match o {
+                Object::NodeClass(v) => Some(v),
+                _ => None,
+            },
+        ));
+        let mut warnings = self.step_warnings();
+        warnings.extend(karpenter_planner::warnings::node_pools(
+            &pools,
+            Some(&classes),
+            catalog,
+        ));
+        warnings
+    }
+
+    /// The steps aimed at an object that does not exist when they run (a mistyped name, an
+    /// object deleted by an earlier step): the simulation carries on, as a cluster would
+    /// answer `NotFound`, and the report says so.
+    pub fn step_warnings(&self) -> Vec<String> {
+        let mut present: std::collections::BTreeSet<(&'static str, String, String)> =
+            self.objects.iter().filter_map(Object::key).collect();
+        let mut warnings = Vec::new();
+        let ns = |n: &Option<String>| n.clone().unwrap_or_else(|| "default".into());
+        let mut missing = |at: u64, what: String| {
+            warnings.push(format!(
+                "step at {at}s: {what} does not exist then; the step does nothing"
+            ))
+        };
+        for (at, action) in &self.steps {
+            match action {
+                Action::Apply(objects) => present.extend(objects.iter().filter_map(Object::key)),
+                Action::Scale(s) => {
+                    let key = (s.kind.as_str(), ns(&s.namespace), s.name.clone());
+                    if !present
+                        .iter()
+                        .any(|(k, n, m)| (*k, n, m) == (key.0, &key.1, &key.2))
+                    {
+                        missing(*at, format!("{} {}/{}", s.kind, key.1, s.name));
+                    }
+                }
+                Action::Delete(r) => {
+                    let found = present
+                        .iter()
+                        .find(|(k, n, m)| {
+                            *k == r.kind && *m == r.name && (n.is_empty() || *n == ns(&r.namespace))
+                        })
+                        .cloned();
+                    match found {
+                        Some(key) => {
+                            present.remove(&key);
+                        }
+                        None => missing(*at, format!("{} {}", r.kind, r.name)),
+                    }
+                }
+                Action::NodeCondition(c) => {
+                    if let Some(pool) = &c.node_pool
+                        && !present
+                            .iter()
+                            .any(|(k, _, m)| *k == "NodePool" && m == pool)
+                    {
+                        missing(*at, format!("NodePool {pool}"));
+                    }
+                }
+                Action::Interrupt(_) => {}
+            }
+        }
+        warnings
+    }
 }

@@ -72,7 +72,7 @@ fn a_buffer_keeps_headroom_ahead_of_the_pods() {
 #[test]
 fn with_the_gate_off_buffers_are_ignored() {
     let mut s = scenario::load(&example("capacity-buffer.yaml"), &crds()).unwrap();
-    s.spec.feature_gates.capacity_buffer = false;
+    s.spec.feature_gates = "CapacityBuffer=false".parse().unwrap();
     s.spec.expect.clear();
     let report = run(&s);
     // No node until the web pods come at 5m, and they wait for its launch.

@@ -75,7 +75,7 @@ fn replay(name: &str, s: &Scenario) -> usize {
             &d.dump,
             &catalog,
             d.now,
-            s.spec.feature_gates,
+            s.spec.feature_gates.over(Default::default()),
         )
         .unwrap_or_else(|e| panic!("{name} t={}s: the dump reads: {e}", d.t_s));
         if d.provisioning {

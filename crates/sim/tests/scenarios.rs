@@ -267,6 +267,13 @@ fn plan_from_a_snapshot() {
         Default::default(),
     )
     .unwrap();
+    assert_eq!(
+        plan.warnings,
+        [
+            "the dump holds no NodeClaims: karpenter manages only nodes that have one, so none of its nodes is disrupted (add nodeclaims to the kubectl get)"
+        ],
+        "the example's node has no NodeClaim"
+    );
     let p = &plan.provisioning;
     assert_eq!(plan.snapshot.pending_pods, 4);
     assert_eq!(
@@ -318,7 +325,8 @@ fn plan_from_a_snapshot() {
 fn cluster_autoscaler_comparison() {
     let s = scenario::load(&example("diurnal-wave.yaml"), &crds()).unwrap();
     let catalog = karpenter_kwok::catalog::catalog();
-    let ca = Simulation::cluster_autoscaler(&s, catalog.clone()).run(&mut |_| {});
+    let ca =
+        Simulation::cluster_autoscaler(&s, catalog.clone(), Default::default()).run(&mut |_| {});
     assert!(ca.failures.is_empty(), "{:?}", ca.failures);
     assert!(ca.scenario.ends_with("(cluster-autoscaler)"));
     let groups = ca
@@ -406,6 +414,7 @@ fn plan_reports_disruption_and_why_nodes_stay() {
         Default::default(),
     )
     .unwrap();
+    assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
     let d = &plan.disruption;
     assert_eq!(d.actions.len(), 1, "{d:?}");
     assert_eq!(
@@ -908,7 +917,7 @@ fn node_overlay_price_changes_the_instance_type_chosen() {
 
     // The same scenario with the gate off launches the `c` family at list price.
     let mut s = scenario::load(&example("node-overlay.yaml"), &crds()).unwrap();
-    s.spec.feature_gates.node_overlay = false;
+    s.spec.feature_gates = "NodeOverlay=false".parse().unwrap();
     let off = run(&s);
     assert!(off.failures.is_empty(), "{:?}", off.failures);
     assert!(
@@ -941,7 +950,7 @@ fn static_capacity_keeps_a_static_node_pool_at_its_replicas() {
     // With the gate off the static NodePool is ignored: no node until the pods come, and
     // those from the default NodePool.
     let mut s = scenario::load(&example("static-capacity.yaml"), &crds()).unwrap();
-    s.spec.feature_gates.static_capacity = false;
+    s.spec.feature_gates = "StaticCapacity=false".parse().unwrap();
     s.spec.expect.clear();
     let off = run(&s);
     assert!(
@@ -1081,7 +1090,7 @@ spec:
 
     // Without the gate the pods fit nowhere (no type has the resource) and nothing drifts.
     let mut off = s.clone();
-    off.spec.feature_gates.node_overlay = false;
+    off.spec.feature_gates = "NodeOverlay=false".parse().unwrap();
     let off = run(&off);
     assert!(off.disruptions.iter().all(|d| d.kind != "Drifted"));
 }
@@ -1111,7 +1120,7 @@ fn node_repair_replaces_an_unhealthy_node_after_its_toleration_unless_the_breake
 
     // With the gate off the bad node stays.
     let mut s = scenario::load(&example("node-repair.yaml"), &crds()).unwrap();
-    s.spec.feature_gates.node_repair = false;
+    s.spec.feature_gates = "NodeRepair=false".parse().unwrap();
     let off = run(&s);
     assert!(off.disruptions.is_empty(), "{:?}", off.disruptions);
     assert_eq!(off.summary.nodes_terminated, 0);

@@ -8,9 +8,11 @@ use serde_json::{Value, json};
 use crate::validation::Problem;
 
 mod capacity_buffer;
+mod label_domains;
 mod node_overlay;
 
 pub use capacity_buffer::CAPACITY_BUFFER;
+pub use label_domains::RestrictedLabelDomain;
 pub use node_overlay::{NODE_OVERLAY, PRICE_ADJUSTMENT_PATTERN, PRICE_PATTERN};
 
 /// `"720h"`, `"1h30m"` or `"Never"`.
@@ -146,6 +148,10 @@ pub struct Crd {
     namespaced: bool,
     /// The `kubectl get <category>` groups it belongs to.
     categories: &'static [&'static str],
+    /// The providers' restricted label domains, added to the schema by `restrict_labels`.
+    label_domains: &'static [RestrictedLabelDomain],
+    /// Adds the rules that restrict `label_domains` to the schema (karpenter's own CRDs).
+    restrict_labels: Option<fn(&mut Value, &[RestrictedLabelDomain])>,
 }
 
 impl PartialEq for Crd {
@@ -166,7 +172,8 @@ pub const NODE_POOL: Crd = Crd::new(
 )
 .with_printer_columns(node_pool_columns)
 .with_scale(".spec.replicas", ".status.nodes")
-.with_runtime_checks(node_pool_checks);
+.with_runtime_checks(node_pool_checks)
+.with_label_restriction(label_domains::restrict_node_pool);
 
 /// `nodeclaims.karpenter.sh`
 pub const NODE_CLAIM: Crd = Crd::new(
@@ -177,10 +184,25 @@ pub const NODE_CLAIM: Crd = Crd::new(
     node_claim_schema,
 )
 .with_printer_columns(node_claim_columns)
-.with_runtime_checks(node_claim_checks);
+.with_runtime_checks(node_claim_checks)
+.with_label_restriction(label_domains::restrict_node_claim);
 
-/// karpenter's own CRDs, before any provider's.
+/// karpenter's own CRDs, before any provider's, without any provider's restricted label
+/// domains (see [`core_with_label_domains`]).
 pub const CORE: [Crd; 4] = [NODE_POOL, NODE_CLAIM, NODE_OVERLAY, CAPACITY_BUFFER];
+
+/// karpenter's own CRDs with the providers' restricted label domains: what a binary that
+/// ships those providers applies and validates against.
+///
+/// The CEL rules of a CRD are compiled once per process for each set of domains.
+pub const fn core_with_label_domains(domains: &'static [RestrictedLabelDomain]) -> [Crd; 4] {
+    [
+        NODE_POOL.with_label_domains(domains),
+        NODE_CLAIM.with_label_domains(domains),
+        NODE_OVERLAY.with_label_domains(domains),
+        CAPACITY_BUFFER.with_label_domains(domains),
+    ]
+}
 
 /// The CRD in `crds` that serves `kind` at `api_version` (its stored version or another it
 /// serves), if there is one.
@@ -212,7 +234,39 @@ impl Crd {
             runtime_checks: None,
             namespaced: false,
             categories: &["karpenter"],
+            label_domains: &[],
+            restrict_labels: None,
         }
+    }
+
+    /// Restricting `domains` to their well-known keys, as each provider's upstream patches
+    /// karpenter's CRDs: the NodePool's requirements and labels, the NodeClaim's
+    /// requirements and the NodeOverlay's requirements get one CEL rule per domain. Other
+    /// CRDs are unchanged. Replaces any domains given before.
+    ///
+    /// ```
+    /// use karpenter_api::crd::{NODE_POOL, RestrictedLabelDomain};
+    /// const DOMAINS: &[RestrictedLabelDomain] =
+    ///     &[RestrictedLabelDomain::new("example.com", &["example.com/size"])];
+    /// let schema = NODE_POOL.with_label_domains(DOMAINS).schema().to_string();
+    /// assert!(schema.contains(r#"label domain \"example.com\" is restricted"#));
+    /// ```
+    pub const fn with_label_domains(mut self, domains: &'static [RestrictedLabelDomain]) -> Self {
+        self.label_domains = domains;
+        self
+    }
+
+    /// The restricted label domains given by [`Crd::with_label_domains`].
+    pub fn label_domains(&self) -> &'static [RestrictedLabelDomain] {
+        self.label_domains
+    }
+
+    const fn with_label_restriction(
+        mut self,
+        patch: fn(&mut Value, &[RestrictedLabelDomain]),
+    ) -> Self {
+        self.restrict_labels = Some(patch);
+        self
     }
 
     /// Namespaced instead of cluster-scoped.
@@ -354,7 +408,13 @@ impl Crd {
 
     /// The `openAPIV3Schema`, the same for every served version.
     pub fn schema(&self) -> Value {
-        (self.schema)()
+        let mut schema = (self.schema)();
+        if let Some(restrict) = self.restrict_labels
+            && !self.label_domains.is_empty()
+        {
+            restrict(&mut schema, self.label_domains);
+        }
+        schema
     }
 
     /// Runs karpenter's runtime checks on an object the schema accepted, as karpenter would

@@ -27,7 +27,8 @@ pub const NODE_OVERLAY: Crd = Crd::new(
 )
 .with_short_names(&["overlays"])
 .with_printer_columns(node_overlay_columns)
-.with_runtime_checks(node_overlay_checks);
+.with_runtime_checks(node_overlay_checks)
+.with_label_restriction(super::label_domains::restrict_node_overlay);
 
 fn node_overlay_columns() -> Value {
     json!([

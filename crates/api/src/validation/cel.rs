@@ -12,15 +12,23 @@ use crate::crd::Crd;
 
 fn compiled(crd: &Crd) -> &'static CompiledSchema {
     // Compiled once per CRD for the life of the process: `validate` runs over many objects.
-    type Cache =
-        Mutex<HashMap<(&'static str, &'static str, &'static str), &'static CompiledSchema>>;
+    // The restricted label domains change the rules, so they are part of the key (by the
+    // address and length of their static list).
+    type Key = (&'static str, &'static str, &'static str, usize, usize);
+    type Cache = Mutex<HashMap<Key, &'static CompiledSchema>>;
     static SCHEMAS: OnceLock<Cache> = OnceLock::new();
     let mut schemas = SCHEMAS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
     schemas
-        .entry((crd.group(), crd.version(), crd.kind()))
+        .entry((
+            crd.group(),
+            crd.version(),
+            crd.kind(),
+            crd.label_domains().as_ptr() as usize,
+            crd.label_domains().len(),
+        ))
         .or_insert_with(|| Box::leak(Box::new(compile_schema(&crd.schema()))))
 }
 

@@ -166,3 +166,222 @@ pub fn aws_instance_types(rounds: usize) -> String {
     let ms = start.elapsed().as_secs_f64() * 1000.0 / rounds as f64;
     format!("aws-instance-types types={types} rounds={rounds} ms_per_resolution={ms:.1}")
 }
+
+/// What `bench plan-dump` writes: a dump as `kubectl get -o yaml|json` would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DumpFormat {
+    /// `-o yaml`.
+    Yaml,
+    /// `-o json`.
+    Json,
+}
+
+/// Writes a dump of `nodes` KWOK nodes (8 CPU, each with its NodeClaim) and `pods` pods
+/// spread over them, a hundredth of them pending, every object with `managedFields` as the API
+/// server writes them, to a file under the temporary directory; then times `plan -f` on it
+/// (reading, then planning) and returns the report lines, the last
+/// `plan-dump format=F pods=P nodes=N megabytes=M read_seconds=R plan_seconds=S peak_rss_mb=K`.
+/// The writer streams, so the peak is the reader's and the planner's.
+pub fn plan_dump(pods: usize, nodes: usize, format: DumpFormat) -> anyhow::Result<Vec<String>> {
+    use std::io::Write;
+    let nodes = nodes.max(1);
+    let file = std::env::temp_dir().join(format!(
+        "karpenter-plan-dump-{}.{}",
+        std::process::id(),
+        if format == DumpFormat::Yaml {
+            "yaml"
+        } else {
+            "json"
+        }
+    ));
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(&file).with_context(|| format!("{}", file.display()))?,
+    );
+    let write_start = Instant::now();
+    let mut first = true;
+    let mut item = |out: &mut std::io::BufWriter<std::fs::File>, object: serde_json::Value| {
+        let written = match format {
+            DumpFormat::Json => {
+                let sep = if std::mem::take(&mut first) {
+                    ""
+                } else {
+                    ",\n"
+                };
+                write!(out, "{sep}").and_then(|()| {
+                    serde_json::to_writer_pretty(&mut *out, &object).map_err(std::io::Error::other)
+                })
+            }
+            DumpFormat::Yaml => {
+                let text = serde_saphyr::to_string(&object).expect("JSON values serialize");
+                text.lines().enumerate().try_for_each(|(i, line)| {
+                    writeln!(out, "{}{line}", if i == 0 { "- " } else { "  " })
+                })
+            }
+        };
+        written.context("writing the dump")
+    };
+    match format {
+        DumpFormat::Json => writeln!(
+            out,
+            "{{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": ["
+        )?,
+        DumpFormat::Yaml => writeln!(out, "apiVersion: v1\nkind: List\nitems:")?,
+    }
+    for object in dump_objects(pods, nodes) {
+        item(&mut out, object)?;
+    }
+    if format == DumpFormat::Json {
+        writeln!(out, "\n]}}")?;
+    }
+    out.flush()?;
+    drop(out);
+    let write_seconds = write_start.elapsed().as_secs_f64();
+    let bytes = std::fs::metadata(&file)?.len();
+    let read_start = Instant::now();
+    let dump = karpenter_planner::Dump::read_path(&file);
+    let read_seconds = read_start.elapsed().as_secs_f64();
+    std::fs::remove_file(&file).ok();
+    let dump = dump?;
+    let plan_start = Instant::now();
+    let plan = karpenter_planner::plan_from(
+        &dump,
+        &karpenter_kwok::catalog::catalog(),
+        DUMP_NOW,
+        Default::default(),
+    );
+    let plan_seconds = plan_start.elapsed().as_secs_f64();
+    Ok(vec![
+        format!(
+            "snapshot: {} nodes, {} bound pods, {} pending; {} NodeClaims planned, {} disruption actions (dump written in {write_seconds:.1} s)",
+            plan.snapshot.nodes,
+            plan.snapshot.bound_pods,
+            plan.snapshot.pending_pods,
+            plan.provisioning.nodeclaims.len(),
+            plan.disruption.actions.len(),
+        ),
+        format!(
+            "plan-dump format={} pods={pods} nodes={nodes} megabytes={:.0} read_seconds={read_seconds:.2} plan_seconds={plan_seconds:.2} peak_rss_mb={}",
+            if format == DumpFormat::Yaml {
+                "yaml"
+            } else {
+                "json"
+            },
+            bytes as f64 / 1e6,
+            peak_rss_kib() / 1024
+        ),
+    ])
+}
+
+/// The dump's clock: its objects were created an hour before.
+const DUMP_NOW: i64 = 1_717_416_000;
+
+/// The API server's bookkeeping on an object: what a real dump carries and the planner drops.
+fn managed_fields(manager: &str, fields: serde_json::Value) -> serde_json::Value {
+    serde_json::json!([
+        {"apiVersion": "v1", "fieldsType": "FieldsV1", "manager": manager, "operation": "Update",
+         "time": "2024-06-03T11:00:00Z", "fieldsV1": fields},
+        {"apiVersion": "v1", "fieldsType": "FieldsV1", "manager": "kube-controller-manager",
+         "operation": "Update", "subresource": "status", "time": "2024-06-03T11:00:00Z",
+         "fieldsV1": {"f:status": {"f:conditions": {
+             "k:{\"type\":\"Ready\"}": {".": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}},
+             "k:{\"type\":\"PodScheduled\"}": {".": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}}}}}},
+    ])
+}
+
+/// The dump's objects: a NodePool, a DaemonSet, then per node its NodeClaim, Node and pods.
+fn dump_objects(pods: usize, nodes: usize) -> impl Iterator<Item = serde_json::Value> {
+    use serde_json::json;
+    let created = "2024-06-03T11:00:00Z";
+    let pending = pods / 100;
+    let bound = pods - pending;
+    let pool = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": "default", "creationTimestamp": created},
+        "spec": {"template": {"spec": {
+            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+            "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}},
+            "disruption": {"consolidateAfter": "30s"}}});
+    let daemonset = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": "kube-system", "creationTimestamp": created},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}},
+            "template": {"metadata": {"labels": {"app": "agent"}},
+                "spec": {"containers": [{"name": "agent", "image": "agent:1",
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}}}});
+    let pod = move |i: usize, node: Option<String>| {
+        let fields = json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}, "f:pod-template-hash": {}},
+            "f:ownerReferences": {".": {}, "k:{\"uid\":\"rs\"}": {}}},
+            "f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {".": {}, "f:image": {}, "f:name": {},
+                "f:resources": {".": {}, "f:requests": {".": {}, "f:cpu": {}, "f:memory": {}}}}}}});
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("app-{i}"), "namespace": "default", "uid": format!("pod-{i}"),
+                "creationTimestamp": created,
+                "labels": {"app": format!("app-{}", i % 50), "pod-template-hash": "5d8f9c"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("app-{}", i % 50),
+                    "uid": "rs", "controller": true, "blockOwnerDeletion": true}],
+                "managedFields": managed_fields("kube-controller-manager", fields)},
+            "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.2.3",
+                "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}],
+                "schedulerName": "default-scheduler", "serviceAccountName": "default",
+                "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]},
+            "status": {"phase": "Running", "qosClass": "Burstable"}});
+        match node {
+            Some(node) => {
+                pod["spec"]["nodeName"] = json!(node);
+                pod["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "True", "lastTransitionTime": created}]);
+            }
+            None => {
+                pod["status"] = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                    "reason": "Unschedulable", "lastTransitionTime": created}]});
+            }
+        }
+        pod
+    };
+    let node_objects = move |n: usize| {
+        let name = format!("node-{n}");
+        let labels = json!({"karpenter.sh/nodepool": "default", "karpenter.sh/registered": "true",
+            "karpenter.sh/initialized": "true", "karpenter.sh/capacity-type": "on-demand",
+            "node.kubernetes.io/instance-type": "c-8x-amd64-linux", "kubernetes.io/hostname": name,
+            "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+            "topology.kubernetes.io/zone": format!("test-zone-{}", n % 3 + 1)});
+        let resources = json!({"cpu": "8", "memory": "32Gi", "pods": "110"});
+        let fields = json!({"f:metadata": {"f:labels": {".": {}, "f:kubernetes.io/hostname": {}}},
+            "f:spec": {"f:providerID": {}}, "f:status": {"f:allocatable": {"f:cpu": {}, "f:memory": {}}}});
+        let conditions: Vec<_> = ["Launched", "Registered", "Initialized"]
+            .map(|t| json!({"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": created}))
+            .into();
+        let claim = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": name, "labels": labels, "creationTimestamp": created,
+                "managedFields": managed_fields("karpenter", fields.clone())},
+            "spec": {"nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+                "requirements": [], "expireAfter": "720h"},
+            "status": {"providerID": format!("kwok://{name}"), "nodeName": name,
+                "capacity": resources, "allocatable": resources, "lastPodEventTime": created,
+                "conditions": conditions}});
+        let node = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels, "creationTimestamp": created,
+                "managedFields": managed_fields("kubelet", fields)},
+            "spec": {"providerID": format!("kwok://{name}")},
+            "status": {"capacity": resources, "allocatable": resources,
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": created}]}});
+        let per_node = bound / nodes + usize::from(n < bound % nodes);
+        let first = n * (bound / nodes) + n.min(bound % nodes);
+        [claim, node]
+            .into_iter()
+            .chain((first..first + per_node).map(move |i| pod(i, Some(format!("node-{n}")))))
+    };
+    [pool, daemonset]
+        .into_iter()
+        .chain((0..nodes).flat_map(node_objects))
+        .chain((bound..pods).map(move |i| pod(i, None)))
+}
+
+/// The process's peak resident memory so far (`VmHWM`), in KiB; 0 where `/proc` has none.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}

@@ -44,7 +44,7 @@ pub fn run(files: &[PathBuf], node_class: Option<&str>) -> anyhow::Result<Conver
             }
             let label = format!(
                 "{}: {}/{}",
-                path.display(),
+                document.file.display(),
                 object["kind"].as_str().unwrap_or("?"),
                 object["metadata"]["name"].as_str().unwrap_or("<unnamed>")
             );

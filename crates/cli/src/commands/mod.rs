@@ -8,3 +8,4 @@ pub mod crds;
 pub mod plan;
 pub mod simulate;
 pub mod validate;
+pub mod what_if;

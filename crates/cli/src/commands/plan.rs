@@ -8,26 +8,22 @@ use std::sync::Arc;
 use karpenter_controller::dry_run::dry_run;
 use karpenter_controller::{CloudProvider, Controller, Options};
 use karpenter_planner::Plan;
+use karpenter_planner::why::Why;
 
-/// Plans from a dump in `file` (`-`: standard input), launching from the catalog named
-/// `catalog`.
+/// Plans from a dump in `file` (`-`: standard input; a directory: every manifest under it),
+/// launching from the catalog named `catalog`.
 pub fn from_file(file: &Path, catalog: &str, options: &Options) -> anyhow::Result<Plan> {
-    let text = if file == Path::new("-") {
-        std::io::read_to_string(std::io::stdin())?
-    } else {
-        std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?
-    };
+    let dump = karpenter_planner::Dump::read_path(file)?;
     let catalog = crate::registry::catalog(catalog)?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
-    Ok(karpenter_planner::plan(
-        file,
-        &text,
+    Ok(karpenter_planner::plan_from(
+        &dump,
         &catalog,
         now,
         options.feature_gates,
-    )?)
+    ))
 }
 
 /// Plans from the cluster of the kubeconfig (or in-cluster) with the provider named
@@ -80,6 +76,99 @@ pub async fn live<P: CloudProvider>(
     .await?)
 }
 
+/// The pod `--pod` names, as `namespace/name`: `NS/NAME`, or `NAME` in `namespace` (kubectl's
+/// `-n`, `default` without it).
+pub fn pod_key(pod: &str, namespace: Option<&str>) -> anyhow::Result<String> {
+    match pod.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            if let Some(n) = namespace.filter(|n| *n != ns) {
+                anyhow::bail!("--pod {pod} names namespace {ns}, but -n says {n}");
+            }
+            Ok(pod.to_string())
+        }
+        None if !pod.is_empty() => Ok(format!("{}/{pod}", namespace.unwrap_or("default"))),
+        _ => anyhow::bail!("--pod takes NAME or NAMESPACE/NAME, not {pod:?}"),
+    }
+}
+
+/// Whether pods would stay pending after the plan: some fit nowhere, or provisioning ignores
+/// them (`--exit-code`).
+pub fn stays_pending(plan: &Plan) -> bool {
+    !plan.provisioning.unschedulable.is_empty() || !plan.provisioning.ignored.is_empty()
+}
+
+/// Why pod `key` (`namespace/name`) is where the round over the dump in `file` leaves it (see
+/// [`from_file`]).
+pub fn why_from_file(
+    file: &Path,
+    catalog: &str,
+    options: &Options,
+    key: &str,
+) -> anyhow::Result<Why> {
+    let dump = karpenter_planner::Dump::read_path(file)?;
+    let catalog = crate::registry::catalog(catalog)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    karpenter_planner::why::why_from_dump(&dump, &catalog, now, options.feature_gates, key)
+        .ok_or_else(|| anyhow::anyhow!("no pod {key} in {}", file.display()))
+}
+
+/// Why pod `key` (`namespace/name`) is where the controller's round over the live cluster
+/// leaves it (see [`from_cluster`]).
+pub fn why_from_cluster(
+    provider: &str,
+    settings: crate::registry::ProviderSettings,
+    options: Options,
+    key: &str,
+) -> anyhow::Result<Why> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let key = key.to_string();
+    runtime.block_on(async move {
+        let client = karpenter_controller::kube_client::client(&options)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "no cluster to plan from (kubeconfig or in-cluster; -f plans from a dump): {e}"
+                )
+            })?;
+        crate::registry::with_provider(provider, client, settings, LiveWhy(options, key)).await
+    })
+}
+
+/// `plan --pod`'s part once the provider is built.
+struct LiveWhy(Options, String);
+
+impl crate::registry::ProviderCommand for LiveWhy {
+    type Output = Why;
+
+    async fn run<P: karpenter_controller::Provider>(
+        self,
+        client: kube::Client,
+        provider: P,
+    ) -> anyhow::Result<Why> {
+        live_why(client, provider, self.0, &self.1).await
+    }
+}
+
+/// Why pod `key` is where the controller's round over the cluster `client` talks to leaves
+/// it: the live plan's round, explained.
+pub async fn live_why<P: CloudProvider>(
+    client: kube::Client,
+    provider: P,
+    options: Options,
+    key: &str,
+) -> anyhow::Result<Why> {
+    let gates = options.feature_gates;
+    let controller = Controller::new(client, Arc::new(provider), options);
+    let ctx = controller.context();
+    dry_run(&ctx, |snapshot, round, pools| {
+        karpenter_planner::why::why_from_round(snapshot, &round, pools, gates, key)
+    })
+    .await?
+    .ok_or_else(|| anyhow::anyhow!("no pod {key} in the cluster"))
+}
+
 #[cfg(test)]
 mod tests {
     use karpenter_kwok::KwokProvider;
@@ -104,6 +193,11 @@ mod tests {
             "Node" => server
                 .create(
                     &serde_json::from_value::<k8s_openapi::api::core::v1::Node>(kind_json).unwrap(),
+                )
+                .unwrap(),
+            "Pod" => server
+                .create(
+                    &serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(kind_json).unwrap(),
                 )
                 .unwrap(),
             other => panic!("{other}"),
@@ -185,5 +279,70 @@ mod tests {
         let off = plan_with("StaticCapacity=false,NodeRepair=false");
         assert!(off.static_capacity.nodeclaims.is_empty());
         assert!(off.repair.repaired.is_empty());
+    }
+
+    /// `plan --pod` against a live cluster explains the pod from the controller's own round.
+    #[test]
+    fn the_live_plan_explains_a_pending_pod() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let _inside = runtime.enter();
+        let server = FakeApiServer::new();
+        server
+            .install_crds(karpenter_kwok::CRDS.iter().map(|c| c.definition()))
+            .unwrap();
+        let class_ref =
+            json!({"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"});
+        create(
+            &server,
+            json!({"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass", "metadata": {"name": "default"}, "spec": {}}),
+        );
+        create(
+            &server,
+            json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "gpu"},
+                "spec": {"template": {"spec": {"nodeClassRef": class_ref,
+                    "taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}}}}),
+        );
+        let pod = |name: &str, tolerations: serde_json::Value| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "ml"},
+                "spec": {"tolerations": tolerations,
+                    "containers": [{"name": "c", "image": "c", "resources": {"requests": {"cpu": "1"}}}]},
+                "status": {"phase": "Pending", "conditions": [
+                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}})
+        };
+        create(&server, pod("stuck", json!([])));
+        create(
+            &server,
+            pod(
+                "tolerant",
+                json!([{"key": "dedicated", "operator": "Exists"}]),
+            ),
+        );
+        let why = |key: &str| {
+            let options = Options {
+                disable_leader_election: true,
+                ..Options::default()
+            };
+            runtime.block_on(live_why(
+                server.client(),
+                KwokProvider::new(server.client()),
+                options,
+                key,
+            ))
+        };
+        let stuck = why("ml/stuck").unwrap();
+        assert!(stuck.pending, "{stuck:#?}");
+        assert_eq!(stuck.nodepools.len(), 1, "{stuck:#?}");
+        assert_eq!(stuck.nodepools[0].reasons[0].kind, "taint", "{stuck:#?}");
+        let tolerant = why("ml/tolerant").unwrap();
+        assert!(
+            matches!(&tolerant.outcome, karpenter_planner::why::WhyOutcome::Launch { nodeclaim } if nodeclaim.nodepool == "gpu"),
+            "{tolerant:#?}"
+        );
+        let missing = why("ml/nope").unwrap_err().to_string();
+        assert!(
+            missing.contains("no pod ml/nope in the cluster"),
+            "{missing}"
+        );
     }
 }

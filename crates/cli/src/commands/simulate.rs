@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
+use karpenter_core::feature_gates::FeatureGates;
 use karpenter_sim::engine::Simulation;
 use karpenter_sim::report::Report;
 use karpenter_sim::{catalog, scenario};
@@ -48,17 +49,20 @@ fn load(
 pub fn compare(
     file: Option<&Path>,
     catalog_name: Option<&str>,
+    gates: FeatureGates,
 ) -> anyhow::Result<(Report, Report)> {
     let (scenario, catalog) = load(file, catalog_name)?;
-    let karpenter = Simulation::new(&scenario, catalog.clone()).run(&mut |_| {});
-    let other = Simulation::cluster_autoscaler(&scenario, catalog).run(&mut |_| {});
+    let karpenter = Simulation::with_gates(&scenario, catalog.clone(), gates).run(&mut |_| {});
+    let other = Simulation::cluster_autoscaler(&scenario, catalog, gates).run(&mut |_| {});
     Ok((karpenter, other))
 }
 
-/// Runs `file` (or the built-in scenario) and returns the report.
+/// Runs `file` (or the built-in scenario) with the gates it names over `gates`, and returns
+/// the report.
 pub fn run(
     file: Option<&Path>,
     catalog_name: Option<&str>,
+    gates: FeatureGates,
     show_progress: bool,
 ) -> anyhow::Result<Report> {
     let (scenario, catalog) = load(file, catalog_name)?;
@@ -82,5 +86,5 @@ pub fn run(
             let _ = std::io::stderr().flush();
         }
     };
-    Ok(Simulation::new(&scenario, catalog).run(&mut progress))
+    Ok(Simulation::with_gates(&scenario, catalog, gates).run(&mut progress))
 }

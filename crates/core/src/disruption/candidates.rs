@@ -63,6 +63,9 @@ fn node_blocked_reason(node: &NodeState, pools: &BTreeMap<&str, &NodePoolInput>)
     let Some(pool) = node.node_pool.as_deref() else {
         return Some("node is not managed by a NodePool".into());
     };
+    if node.unclaimed {
+        return Some("node isn't managed by karpenter (no NodeClaim)".into());
+    }
     if !pools.contains_key(pool) {
         return Some(format!("NodePool {pool:?} not found"));
     }
@@ -162,19 +165,18 @@ pub(super) fn candidates<'a>(input: &Input<'a>, decision: &mut Decision) -> Vec<
     let mut candidates: Vec<Candidate<'a>> = Vec::new();
     for node in input.nodes.iter().filter(|n| n.node_pool.is_some()) {
         if let Some(why) = node_blocked_reason(node, &pools) {
-            decision.block(&node.name, Blocked::NotCandidate, why);
+            // Upstream publishes nothing about a node without a NodeClaim (not its to disrupt).
+            let kind = if node.unclaimed {
+                Blocked::Unmanaged
+            } else {
+                Blocked::NotCandidate
+            };
+            decision.block(&node.name, kind, why);
             continue;
         }
         let pool = pools[node.node_pool.as_deref().unwrap_or_default()];
         let pod_blocker = pod_blocked_reason(node, input.pdbs, input.now);
-        let eventual = node.drifted
-            && pool
-                .node_pool
-                .spec
-                .template
-                .spec
-                .termination_grace_period
-                .is_some();
+        let eventual = node.drifted && node.termination_grace_period.is_some();
         match pod_blocker {
             Some(why) if !eventual => decision.block(&node.name, Blocked::NotCandidate, why),
             pod_blocker => candidates.push(Candidate {
@@ -211,7 +213,7 @@ pub(super) fn budget_mapping(
         // the deleting are disruptions in progress. A claim still launching is neither.
         let sized: Vec<&&NodeState> = nodes
             .iter()
-            .filter(|n| n.initialized && !n.instance_terminating)
+            .filter(|n| n.initialized && !n.instance_terminating && !n.unclaimed)
             .collect();
         let counted = sized.len();
         let disrupting = sized.iter().filter(|n| !n.ready || n.deleting).count();

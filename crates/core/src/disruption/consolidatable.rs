@@ -1,7 +1,7 @@
 //! Upstream's NodeClaim `Consolidatable` condition: true once `consolidateAfter` has passed
 //! since a pod last bound to or left the node (or since it initialized, if none has), absent
-//! while it has not, while the NodeClaim is not initialized, and when its NodePool disables
-//! consolidation.
+//! while it has not, while the NodeClaim is not initialized, when its NodePool disables
+//! consolidation, and on a static NodePool's NodeClaims (`spec.replicas`: never consolidated).
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use karpenter_api::nodeclaim::condition::INITIALIZED;
@@ -10,7 +10,8 @@ use karpenter_api::{NodeClaim, NodePool};
 /// What the condition should be now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Consolidatable {
-    /// No condition: consolidation is disabled or the NodeClaim is not initialized.
+    /// No condition: consolidation is disabled, the NodePool is static, or the NodeClaim is
+    /// not initialized.
     Absent,
     /// No condition yet; it becomes true at this time.
     At(Timestamp),
@@ -20,6 +21,9 @@ pub enum Consolidatable {
 
 /// The `Consolidatable` condition `claim` of `pool` should carry at `now`.
 pub fn consolidatable(pool: &NodePool, claim: &NodeClaim, now: Timestamp) -> Consolidatable {
+    if pool.spec.replicas.is_some() {
+        return Consolidatable::Absent;
+    }
     let Some(after) = pool.spec.disruption.consolidate_after.0 else {
         return Consolidatable::Absent;
     };
@@ -125,6 +129,17 @@ mod tests {
                 claim(Some(0), Some(100)),
                 100,
                 Consolidatable::Yes,
+            ),
+            (
+                "should not set consolidatable condition for Static Nodepool",
+                {
+                    let mut p = thirty.clone();
+                    p.spec.replicas = Some(1);
+                    p
+                },
+                claim(Some(0), Some(40)),
+                100,
+                Consolidatable::Absent,
             ),
         ];
         for (case, pool, claim, now, expected) in cases {

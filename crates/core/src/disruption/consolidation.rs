@@ -219,6 +219,16 @@ pub(super) fn consolidate(
                 .iter()
                 .map(|&i| claim.instance_types[i].clone())
                 .collect();
+            // The cheaper options must still offer what `minValues` asks for (upstream's
+            // `RemoveInstanceTypeOptionsByPriceAndMinValues`).
+            if let Some(key) = crate::provisioning::scheduling::nodeclaim::unmet_min_values(
+                &claim.requirements,
+                claim.instance_types.iter().map(|it| &**it),
+            ) {
+                return Err(format!(
+                    "Filtering by price: minValues requirement is not met for label(s) (label(s)=[{key}])"
+                ));
+            }
             if spot_to_spot && nodes.len() == 1 {
                 let cheaper = claim.instance_types.len();
                 if cheaper < MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT {
@@ -226,11 +236,20 @@ pub(super) fn consolidate(
                         "SpotToSpotConsolidation requires {MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT} cheaper instance type options than the current candidate to consolidate, got {cheaper}"
                     ));
                 }
-                // The launch picks among the 15 cheapest spot options.
+                // The launch picks among the 15 cheapest spot options, or as many of the
+                // cheapest as `minValues` needs if that is more.
                 crate::instancetype::order_by_price(&mut claim.instance_types, &claim.requirements);
-                claim
-                    .instance_types
-                    .truncate(MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT);
+                let keep = (1..=claim.instance_types.len())
+                    .find(|&n| {
+                        crate::provisioning::scheduling::nodeclaim::unmet_min_values(
+                            &claim.requirements,
+                            claim.instance_types[..n].iter().map(|it| &**it),
+                        )
+                        .is_none()
+                    })
+                    .unwrap_or(claim.instance_types.len())
+                    .max(MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT);
+                claim.instance_types.truncate(keep);
             }
             let replacement_price = claim.cheapest_price().unwrap_or(price);
             Ok(Command {
@@ -263,14 +282,16 @@ fn same_instance_type_ceiling(claim: &NewNodeClaim, nodes: &[&NodeState]) -> Opt
 }
 
 /// A Balanced NodePool's denominators: what all its nodes cost per hour, and what disrupting
-/// all of them would cost (candidates or not, as upstream's `computeNodePoolTotals`).
+/// all of them would cost (candidates or not, as upstream's `computeNodePoolTotals`). A price
+/// that is not a number counts as 0, so one bad price cannot reject every move of the pool.
 fn pool_totals(input: &Input<'_>, pool: &str) -> (f64, f64) {
     input
         .nodes
         .iter()
         .filter(|n| n.node_pool.as_deref() == Some(pool))
         .fold((0.0, 0.0), |(cost, disruption), n| {
-            (cost + n.price, disruption + reschedule_cost(n))
+            let price = if n.price.is_finite() { n.price } else { 0.0 };
+            (cost + price, disruption + reschedule_cost(n))
         })
 }
 
@@ -401,9 +422,13 @@ pub(super) fn ineligible_for_consolidation(
             "empty, waiting for consolidateAfter".to_string(),
         ))
     } else if spec.consolidation_policy == ConsolidationPolicy::WhenEmpty {
+        // Upstream publishes `Unconsolidatable` for it (the node is not counted eligible).
         Some((
-            Blocked::Ineligible,
-            "consolidationPolicy is WhenEmpty and the node has pods".to_string(),
+            Blocked::Disabled,
+            format!(
+                "NodePool {:?} has consolidation policy WhenEmpty, but node is not empty",
+                c.pool_name()
+            ),
         ))
     } else if !c.consolidatable(now) {
         Some((

@@ -51,6 +51,8 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
                     drifted_at: n.drifted_at(),
                     instance_terminating: n.instance_terminating(),
                     volume_usage: self.volume_usage(n),
+                    termination_grace_period: n.claim.and_then(|c| c.spec.termination_grace_period),
+                    unclaimed: n.node.is_some() && n.claim.is_none(),
                     labels,
                 }
             })

@@ -22,6 +22,19 @@ pub(super) trait DisruptionMethod {
         candidates: &[Candidate<'_>],
         decision: &mut Decision,
     ) -> Option<Command>;
+
+    /// Every command this pass would carry out: [`DisruptionMethod::compute`]'s, unless the
+    /// method acts on several candidates at once in separate commands (static drift).
+    fn compute_all(
+        &self,
+        input: &Input<'_>,
+        candidates: &[Candidate<'_>],
+        decision: &mut Decision,
+    ) -> Vec<Command> {
+        self.compute(input, candidates, decision)
+            .into_iter()
+            .collect()
+    }
 }
 
 /// The method behind `method`.
@@ -169,9 +182,10 @@ impl DisruptionMethod for Drift {
 
 /// Upstream's static drift: a drifted node of a static NodePool is replaced by one new node of
 /// its NodePool (its pods are not simulated: the replacement is a replica, not a place for
-/// them), within the Drifted budget and `limits.nodes` (the replacement must fit beside it),
-/// and not while the NodePool is above its replicas (the scale-down goes first). One node per
-/// pass; drifted nodes in the order they were found drifted.
+/// them), within the Drifted budget and `limits.nodes` (each replacement must fit beside the
+/// nodes it replaces), and not while the NodePool is above its replicas (the scale-down goes
+/// first). As upstream, one pass starts every replacement the budget and the limit allow, one
+/// command per node, drifted nodes in the order they were found drifted.
 struct StaticDrift;
 
 impl DisruptionMethod for StaticDrift {
@@ -181,8 +195,19 @@ impl DisruptionMethod for StaticDrift {
         candidates: &[Candidate<'_>],
         decision: &mut Decision,
     ) -> Option<Command> {
+        self.compute_all(input, candidates, decision)
+            .into_iter()
+            .next()
+    }
+
+    fn compute_all(
+        &self,
+        input: &Input<'_>,
+        candidates: &[Candidate<'_>],
+        decision: &mut Decision,
+    ) -> Vec<Command> {
         use crate::provisioning::static_capacity::{self, ClaimState, Counts};
-        let budget = budget_mapping(input, DisruptionReason::Drifted);
+        let mut budget = budget_mapping(input, DisruptionReason::Drifted);
         let mut drifted: Vec<&Candidate<'_>> = candidates
             .iter()
             .filter(|c| c.node.drifted && c.is_static())
@@ -190,6 +215,9 @@ impl DisruptionMethod for StaticDrift {
         drifted.sort_by(|a, b| {
             (a.node.drifted_at, &a.node.name).cmp(&(b.node.drifted_at, &b.node.name))
         });
+        // Replacements this pass started, per NodePool: each holds a place under the limit.
+        let mut started: std::collections::HashMap<&str, usize> = Default::default();
+        let mut commands = Vec::new();
         for c in drifted {
             let pool = &c.pool.node_pool;
             let counts = Counts::of(
@@ -205,7 +233,12 @@ impl DisruptionMethod for StaticDrift {
                         }
                     }),
             );
+            let already = started.get(c.pool_name()).copied().unwrap_or(0);
             let replicas = pool.spec.replicas.unwrap_or_default().max(0) as usize;
+            let with_started = Counts {
+                active: counts.active + already,
+                ..counts
+            };
             let blocked = if budget.get(c.pool_name()).copied().unwrap_or(0) == 0 {
                 Some((
                     Blocked::Budget,
@@ -222,7 +255,7 @@ impl DisruptionMethod for StaticDrift {
                         c.pool_name()
                     ),
                 ))
-            } else if static_capacity::within_node_limit(pool, counts, 1) == 0 {
+            } else if static_capacity::within_node_limit(pool, with_started, 1) == 0 {
                 Some((
                     Blocked::Budget,
                     format!(
@@ -250,7 +283,11 @@ impl DisruptionMethod for StaticDrift {
                 );
                 continue;
             };
-            return Some(Command {
+            if let Some(left) = budget.get_mut(c.pool_name()) {
+                *left -= 1;
+            }
+            *started.entry(c.pool_name()).or_default() += 1;
+            commands.push(Command {
                 reason: DisruptionReason::Drifted,
                 method: Method::StaticDrift,
                 candidates: vec![c.node.name.clone()],
@@ -258,7 +295,7 @@ impl DisruptionMethod for StaticDrift {
                 savings_per_hour: 0.0,
             });
         }
-        None
+        commands
     }
 }
 

@@ -79,6 +79,13 @@ pub struct NodeState {
     /// CapacityBuffer virtual pods the last provisioning round placed on it: emptiness keeps
     /// a node holding buffer capacity (see `provisioning::capacity_buffer`).
     pub buffer_pods: usize,
+    /// Its NodeClaim's `terminationGracePeriod`: a drifted node with one is disrupted
+    /// eventually (upstream's eventual class reads the NodeClaim's, not the NodePool's).
+    pub termination_grace_period: Option<karpenter_api::Duration>,
+    /// A Node no NodeClaim backs while the cluster has NodeClaims (upstream: "node isn't
+    /// managed by karpenter"): never a candidate, and not part of its NodePool for budgets,
+    /// whatever its labels say.
+    pub unclaimed: bool,
 }
 
 /// A decision to disrupt nodes.
@@ -158,13 +165,16 @@ pub enum Blocked {
     NotCandidate,
     /// Its NodePool's budget allows no more disruptions now: `DisruptionBlocked`.
     Budget,
-    /// Its NodePool disables consolidation (`consolidateAfter: Never`): `Unconsolidatable`.
+    /// Its NodePool disables consolidation (`consolidateAfter: Never`), or consolidates only
+    /// empty nodes (`WhenEmpty`) and the node has pods: `Unconsolidatable`.
     Disabled,
     /// A candidate no method could remove or replace profitably: `Unconsolidatable`.
     Unconsolidatable,
-    /// Not eligible for consolidation now — the policy is `WhenEmpty`, or `consolidateAfter`
-    /// has not passed since its pods last changed (no event, as upstream).
+    /// Not eligible now: a static NodePool's, empty (emptiness's), or its pods changed within
+    /// `consolidateAfter` (no event, as upstream).
     Ineligible,
+    /// A Node without a NodeClaim: not karpenter's to disrupt (no event, as upstream).
+    Unmanaged,
     /// A candidate left for a later pass because another method acts first (no event).
     Waiting,
 }
@@ -175,7 +185,7 @@ impl Blocked {
         match self {
             Blocked::NotCandidate | Blocked::Budget => Some("DisruptionBlocked"),
             Blocked::Disabled | Blocked::Unconsolidatable => Some("Unconsolidatable"),
-            Blocked::Ineligible | Blocked::Waiting => None,
+            Blocked::Ineligible | Blocked::Unmanaged | Blocked::Waiting => None,
         }
     }
 
@@ -259,7 +269,8 @@ pub struct Input<'a> {
 
 /// Upstream's `MinInstanceTypesForSpotToSpotConsolidation`: a single spot node is replaced
 /// only when at least this many cheaper types could take its place, and the replacement lists
-/// exactly this many, so the launch lands among them and is not consolidated again at once.
+/// this many (more where `minValues` needs more), so the launch lands among them and is not
+/// consolidated again at once.
 pub const MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT: usize = 15;
 
 /// One disruption pass: the first method, in upstream's order, that finds something to do.
@@ -267,8 +278,9 @@ pub fn decide(input: &Input<'_>) -> Decision {
     let mut decision = Decision::default();
     let candidates = candidates::candidates(input, &mut decision);
     for m in Method::ALL {
-        if let Some(command) = methods::method(m).compute(input, &candidates, &mut decision) {
-            decision.commands.push(command);
+        let commands = methods::method(m).compute_all(input, &candidates, &mut decision);
+        if !commands.is_empty() {
+            decision.commands = commands;
             break;
         }
     }

@@ -229,6 +229,21 @@ impl Orchestrator {
         vec![Effect::Validating(command)]
     }
 
+    /// Acts on every command of a fresh decision: the first as [`Orchestrator::decided`] does,
+    /// and every further drift command at once too (static drift replaces every node its
+    /// budget and limit allow in one pass, one command each, as upstream). A decision holds
+    /// at most one consolidation, so nothing else follows the first.
+    pub fn decided_all(&mut self, now: Duration, commands: Vec<Command>) -> Vec<Effect> {
+        let mut commands = commands.into_iter();
+        let mut effects = self.decided(now, commands.next());
+        for command in commands {
+            if command.reason == DisruptionReason::Drifted && !self.takes_a_marked_node(&command) {
+                effects.extend(self.start(now, command));
+            }
+        }
+        effects
+    }
+
     /// Acts on the held command's validation: the command to carry out, or why it is no longer
     /// valid (the next pass decides afresh).
     pub fn validated(&mut self, now: Duration, outcome: Result<Command, Invalid>) -> Vec<Effect> {
@@ -596,6 +611,100 @@ mod tests {
             o.decided(s(0), Some(command(DisruptionReason::Drifted, &refs, 1)));
             assert_eq!(o.retry_duration(), expected, "{nodes} nodes");
         }
+    }
+
+    /// Upstream's static drift starts every replacement of a pass at once: each command is in
+    /// flight on its own.
+    #[test]
+    fn every_drift_command_of_a_decision_starts_at_once() {
+        let mut o = Orchestrator::default();
+        let (a, b) = (
+            command(DisruptionReason::Drifted, &["a"], 1),
+            command(DisruptionReason::Drifted, &["b"], 1),
+        );
+        let effects = o.decided_all(s(0), vec![a.clone(), b.clone(), a.clone()]);
+        assert_eq!(kinds(&effects), ["taint", "launch", "taint", "launch"]);
+        assert_eq!(o.in_flight(), 2);
+        o.launched(&a, vec!["ra".into()]);
+        o.launched(&b, vec!["rb".into()]);
+        assert_eq!(
+            kinds(&o.advance(s(10), |_| Replacement::Initialized)),
+            ["delete", "delete"]
+        );
+        // A consolidation is held alone, as by `decided`.
+        let mut o = Orchestrator::default();
+        let effects = o.decided_all(
+            s(0),
+            vec![
+                command(UNDERUTILIZED, &["c"], 0),
+                command(UNDERUTILIZED, &["d"], 0),
+            ],
+        );
+        assert_eq!(kinds(&effects), ["validating"]);
+        assert_eq!(kinds(&o.decided_all(s(20), Vec::new())), [] as [&str; 0]);
+    }
+
+    /// Upstream's emptiness waits out the validation delay before anything is tainted or
+    /// deleted ("should wait for the node TTL for empty nodes before consolidating").
+    #[test]
+    fn an_empty_node_goes_only_after_the_validation_delay() {
+        let mut o = Orchestrator::default();
+        let empty = || Some(command(DisruptionReason::Empty, &["a"], 0));
+        let never = |_: &str| Replacement::Launching;
+        assert_eq!(kinds(&o.step(s(0), never, empty)), ["validating"]);
+        assert!(
+            o.marked_for_deletion().is_empty(),
+            "nothing taken while held"
+        );
+        assert!(kinds(&o.step(s(14), never, || None)).is_empty());
+        assert_eq!(kinds(&o.step(s(15), never, || None)), ["taint", "delete"]);
+    }
+
+    /// Upstream's queue: a command with no replacements does not wait ("should not wait for
+    /// replacements when none are needed").
+    #[test]
+    fn a_command_without_replacements_deletes_at_once() {
+        let mut o = Orchestrator::default();
+        let effects = o.step(
+            s(0),
+            |_| Replacement::Launching,
+            || Some(command(DisruptionReason::Drifted, &["a"], 0)),
+        );
+        assert_eq!(kinds(&effects), ["taint", "delete"]);
+        assert!(!o.busy());
+    }
+
+    /// Upstream's queue: two commands in flight finish as their own replacements initialize,
+    /// the second first if its replacement is ready first ("should finish two commands in
+    /// order as replacements are initialized").
+    #[test]
+    fn two_commands_finish_as_their_replacements_initialize() {
+        let mut o = Orchestrator::default();
+        let first = command(DisruptionReason::Drifted, &["a"], 1);
+        let second = command(DisruptionReason::Drifted, &["b"], 1);
+        o.step(s(0), |_| Replacement::Launching, || Some(first.clone()));
+        o.launched(&first, vec!["ra".into()]);
+        o.step(s(10), |_| Replacement::Launching, || Some(second.clone()));
+        o.launched(&second, vec!["rb".into()]);
+        let deleted = |effects: &[Effect]| -> Vec<String> {
+            effects
+                .iter()
+                .filter_map(|e| match e {
+                    Effect::Delete(c) => Some(c.candidates[0].clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        let rb_ready = |name: &str| match name {
+            "rb" => Replacement::Initialized,
+            _ => Replacement::Launching,
+        };
+        let effects = o.step(s(20), rb_ready, || None);
+        assert_eq!(deleted(&effects), ["b"]);
+        assert_eq!(o.marked_for_deletion(), BTreeSet::from(["a".to_string()]));
+        let effects = o.step(s(30), |_| Replacement::Initialized, || None);
+        assert_eq!(deleted(&effects), ["a"]);
+        assert!(!o.busy());
     }
 
     #[test]

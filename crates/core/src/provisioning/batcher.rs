@@ -123,6 +123,36 @@ mod tests {
         assert!(b.observe(t0 + ms(100), std::iter::empty()));
     }
 
+    /// Upstream's batcher cases: a lone pod's batch closes once idle, the same pod seen again
+    /// does not hold the window open, a new pod does (idle 5 s, max 10 s).
+    #[test]
+    fn idle_counts_from_the_last_new_pod() {
+        let t0 = ms(30_000);
+        let mut b = Batcher::new(ms(1000), ms(10_000));
+        assert!(!b.observe(t0, ["a"]));
+        assert!(
+            b.observe(t0 + ms(11_000), ["a"]),
+            "a single pod, idle passed"
+        );
+
+        let mut b = Batcher::new(ms(5000), ms(10_000));
+        assert!(!b.observe(t0, ["a"]));
+        assert!(!b.observe(t0 + ms(3000), ["a"]), "the same pod within idle");
+        assert!(
+            b.observe(t0 + ms(6000), ["a"]),
+            "closed 5 s after the first sight, not extended"
+        );
+
+        let mut b = Batcher::new(ms(5000), ms(10_000));
+        assert!(!b.observe(t0, ["a"]));
+        assert!(
+            !b.observe(t0 + ms(3000), ["a", "b"]),
+            "a new pod within idle"
+        );
+        assert!(!b.observe(t0 + ms(6000), ["a", "b"]), "extended by b");
+        assert!(b.observe(t0 + ms(9000), ["a", "b"]), "5 s after b");
+    }
+
     #[test]
     fn nothing_pending_never_closes_a_window() {
         let mut b = Batcher::new(ms(1000), ms(10_000));

@@ -886,3 +886,39 @@ fn provisioning_condition_as_upstream() {
     b.status = Some(status);
     assert!(with_condition(&b, c).is_none());
 }
+
+#[test]
+fn provisioning_condition_for_a_scalable_ref_buffer() {
+    let mut b = buffer(CapacityBufferSpec {
+        scalable_ref: deployment_ref("web"),
+        ..Default::default()
+    });
+    // (case, replicas, placement, expected status and reason)
+    let cases = [
+        (
+            "a scalableRef buffer whose pods all fit",
+            2,
+            Placement {
+                existing: 2,
+                new_capacity: 0,
+                failed: 0,
+            },
+            ("True", condition::REASON_FITS_EXISTING_CAPACITY),
+        ),
+        (
+            "a scalableRef buffer that needs new nodes",
+            3,
+            Placement {
+                existing: 1,
+                new_capacity: 2,
+                failed: 0,
+            },
+            ("False", condition::REASON_REQUIRES_NEW_CAPACITY),
+        ),
+    ];
+    for (case, replicas, placement, want) in cases {
+        b.status = Some(ready(replicas));
+        let got = provisioning_condition(&b, Some(&placement), &now()).expect(case);
+        assert_eq!((got.status.as_str(), got.reason.as_str()), want, "{case}");
+    }
+}

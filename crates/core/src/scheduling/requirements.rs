@@ -79,23 +79,16 @@ pub fn node_claim_labels<S: AsRef<str>>(
     labels
 }
 
-/// Label domains a node's labels do not take from requirements (upstream's restricted
-/// domains), and the exceptions within them.
-const RESTRICTED_DOMAINS: [&str; 3] = ["kubernetes.io", "k8s.io", karpenter_api::labels::GROUP];
-const RESTRICTED_DOMAIN_EXCEPTIONS: [&str; 3] = [
-    "kops.k8s.io",
-    "node.kubernetes.io",
-    "node-restriction.kubernetes.io",
-];
+/// Keys that exist only to simulate DaemonSet scheduling on a node to be (upstream's
+/// `schedulingSimulationKeys`): a node never takes them from a requirement.
+const SIMULATION_KEYS: [&str; 2] = ["karpenter.sh/registered", "karpenter.sh/initialized"];
 
-/// Whether a node's label `key` may come from a requirement the node was launched with: not
-/// the hostname and not in a restricted domain (a well-known label is decided apart).
+/// Whether a node's label `key` may come from a requirement the node was launched with, as
+/// upstream's `resolveCustomLabelsFromRequirements`: any key but the hostname (a restricted
+/// label) and the simulation keys (a well-known label is decided apart). Keys in the
+/// `kubernetes.io` and `k8s.io` domains are labels like any other.
 fn labelable(key: &str) -> bool {
-    let domain = karpenter_api::labels::label_domain(key);
-    let within = |d: &&str| domain == *d || domain.ends_with(&format!(".{d}"));
-    key != karpenter_api::labels::HOSTNAME_LABEL
-        && (RESTRICTED_DOMAIN_EXCEPTIONS.iter().any(within)
-            || !RESTRICTED_DOMAINS.iter().any(within))
+    !karpenter_api::labels::RESTRICTED_LABELS.contains(&key) && !SIMULATION_KEYS.contains(&key)
 }
 
 impl Requirements {
@@ -376,11 +369,14 @@ mod tests {
             (ZONE, In, &["z1"], Some("z1")),
             (ZONE, In, &["z1", "z2"], None),
             (ZONE, Exists, &[], None),
-            // Restricted: never from a requirement.
+            // Restricted and simulation-only keys: never from a requirement.
             ("kubernetes.io/hostname", In, &["h"], None),
-            ("kubernetes.io/custom", Exists, &[], None),
-            ("sub.k8s.io/custom", In, &["v"], None),
-            ("karpenter.sh/custom", In, &["v"], None),
+            ("karpenter.sh/initialized", In, &["true"], None),
+            ("karpenter.sh/registered", In, &["true"], None),
+            // Kubernetes domains are custom keys like any other (upstream's suite: "label in
+            // the kubernetes domains").
+            ("kubernetes.io/custom", Exists, &[], Some("0")),
+            ("sub.k8s.io/custom", In, &["v"], Some("v")),
         ];
         for (key, op, values, want) in cases {
             let labels = reqs(&[(key, *op, values)]).labels(&["example.com/family"]);

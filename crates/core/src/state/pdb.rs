@@ -63,12 +63,35 @@ pub fn fully_blocking(pdb: &PodDisruptionBudget) -> bool {
         || spec.and_then(|s| s.min_available.as_ref()).is_some_and(all)
 }
 
-/// Whether a fully blocking budget ([`fully_blocking`]) selects `pod`: it will not leave its
-/// node until something forces it (upstream's `IsCurrentlyReschedulable`). A budget at zero
-/// allowed disruptions only for now (mid-drain, say) does not hold it.
+/// Whether `pod` will not leave its node until something forces it (upstream's
+/// `IsCurrentlyReschedulable`): a fully blocking budget ([`fully_blocking`]) selects it, or
+/// more than one budget does (the Eviction API refuses those). A budget at zero allowed
+/// disruptions only for now (mid-drain, say) does not hold it, nor one whose
+/// `unhealthyPodEvictionPolicy: AlwaysAllow` lets a pod that is not Ready go.
 pub fn holds<'a>(pod: &Pod, pdbs: impl IntoIterator<Item = &'a PodDisruptionBudget>) -> bool {
-    pdbs.into_iter()
-        .any(|b| fully_blocking(b) && selects(b, pod))
+    let matching: Vec<&PodDisruptionBudget> =
+        pdbs.into_iter().filter(|b| selects(b, pod)).collect();
+    match matching[..] {
+        [] => false,
+        [budget] => !evicts_unhealthy(budget, pod) && fully_blocking(budget),
+        _ => true,
+    }
+}
+
+/// Whether the budget lets `pod` be evicted whatever its arithmetic: its
+/// `unhealthyPodEvictionPolicy` is `AlwaysAllow` and the pod reports `Ready=False`.
+fn evicts_unhealthy(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
+    let always = pdb
+        .spec
+        .as_ref()
+        .and_then(|s| s.unhealthy_pod_eviction_policy.as_deref())
+        == Some("AlwaysAllow");
+    always
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "False"))
 }
 
 /// Whether `pod` would leave its node now if the node went (upstream's
@@ -85,8 +108,8 @@ pub fn can_leave_now<'a>(
 }
 
 /// Why the Eviction API would refuse `pod` now, if it would: more than one budget selects it,
-/// or the one that does allows no disruption (upstream's `CanEvictPods`, which the candidates'
-/// check and the pods of deleting nodes share).
+/// or the one that does allows no disruption and does not evict it as unhealthy (upstream's
+/// `CanEvictPods`, which the candidates' check and the pods of deleting nodes share).
 pub fn blocks_eviction<'a>(
     pod: &Pod,
     pdbs: impl IntoIterator<Item = &'a PodDisruptionBudget>,
@@ -100,6 +123,9 @@ pub fn blocks_eviction<'a>(
         );
     }
     let budget = matching.first()?;
+    if evicts_unhealthy(budget, pod) {
+        return None;
+    }
     budget
         .status
         .as_ref()
@@ -168,5 +194,110 @@ mod tests {
         assert!(selects(&budget, &pod));
         budget.spec.as_mut().unwrap().selector = None;
         assert!(!selects(&budget, &pod), "no selector selects nothing");
+    }
+
+    /// Upstream's `isEvictable`, both ways it is asked: whether a budget holds a pod for good
+    /// (fully blocking, or several budgets) and whether eviction is refused now (no disruption
+    /// allowed) — and `unhealthyPodEvictionPolicy: AlwaysAllow` letting a pod that is not Ready go.
+    #[test]
+    fn budgets_that_hold_and_block_pods() {
+        use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+        let budget = |name: &str, max_unavailable: i32, allowed: i32, always_allow: bool| {
+            let mut b = pdb(None, Some(IntOrString::Int(max_unavailable)));
+            b.metadata.name = Some(name.into());
+            let spec = b.spec.as_mut().unwrap();
+            spec.selector = Some(LabelSelector {
+                match_labels: Some([("app".to_string(), "a".to_string())].into()),
+                ..Default::default()
+            });
+            spec.unhealthy_pod_eviction_policy = always_allow.then(|| "AlwaysAllow".into());
+            b.status = Some(k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus {
+                disruptions_allowed: allowed,
+                ..Default::default()
+            });
+            b
+        };
+        let pod = |ready: Option<&str>| {
+            let mut p = Pod::default();
+            p.metadata.labels = Some([("app".to_string(), "a".to_string())].into());
+            p.status = ready.map(|status| PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: status.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            });
+            p
+        };
+        // (case, budgets, pod's Ready, holds, blocks eviction now)
+        let cases = [
+            ("no budget", vec![], Some("True"), false, false),
+            (
+                "maxUnavailable 0",
+                vec![budget("b", 0, 0, false)],
+                Some("True"),
+                true,
+                true,
+            ),
+            (
+                "no disruption allowed now",
+                vec![budget("b", 1, 0, false)],
+                Some("True"),
+                false,
+                true,
+            ),
+            (
+                "a disruption allowed",
+                vec![budget("b", 1, 1, false)],
+                Some("True"),
+                false,
+                false,
+            ),
+            (
+                "AlwaysAllow, pod not ready",
+                vec![budget("b", 0, 0, true)],
+                Some("False"),
+                false,
+                false,
+            ),
+            (
+                "AlwaysAllow, pod ready",
+                vec![budget("b", 0, 0, true)],
+                Some("True"),
+                true,
+                true,
+            ),
+            (
+                "AlwaysAllow, readiness unknown",
+                vec![budget("b", 0, 0, true)],
+                None,
+                true,
+                true,
+            ),
+            (
+                "IfHealthyBudget, pod not ready",
+                vec![budget("b", 0, 0, false)],
+                Some("False"),
+                true,
+                true,
+            ),
+            (
+                "two budgets",
+                vec![budget("b", 1, 1, false), budget("c", 1, 1, true)],
+                Some("False"),
+                true,
+                true,
+            ),
+        ];
+        for (case, budgets, ready, held, blocked) in cases {
+            let p = pod(ready);
+            assert_eq!(holds(&p, &budgets), held, "{case}: holds");
+            assert_eq!(
+                blocks_eviction(&p, &budgets).is_some(),
+                blocked,
+                "{case}: blocks eviction"
+            );
+        }
     }
 }

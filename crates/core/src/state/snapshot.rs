@@ -192,22 +192,57 @@ impl<'a, P: ObservedPod> StateNode<'a, P> {
             .unwrap_or_default()
     }
 
-    /// What pods can use: the node's allocatable, or what the claim's instance reported.
+    /// What pods can use: the node's allocatable, or what the claim's instance reported
+    /// (see [`StateNode::awaited`] for a node not initialized yet).
     pub fn allocatable(&self) -> Resources {
         match (self.node, self.claim) {
-            (Some(n), _) => resources(n.status.as_ref().and_then(|s| s.allocatable.as_ref())),
+            (Some(n), _) => self.awaited(
+                resources(n.status.as_ref().and_then(|s| s.allocatable.as_ref())),
+                |s| &s.allocatable,
+            ),
             (None, Some(c)) => resources(c.status.as_ref().map(|s| &s.allocatable)),
             (None, None) => Resources::default(),
         }
     }
 
-    /// Its capacity.
+    /// Its capacity (see [`StateNode::awaited`] for a node not initialized yet).
     pub fn capacity(&self) -> Resources {
         match (self.node, self.claim) {
-            (Some(n), _) => resources(n.status.as_ref().and_then(|s| s.capacity.as_ref())),
+            (Some(n), _) => self.awaited(
+                resources(n.status.as_ref().and_then(|s| s.capacity.as_ref())),
+                |s| &s.capacity,
+            ),
             (None, Some(c)) => resources(c.status.as_ref().map(|s| &s.capacity)),
             (None, None) => Resources::default(),
         }
+    }
+
+    /// A registered node's `reported` resources, where it is not initialized yet, with what its
+    /// NodeClaim says for each resource the node still reports as zero: the kubelet reports
+    /// extended resources (GPUs) only once their device plugin runs (upstream's
+    /// `StateNode.Allocatable` and `Capacity`, which provisioning and disruption both read).
+    fn awaited(
+        &self,
+        mut reported: Resources,
+        of: impl Fn(
+            &karpenter_api::nodeclaim::NodeClaimStatus,
+        ) -> &karpenter_api::nodeclaim::ResourceList,
+    ) -> Resources {
+        let Some(status) = self.claim.and_then(|c| c.status.as_ref()) else {
+            return reported;
+        };
+        if self.initialized() {
+            return reported;
+        }
+        let Ok(claimed) = Resources::from_list(of(status)) else {
+            return reported;
+        };
+        for (name, milli) in claimed.iter() {
+            if reported.get(name) == 0 {
+                reported.set(name, milli);
+            }
+        }
+        reported
     }
 
     /// When it was created: its claim, else its node (`None` if neither says).

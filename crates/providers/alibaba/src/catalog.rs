@@ -91,7 +91,7 @@ pub fn catalog() -> Catalog {
                 &options,
             )
         });
-    Catalog::new("alibaba", types, &LABELS)
+    Catalog::new("alibaba", types, &LABELS).with_currency("CNY")
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ pub mod securitygroup;
 pub mod time;
 pub mod vswitch;
 
-use karpenter_api::crd::{Crd, GroupKind};
+use karpenter_api::crd::{Crd, GroupKind, RestrictedLabelDomain};
 use karpenter_cloudprovider::Registration;
 
 pub use ecsnodeclass::{ECSNodeClass, ECSNodeClassSpec, ECSNodeClassStatus};
@@ -66,6 +66,29 @@ pub const GROUP: &str = "karpenter.k8s.alibabacloud";
 
 /// The NodeClass CRDs of this provider.
 pub const CRDS: &[Crd] = &[ecsnodeclass::CRD];
+
+/// The keys of the provider's label domain ([`GROUP`]) NodePools and NodeClaims may use:
+/// the labels upstream registers as well known in it (`WellKnownLabels`; upstream refuses
+/// the rest of its `RestrictedLabelDomains` at runtime) and the NodeClass label karpenter
+/// puts on every NodeClaim.
+pub const WELL_KNOWN_LABELS: [&str; 12] = [
+    instancetype::LABEL_INSTANCE_CATEGORY,
+    instancetype::LABEL_INSTANCE_FAMILY,
+    instancetype::LABEL_INSTANCE_GENERATION,
+    instancetype::LABEL_INSTANCE_SIZE,
+    instancetype::LABEL_INSTANCE_CPU,
+    instancetype::LABEL_INSTANCE_CPU_MODEL,
+    instancetype::LABEL_INSTANCE_MEMORY,
+    instancetype::LABEL_INSTANCE_GPU_NAME,
+    instancetype::LABEL_INSTANCE_GPU_MANUFACTURER,
+    instancetype::LABEL_INSTANCE_GPU_COUNT,
+    instancetype::LABEL_INSTANCE_GPU_MEMORY,
+    "karpenter.k8s.alibabacloud/ecsnodeclass",
+];
+
+/// The label domain the Alibaba Cloud provider restricts to [`WELL_KNOWN_LABELS`].
+pub const LABEL_DOMAINS: &[RestrictedLabelDomain] =
+    &[RestrictedLabelDomain::new(GROUP, &WELL_KNOWN_LABELS)];
 
 /// The Alibaba Cloud provider, as the binary's registry lists it.
 pub const REGISTRATION: Registration = Registration {

@@ -38,11 +38,81 @@ pub mod userdata;
 
 pub use ec2nodeclass::{EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus};
 
-use karpenter_api::crd::{Crd, GroupKind};
+use karpenter_api::crd::{Crd, GroupKind, RestrictedLabelDomain};
 use karpenter_cloudprovider::{NodeClassConversion, Registration};
 
 /// The NodeClass CRDs of this provider.
 pub const CRDS: &[Crd] = &[ec2nodeclass::CRD];
+
+/// The well-known labels of the `karpenter.k8s.aws` domain, the only keys in it that NodePool
+/// and NodeClaim requirements and NodePool labels may use: the list upstream's
+/// `hack/validation/requirements.sh` and `labels.sh` patch into karpenter's CRDs.
+pub const WELL_KNOWN_LABELS: [&str; 29] = [
+    "karpenter.k8s.aws/instance-tenancy",
+    "karpenter.k8s.aws/capacity-reservation-type",
+    "karpenter.k8s.aws/capacity-reservation-id",
+    "karpenter.k8s.aws/capacity-reservation-interruptible",
+    "karpenter.k8s.aws/ec2nodeclass",
+    "karpenter.k8s.aws/instance-encryption-in-transit-supported",
+    "karpenter.k8s.aws/nitro-sandbox",
+    "karpenter.k8s.aws/instance-category",
+    "karpenter.k8s.aws/instance-hypervisor",
+    "karpenter.k8s.aws/instance-family",
+    "karpenter.k8s.aws/instance-generation",
+    "karpenter.k8s.aws/instance-local-nvme",
+    "karpenter.k8s.aws/instance-size",
+    "karpenter.k8s.aws/instance-cpu",
+    "karpenter.k8s.aws/instance-cpu-manufacturer",
+    "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz",
+    "karpenter.k8s.aws/instance-memory",
+    "karpenter.k8s.aws/instance-ebs-bandwidth",
+    "karpenter.k8s.aws/instance-network-bandwidth",
+    "karpenter.k8s.aws/instance-gpu-name",
+    "karpenter.k8s.aws/instance-gpu-manufacturer",
+    "karpenter.k8s.aws/instance-gpu-count",
+    "karpenter.k8s.aws/instance-gpu-memory",
+    "karpenter.k8s.aws/instance-accelerator-name",
+    "karpenter.k8s.aws/instance-accelerator-manufacturer",
+    "karpenter.k8s.aws/instance-accelerator-count",
+    "karpenter.k8s.aws/instance-capability-flex",
+    "karpenter.k8s.aws/placement-group-id",
+    "karpenter.k8s.aws/placement-group-partition",
+];
+
+/// The keys of [`WELL_KNOWN_LABELS`] NodeOverlay requirements may use: upstream leaves out
+/// tenancy, capacity reservations and placement groups, which overlays do not support.
+pub const NODE_OVERLAY_LABELS: [&str; 23] = [
+    "karpenter.k8s.aws/ec2nodeclass",
+    "karpenter.k8s.aws/instance-encryption-in-transit-supported",
+    "karpenter.k8s.aws/nitro-sandbox",
+    "karpenter.k8s.aws/instance-category",
+    "karpenter.k8s.aws/instance-hypervisor",
+    "karpenter.k8s.aws/instance-family",
+    "karpenter.k8s.aws/instance-generation",
+    "karpenter.k8s.aws/instance-local-nvme",
+    "karpenter.k8s.aws/instance-size",
+    "karpenter.k8s.aws/instance-cpu",
+    "karpenter.k8s.aws/instance-cpu-manufacturer",
+    "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz",
+    "karpenter.k8s.aws/instance-memory",
+    "karpenter.k8s.aws/instance-ebs-bandwidth",
+    "karpenter.k8s.aws/instance-network-bandwidth",
+    "karpenter.k8s.aws/instance-gpu-name",
+    "karpenter.k8s.aws/instance-gpu-manufacturer",
+    "karpenter.k8s.aws/instance-gpu-count",
+    "karpenter.k8s.aws/instance-gpu-memory",
+    "karpenter.k8s.aws/instance-accelerator-name",
+    "karpenter.k8s.aws/instance-accelerator-manufacturer",
+    "karpenter.k8s.aws/instance-accelerator-count",
+    "karpenter.k8s.aws/instance-capability-flex",
+];
+
+/// The label domain the AWS provider restricts to [`WELL_KNOWN_LABELS`].
+pub const LABEL_DOMAINS: &[RestrictedLabelDomain] =
+    &[
+        RestrictedLabelDomain::new(ec2nodeclass::GROUP, &WELL_KNOWN_LABELS)
+            .with_overlay_keys(&NODE_OVERLAY_LABELS),
+    ];
 
 /// The AWS provider, as the binary's registry lists it.
 pub const REGISTRATION: Registration = Registration {

@@ -1154,16 +1154,8 @@ where
             Err(CloudProviderError::NodeClassNotReady(_)) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let annotations = claim.metadata.annotations.clone().unwrap_or_default();
-        if annotations
-            .get(EC2_NODE_CLASS_HASH_VERSION_ANNOTATION)
-            .map(String::as_str)
-            == Some(EC2_NODE_CLASS_HASH_VERSION)
-            && annotations
-                .get(EC2_NODE_CLASS_HASH_ANNOTATION)
-                .is_some_and(|h| *h != class.hash())
-        {
-            return Ok(Some("NodeClassDrift".into()));
+        if let Some(reason) = class.static_drift(claim) {
+            return Ok(Some(reason.into()));
         }
         let resolved = match self.resolve(&class).await {
             Ok(r) => r,

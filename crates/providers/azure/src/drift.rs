@@ -46,7 +46,7 @@ fn annotation<'a>(
 
 /// The NodeClass's static fields changed since the claim launched: both carry the same hash
 /// version and the hashes differ.
-fn static_fields_drifted(claim: &NodeClaim, class: &AKSNodeClass) -> bool {
+pub fn static_fields_drifted(claim: &NodeClaim, class: &AKSNodeClass) -> bool {
     let claim_version = annotation(&claim.metadata, AKS_NODE_CLASS_HASH_VERSION_ANNOTATION);
     let Some(claim_hash) = annotation(&claim.metadata, AKS_NODE_CLASS_HASH_ANNOTATION) else {
         return false;

@@ -41,7 +41,7 @@ pub mod vmsize;
 
 pub use aksnodeclass::{AKSNodeClass, AKSNodeClassSpec, AKSNodeClassStatus};
 
-use karpenter_api::crd::{Crd, GroupKind};
+use karpenter_api::crd::{Crd, GroupKind, RestrictedLabelDomain};
 use karpenter_cloudprovider::{NodeClassConversion, Registration};
 
 /// The NodeClass CRDs of this provider.
@@ -49,6 +49,60 @@ pub const CRDS: &[Crd] = &[aksnodeclass::CRD];
 
 /// The API group of the Azure provider's NodeClass and labels.
 pub const GROUP: &str = "karpenter.azure.com";
+
+/// The well-known labels of the `karpenter.azure.com` domain, the only keys in it that
+/// requirements and NodePool labels may use: the list upstream's
+/// `hack/validation/requirements.sh` and `labels.sh` patch into karpenter's CRDs.
+pub const WELL_KNOWN_LABELS: [&str; 15] = [
+    "karpenter.azure.com/aksnodeclass",
+    "karpenter.azure.com/sku-name",
+    "karpenter.azure.com/sku-family",
+    "karpenter.azure.com/sku-series",
+    "karpenter.azure.com/sku-version",
+    "karpenter.azure.com/sku-cpu",
+    "karpenter.azure.com/sku-memory",
+    "karpenter.azure.com/sku-networking-accelerated",
+    "karpenter.azure.com/sku-storage-premium-capable",
+    "karpenter.azure.com/sku-storage-ultra-ssd",
+    "karpenter.azure.com/sku-storage-ephemeralos-maxsize",
+    "karpenter.azure.com/sku-gpu-name",
+    "karpenter.azure.com/sku-gpu-manufacturer",
+    "karpenter.azure.com/sku-gpu-count",
+    "karpenter.azure.com/placement-scope",
+];
+
+/// AKS's label domain, which upstream restricts the same way.
+pub const AKS_LABEL_DOMAIN: &str = "kubernetes.azure.com";
+
+/// The keys of [`AKS_LABEL_DOMAIN`] upstream allows: AKS's well-known labels and those
+/// Cilium and Azure CNI select on.
+pub const AKS_WELL_KNOWN_LABELS: [&str; 12] = [
+    "kubernetes.azure.com/mode",
+    "kubernetes.azure.com/scalesetpriority",
+    "kubernetes.azure.com/priority",
+    "kubernetes.azure.com/fips_enabled",
+    "kubernetes.azure.com/os-sku",
+    "kubernetes.azure.com/cluster",
+    "kubernetes.azure.com/sku-cpu",
+    "kubernetes.azure.com/sku-memory",
+    "kubernetes.azure.com/ebpf-dataplane",
+    "kubernetes.azure.com/ebpf-host-routing",
+    "kubernetes.azure.com/network-policy",
+    "kubernetes.azure.com/hostedvm",
+];
+
+/// AKS's legacy labels, which upstream refuses in NodePools and NodeClaims; refused here on
+/// those of `AKSNodeClass`es only, since other providers' NodePools may use them.
+pub const RESTRICTED_LABELS: [&str; 4] =
+    ["agentpool", "storageprofile", "storagetier", "accelerator"];
+
+/// The label domains the Azure provider restricts: [`GROUP`] to [`WELL_KNOWN_LABELS`] and
+/// [`AKS_LABEL_DOMAIN`] to [`AKS_WELL_KNOWN_LABELS`], and [`RESTRICTED_LABELS`] refused on
+/// the NodePools and NodeClaims of `AKSNodeClass`es.
+pub const LABEL_DOMAINS: &[RestrictedLabelDomain] = &[
+    RestrictedLabelDomain::new(GROUP, &WELL_KNOWN_LABELS).refusing(&RESTRICTED_LABELS),
+    RestrictedLabelDomain::new(AKS_LABEL_DOMAIN, &AKS_WELL_KNOWN_LABELS),
+];
 
 /// The Azure provider, as the binary's registry lists it.
 pub const REGISTRATION: Registration = Registration {

@@ -32,7 +32,7 @@ pub mod operator;
 pub mod provider;
 pub mod shape;
 
-use karpenter_api::crd::{Crd, GroupKind};
+use karpenter_api::crd::{Crd, GroupKind, RestrictedLabelDomain};
 use karpenter_cloudprovider::Registration;
 
 pub use nodeclass::{ClusterAPINodeClass, ClusterAPINodeClassSpec, ClusterAPINodeClassStatus};
@@ -42,6 +42,24 @@ pub const GROUP: &str = "karpenter.cluster.x-k8s.io";
 
 /// The NodeClass CRDs of this provider.
 pub const CRDS: &[Crd] = &[nodeclass::CRD];
+
+/// The keys of the provider's label domain ([`GROUP`]) NodePools and NodeClaims may use:
+/// the labels upstream registers as well known in it (`WellKnownLabels`, in its operator
+/// and its API package; upstream refuses the rest of its `RestrictedLabelDomains` at
+/// runtime) and the NodeClass label karpenter puts on every NodeClaim.
+pub const WELL_KNOWN_LABELS: [&str; 7] = [
+    instancetype::INSTANCE_SIZE_LABEL,
+    instancetype::INSTANCE_FAMILY_LABEL,
+    instancetype::INSTANCE_CPU_LABEL,
+    instancetype::INSTANCE_MEMORY_LABEL,
+    "capacity.karpenter.cluster.x-k8s.io/cpu",
+    "capacity.karpenter.cluster.x-k8s.io/memory",
+    "karpenter.cluster.x-k8s.io/clusterapinodeclass",
+];
+
+/// The label domain the Cluster API provider restricts to [`WELL_KNOWN_LABELS`].
+pub const LABEL_DOMAINS: &[RestrictedLabelDomain] =
+    &[RestrictedLabelDomain::new(GROUP, &WELL_KNOWN_LABELS)];
 
 /// The Cluster API provider, as the binary's registry lists it. It has no catalog: its
 /// instance types are the cluster's MachineDeployments (`karpenter-rs plan` shows them).

@@ -54,7 +54,7 @@ pub fn catalog() -> Catalog {
         &|_, _, _| false,
     )
     .expect("the embedded Huawei Cloud catalog has flavors");
-    Catalog::new("huawei", types, &LABELS)
+    Catalog::new("huawei", types, &LABELS).with_currency("CNY")
 }
 
 #[cfg(test)]

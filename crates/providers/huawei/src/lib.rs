@@ -39,7 +39,7 @@ pub mod provider;
 pub mod subnet;
 pub mod unregistered_taint;
 
-use karpenter_api::crd::{Crd, GroupKind};
+use karpenter_api::crd::{Crd, GroupKind, RestrictedLabelDomain};
 use karpenter_cloudprovider::Registration;
 
 pub use ccenodeclass::{CCENodeClass, CCENodeClassSpec, CCENodeClassStatus};
@@ -49,6 +49,26 @@ pub const GROUP: &str = "karpenter.k8s.huawei";
 
 /// The NodeClass CRDs of this provider.
 pub const CRDS: &[Crd] = &[ccenodeclass::CRD];
+
+/// The keys of the provider's label domain ([`GROUP`]) NodePools and NodeClaims may use:
+/// the labels upstream registers as well known in it (`WellKnownLabels`; upstream refuses
+/// the rest of its `RestrictedLabelDomains` at runtime) and the NodeClass label karpenter
+/// puts on every NodeClaim.
+pub const WELL_KNOWN_LABELS: [&str; 9] = [
+    instancetype::LABEL_INSTANCE_SIZE,
+    instancetype::LABEL_INSTANCE_CPU,
+    instancetype::LABEL_INSTANCE_MEMORY,
+    instancetype::LABEL_INSTANCE_NETWORK_BANDWIDTH,
+    instancetype::LABEL_INSTANCE_GPU_NAME,
+    instancetype::LABEL_INSTANCE_GPU_MANUFACTURER,
+    instancetype::LABEL_INSTANCE_GPU_COUNT,
+    instancetype::LABEL_INSTANCE_GPU_MEMORY,
+    "karpenter.k8s.huawei/ccenodeclass",
+];
+
+/// The label domain the Huawei Cloud provider restricts to [`WELL_KNOWN_LABELS`].
+pub const LABEL_DOMAINS: &[RestrictedLabelDomain] =
+    &[RestrictedLabelDomain::new(GROUP, &WELL_KNOWN_LABELS)];
 
 /// The Huawei Cloud provider, as the binary's registry lists it.
 pub const REGISTRATION: Registration = Registration {

@@ -20,11 +20,26 @@ pub use nodeclass::{KWOKNodeClass, KwokNodeClassSpec, KwokNodeClassStatus};
 #[cfg(feature = "cloud")]
 pub use provider::KwokProvider;
 
-use karpenter_api::crd::{Crd, GroupKind};
+use karpenter_api::crd::{Crd, GroupKind, RestrictedLabelDomain};
 use karpenter_cloudprovider::Registration;
 
 /// The NodeClass CRDs of this provider.
 pub const CRDS: &[Crd] = &[nodeclass::CRD];
+
+/// The keys of the `karpenter.kwok.sh` domain requirements may use: upstream's list
+/// (`kwok/hack/validation/requirements.sh`), the NodeClass label and the instance-type labels.
+pub const WELL_KNOWN_LABELS: [&str; 5] = [
+    "karpenter.kwok.sh/kwoknodeclass",
+    catalog::KWOK_LABELS[2],
+    catalog::KWOK_LABELS[3],
+    catalog::KWOK_LABELS[1],
+    catalog::KWOK_LABELS[0],
+];
+
+/// The label domain the KWOK provider restricts to [`WELL_KNOWN_LABELS`]: in NodePool and
+/// NodeClaim requirements only, as upstream.
+pub const LABEL_DOMAINS: &[RestrictedLabelDomain] =
+    &[RestrictedLabelDomain::new(nodeclass::GROUP, &WELL_KNOWN_LABELS).requirements_only()];
 
 /// The KWOK provider, as the binary's registry lists it.
 pub const REGISTRATION: Registration = Registration {

@@ -41,7 +41,7 @@ pub mod template_build;
 pub mod template_status;
 pub mod templates;
 
-use karpenter_api::crd::{Crd, GroupKind};
+use karpenter_api::crd::{Crd, GroupKind, RestrictedLabelDomain};
 use karpenter_cloudprovider::Registration;
 
 pub use apis::{
@@ -52,6 +52,23 @@ pub use apis::{
 
 /// The CRDs of this provider: the NodeClass and the two template kinds.
 pub const CRDS: &[Crd] = &apis::CRDS;
+
+/// The keys of the provider's label domain ([`apis::RESTRICTED_LABEL_DOMAIN`]) NodePools
+/// and NodeClaims may use: upstream's well-known labels ([`apis::WELL_KNOWN_LABELS`];
+/// upstream refuses the rest of the domain at runtime) and the NodeClass label karpenter
+/// puts on every NodeClaim.
+pub const ALLOWED_LABELS: [&str; 4] = [
+    apis::LABEL_INSTANCE_FAMILY,
+    apis::LABEL_INSTANCE_CPU_TYPE,
+    apis::LABEL_INSTANCE_IMAGE_ID,
+    "karpenter.proxmox.sinextra.dev/proxmoxnodeclass",
+];
+
+/// The label domain the Proxmox VE provider restricts to [`ALLOWED_LABELS`].
+pub const LABEL_DOMAINS: &[RestrictedLabelDomain] = &[RestrictedLabelDomain::new(
+    apis::RESTRICTED_LABEL_DOMAIN,
+    &ALLOWED_LABELS,
+)];
 
 /// The Proxmox VE provider, as the binary's registry lists it.
 pub const REGISTRATION: Registration = Registration {

@@ -45,13 +45,11 @@ impl Simulation {
         let effects = match orchestrator.due(now) {
             Due::Nothing => Vec::new(),
             Due::Decision => {
-                let command = match self.disruption_round(Disrupt::Decide) {
-                    Some(Disruption::Decided { decision, .. }) => {
-                        decision.commands.into_iter().next()
-                    }
-                    _ => None,
+                let commands = match self.disruption_round(Disrupt::Decide) {
+                    Some(Disruption::Decided { decision, .. }) => decision.commands,
+                    _ => Vec::new(),
                 };
-                orchestrator.decided(now, command)
+                orchestrator.decided_all(now, commands)
             }
             Due::Validation(held) => match self.disruption_round(Disrupt::Validate(&held)) {
                 Some(Disruption::Validated(outcome)) => orchestrator.validated(now, outcome),
@@ -170,8 +168,9 @@ impl Simulation {
             )
         };
         let message = format!(
-            "{}: {action}, saving ${:.4}/h",
-            command.method, command.savings_per_hour
+            "{}: {action}, saving {}/h",
+            command.method,
+            self.catalog.price(command.savings_per_hour)
         );
         self.disruptions.push(Event {
             t_s: self.now,

@@ -7,6 +7,7 @@
 //! most), runs the scheduling simulation and launches NodeClaims; launched nodes become Ready
 //! after the launch and registration delays; cost accrues per second.
 
+use karpenter_core::feature_gates::FeatureGates;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Namespace, Pod, PodTemplateSpec, Taint};
@@ -164,7 +165,7 @@ pub struct Simulation {
     name: String,
     now: u64,
     /// Upstream's feature gates the scenario turns on.
-    feature_gates: karpenter_core::feature_gates::FeatureGates,
+    feature_gates: FeatureGates,
     end: u64,
     timing: Timing,
     catalog: Catalog,
@@ -197,6 +198,8 @@ pub struct Simulation {
     samples: Vec<Sample>,
     events: Vec<Event>,
     failures: Vec<String>,
+    /// What the scenario asks that a controller would refuse, said once in the report.
+    warnings: Vec<String>,
     sample_every: u64,
     /// The last demand the lower bound was computed for, and the bound.
     bound_cache: std::cell::Cell<Option<((f64, f64), f64)>>,
@@ -217,23 +220,36 @@ fn is_ready(pod: &SimPod) -> bool {
 }
 
 impl Simulation {
-    /// Prepares a scenario to run on `catalog`.
+    /// Prepares a scenario to run on `catalog`, with the gates it names over upstream's
+    /// defaults.
     pub fn new(scenario: &Scenario, catalog: Catalog) -> Self {
-        Self::with_autoscaler(scenario, catalog, false)
+        Self::with_gates(scenario, catalog, FeatureGates::default())
+    }
+
+    /// Prepares a scenario to run on `catalog`, with the gates it names over `gates` (the
+    /// command line's `FEATURE_GATES`).
+    pub fn with_gates(scenario: &Scenario, catalog: Catalog, gates: FeatureGates) -> Self {
+        Self::with_autoscaler(scenario, catalog, false, gates)
     }
 
     /// Prepares a scenario to run under Cluster Autoscaler's policy instead of karpenter's, with
     /// node groups derived from the scenario's NodePools (see [`cluster_autoscaler`]).
-    pub fn cluster_autoscaler(scenario: &Scenario, catalog: Catalog) -> Self {
-        Self::with_autoscaler(scenario, catalog, true)
+    pub fn cluster_autoscaler(scenario: &Scenario, catalog: Catalog, gates: FeatureGates) -> Self {
+        Self::with_autoscaler(scenario, catalog, true, gates)
     }
 
-    fn with_autoscaler(scenario: &Scenario, catalog: Catalog, cluster_autoscaler: bool) -> Self {
+    fn with_autoscaler(
+        scenario: &Scenario,
+        catalog: Catalog,
+        cluster_autoscaler: bool,
+        gates: FeatureGates,
+    ) -> Self {
         let spec = &scenario.spec;
         let catalog = match spec.spot_price_ratio {
             Some(ratio) => catalog.with_assumed_spot_prices(ratio),
             None => catalog,
         };
+        let warnings = scenario.warnings(&catalog);
         let timing = Timing {
             launch_delay: spec.launch_delay.map_or(20, |s| s.0),
             registration_delay: spec.registration_delay.map_or(30, |s| s.0),
@@ -262,7 +278,7 @@ impl Simulation {
             steps: scenario.steps.clone(),
             next_step: 0,
             expectations: spec.expect.clone(),
-            feature_gates: spec.feature_gates,
+            feature_gates: spec.feature_gates.over(gates),
             batcher: Batcher::new(
                 std::time::Duration::from_secs(BATCH_IDLE_SECONDS),
                 std::time::Duration::from_secs(BATCH_MAX_SECONDS),
@@ -274,6 +290,7 @@ impl Simulation {
             samples: Vec::new(),
             events: Vec::new(),
             failures: Vec::new(),
+            warnings,
             sample_every: (spec.duration.0 / 360).max(10),
             bound_cache: std::cell::Cell::new(None),
             recorded: None,
@@ -431,6 +448,7 @@ impl Simulation {
                 };
                 let allocatable = read(status.allocatable.as_ref().or(status.capacity.as_ref()));
                 let labels = n.metadata.labels.clone().unwrap_or_default();
+                let (price, on_demand_price) = self.catalog_price(&labels);
                 self.nodes.push(SimNode {
                     name: n.metadata.name.clone().unwrap_or_default(),
                     zone: labels.get(ZONE_LABEL).cloned().unwrap_or_default(),
@@ -443,8 +461,8 @@ impl Simulation {
                     taints: n.spec.and_then(|s| s.taints).unwrap_or_default(),
                     capacity: read(status.capacity.as_ref()),
                     allocatable,
-                    price: 0.0,
-                    on_demand_price: 0.0,
+                    price,
+                    on_demand_price,
                     node_pool: None,
                     launched_at: self.now,
                     ready_at: self.now,
@@ -790,13 +808,22 @@ impl Simulation {
     /// [`pool_inputs`](Self::pool_inputs), with the overlays' evaluation that made them.
     fn evaluated_pool_inputs(&self) -> (Vec<NodePoolInput>, Option<Evaluation>) {
         // The catalog with what is left of each capacity reservation.
+        self.pools_offering(|label, id| {
+            self.nodes_alive()
+                .filter(|n| n.labels.get(label).is_some_and(|v| v == id))
+                .count() as u32
+        })
+    }
+
+    /// The launchable NodePools with the catalog's instance types, each capacity reservation
+    /// offered less what `in_use` says it holds, and the overlays applied when their gate is on.
+    fn pools_offering(
+        &self,
+        in_use: impl Fn(&str, &str) -> u32,
+    ) -> (Vec<NodePoolInput>, Option<Evaluation>) {
         let types = self
             .reservations
-            .offer(&self.catalog.instance_types, |label, id| {
-                self.nodes_alive()
-                    .filter(|n| n.labels.get(label).is_some_and(|v| v == id))
-                    .count() as u32
-            });
+            .offer(&self.catalog.instance_types, in_use);
         let mut pools: Vec<NodePoolInput> = self
             .pools
             .values()
@@ -989,11 +1016,11 @@ impl Simulation {
         }
         labels.insert(HOSTNAME_LABEL.into(), name.clone());
         let message = format!(
-            "nodeclaim/{name} {} {} {} ${:.4}/h for {} pods",
+            "nodeclaim/{name} {} {} {} {}/h for {} pods",
             it.name,
             offering.capacity_type,
             offering.zone,
-            offering.price,
+            self.catalog.price(offering.price),
             claim.pods.len()
         );
         self.nodes.push(SimNode {
@@ -1030,6 +1057,39 @@ impl Simulation {
         self.nodes.iter().filter(|n| n.alive())
     }
 
+    /// What a node present from the start costs, by its labels: the catalog's offering of its
+    /// instance type in its zone and capacity type (on-demand when unlabelled), and the
+    /// on-demand price there; 0 for a type the catalog does not have.
+    fn catalog_price(&self, labels: &BTreeMap<String, String>) -> (f64, f64) {
+        let label = |k: &str| labels.get(k).map(String::as_str).unwrap_or_default();
+        let Some(it) = self
+            .catalog
+            .instance_types
+            .iter()
+            .find(|it| it.name == label("node.kubernetes.io/instance-type"))
+        else {
+            return (0.0, 0.0);
+        };
+        let offered = |capacity_type: &str| {
+            let zone = label(ZONE_LABEL);
+            let of_type = || {
+                it.offerings
+                    .iter()
+                    .filter(|o| o.capacity_type == capacity_type)
+            };
+            of_type()
+                .find(|o| o.zone == zone)
+                .or_else(|| of_type().min_by(|a, b| a.price.total_cmp(&b.price)))
+                .map(|o| o.price)
+        };
+        let capacity_type = match label(CAPACITY_TYPE_LABEL) {
+            "" => "on-demand",
+            other => other,
+        };
+        let on_demand = offered("on-demand").unwrap_or(0.0);
+        (offered(capacity_type).unwrap_or(on_demand), on_demand)
+    }
+
     fn cost_per_hour(&self) -> f64 {
         // Adding 0.0 turns the empty sum's -0.0 into 0.0.
         self.nodes_alive().map(|n| n.price).sum::<f64>() + 0.0
@@ -1062,36 +1122,56 @@ impl Simulation {
             return bound;
         }
         let (min_cpu, min_memory) = smallest.unwrap_or_default();
-        let shapes: Vec<_> = self
-            .allowed_shapes()
-            .into_iter()
-            .filter(|(c, m, _)| *c * 1000.0 >= min_cpu as f64 && *m * 1000.0 >= min_memory as f64)
-            .collect();
-        let bound = crate::report::lp_lower_bound(demand.0, demand.1, &shapes);
+        let holds_a_pod = |&(c, m, _): &crate::report::Shape| {
+            c * 1000.0 >= min_cpu as f64 && m * 1000.0 >= min_memory as f64
+        };
+        let (mut shapes, mut reserved) = self.allowed_shapes();
+        shapes.retain(holds_a_pod);
+        reserved.retain(|(s, _)| holds_a_pod(s));
+        let bound =
+            crate::report::lp_lower_bound_with_reservations(demand.0, demand.1, &shapes, &reserved);
         self.bound_cache.set(Some((demand, bound)));
         bound
     }
 
-    /// The instance types the NodePools allow, each at its cheapest allowed offering.
-    fn allowed_shapes(&self) -> Vec<crate::report::Shape> {
-        let templates: Vec<Requirements> = self
-            .pools
-            .values()
-            .map(|np| {
-                let mut r = Requirements::from_node_claim(&np.spec.template.spec.requirements);
-                r.add_all(&Requirements::from_labels(
-                    &np.spec.template.metadata.labels,
-                ));
-                r
-            })
-            .collect();
-        crate::report::shapes(&self.catalog.instance_types, |it| {
-            templates
+    /// What the NodePools could launch, at the prices launches pay (NodeOverlays applied):
+    /// each instance type at its cheapest allowed offering outside reservations, and each
+    /// capacity reservation the NodePools may use with its size.
+    fn allowed_shapes(&self) -> (Vec<crate::report::Shape>, Vec<(crate::report::Shape, f64)>) {
+        // Every reservation whole: the bound is over all capacity, whoever holds it now.
+        let (pools, _) = self.pools_offering(|_, _| 0);
+        let mut shapes = Vec::new();
+        let mut reserved: BTreeMap<String, (crate::report::Shape, f64)> = BTreeMap::new();
+        for pool in &pools {
+            let np = &pool.node_pool;
+            let mut template = Requirements::from_node_claim(&np.spec.template.spec.requirements);
+            template.add_all(&Requirements::from_labels(
+                &np.spec.template.metadata.labels,
+            ));
+            let fitting: Vec<_> = pool
+                .instance_types
                 .iter()
-                .filter(|t| it.requirements.intersects(t).is_ok())
-                .flat_map(|t| it.compatible_offerings(t).map(|o| o.price))
-                .min_by(f64::total_cmp)
-        })
+                .filter(|it| it.requirements.intersects(&template).is_ok())
+                .cloned()
+                .collect();
+            shapes.extend(crate::report::shapes(&fitting, |it| {
+                it.compatible_offerings(&template)
+                    .filter(|o| o.reservation.is_none())
+                    .map(|o| o.price)
+                    .min_by(f64::total_cmp)
+            }));
+            for it in &fitting {
+                for o in it.compatible_offerings(&template) {
+                    let Some(r) = &o.reservation else { continue };
+                    if let [shape] =
+                        crate::report::shapes(std::slice::from_ref(it), |_| Some(o.price))[..]
+                    {
+                        reserved.insert(r.id.clone(), (shape, f64::from(r.capacity)));
+                    }
+                }
+            }
+        }
+        (shapes, reserved.into_values().collect())
     }
 
     fn check(&mut self, e: &Expectation) {
@@ -1293,6 +1373,7 @@ impl Simulation {
         Report {
             scenario: self.name.clone(),
             catalog: self.catalog.name.clone(),
+            currency: self.catalog.currency.into(),
             duration_s: self.end,
             summary,
             nodeclaims,
@@ -1300,6 +1381,7 @@ impl Simulation {
             disruptions: self.disruptions,
             events: self.events,
             failures: self.failures,
+            warnings: self.warnings,
         }
     }
 }

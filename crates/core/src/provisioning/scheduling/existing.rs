@@ -40,13 +40,31 @@ pub struct ExistingNodeInput {
 
 pub use crate::state::BoundPod;
 
-/// Taints a node carries only while it starts; a node that is not yet initialized is judged
-/// without them.
-const EPHEMERAL_TAINTS: [&str; 3] = [
-    "node.kubernetes.io/not-ready",
-    "node.kubernetes.io/unreachable",
-    UNREGISTERED_TAINT_KEY,
+/// Taints a node carries only while it starts, by key and effect (upstream's
+/// `KnownEphemeralTaints`); a node that is not yet initialized is judged without them.
+const EPHEMERAL_TAINTS: [(&str, &str); 5] = [
+    ("node.kubernetes.io/not-ready", "NoSchedule"),
+    ("node.kubernetes.io/not-ready", "NoExecute"),
+    ("node.kubernetes.io/unreachable", "NoSchedule"),
+    (
+        "node.cloudprovider.kubernetes.io/uninitialized",
+        "NoSchedule",
+    ),
+    (UNREGISTERED_TAINT_KEY, "NoExecute"),
 ];
+
+/// Key prefixes of taint families that are ephemeral too (upstream's
+/// `KnownEphemeralTaintKeyPrefixes`: the Node Readiness Controller's `readiness.k8s.io/<rule>`).
+const EPHEMERAL_TAINT_PREFIXES: [&str; 1] = ["readiness.k8s.io/"];
+
+fn ephemeral(taint: &Taint) -> bool {
+    EPHEMERAL_TAINTS
+        .iter()
+        .any(|(key, effect)| taint.key == *key && taint.effect == *effect)
+        || EPHEMERAL_TAINT_PREFIXES
+            .iter()
+            .any(|p| taint.key.starts_with(p))
+}
 
 pub(super) struct ExistingNode {
     pub name: String,
@@ -74,7 +92,7 @@ impl ExistingNode {
             .iter()
             .filter(|t| {
                 input.initialized
-                    || !(EPHEMERAL_TAINTS.contains(&t.key.as_str())
+                    || !(ephemeral(t)
                         || input
                             .startup_taints
                             .iter()

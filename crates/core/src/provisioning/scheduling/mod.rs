@@ -10,6 +10,7 @@
 
 mod domains;
 mod existing;
+pub mod explain;
 mod from_snapshot;
 pub mod nodeclaim;
 pub mod preferences;
@@ -131,6 +132,29 @@ impl PodData {
             attachments: Vec::new(),
         })
     }
+}
+
+/// A DaemonSet pod with each container's limits standing for the requests it does not state,
+/// as the API server defaults a pod's: a pod made from a DaemonSet's template has not been
+/// through it (upstream's `PodForDaemonSet`). Real pods are unchanged.
+fn limits_as_requests(pod: &Pod) -> Pod {
+    let mut pod = pod.clone();
+    if let Some(spec) = pod.spec.as_mut() {
+        let init = spec.init_containers.iter_mut().flatten();
+        for c in spec.containers.iter_mut().chain(init) {
+            let Some(resources) = c.resources.as_mut() else {
+                continue;
+            };
+            let Some(limits) = resources.limits.clone() else {
+                continue;
+            };
+            let requests = resources.requests.get_or_insert_with(Default::default);
+            for (name, quantity) in limits {
+                requests.entry(name).or_insert(quantity);
+            }
+        }
+    }
+    pod
 }
 
 /// A NodeClaim the simulation decided to launch.
@@ -345,7 +369,8 @@ impl Scheduler {
         let daemons: Vec<(Pod, PodData)> = daemonset_pods
             .iter()
             .filter(|p| !has_dra_requirements(p.spec.as_ref()))
-            .filter_map(|p| PodData::new(p, false).ok().map(|d| (p.clone(), d)))
+            .map(limits_as_requests)
+            .filter_map(|p| PodData::new(&p, false).ok().map(|d| (p, d)))
             .collect();
         let unreserved: Vec<NodePoolInput>;
         let node_pools = if options.reserved_capacity {
@@ -418,6 +443,7 @@ impl Scheduler {
             options.namespaces.clone(),
             options.respect_preferences,
         );
+        topology.set_domain_taints(domain_taints(&templates));
         drop(counted);
         for node in existing_nodes {
             for pod in &node.pods {
@@ -595,7 +621,7 @@ impl Scheduler {
                 if matching.is_empty() {
                     return Ok(None);
                 }
-                topology
+                let narrowed = topology
                     .add_requirements(
                         &matching,
                         &node.taints,
@@ -603,7 +629,15 @@ impl Scheduler {
                         reqs,
                         AllowUndefined::Nothing,
                     )
-                    .map_err(|_| Rejected)
+                    .map_err(|_| Rejected)?;
+                // A node without the topology key has no domain to offer (kube-scheduler
+                // filters it out for a spread or an affinity on that key).
+                match narrowed {
+                    Some(r) if reqs.compatible(&r, AllowUndefined::Nothing).is_err() => {
+                        Err(Rejected)
+                    }
+                    narrowed => Ok(narrowed),
+                }
             });
             if let Ok(requirements) = narrowed {
                 node.add(data);
@@ -1097,6 +1131,55 @@ fn without_reserved_offerings(node_pools: &[NodePoolInput]) -> Vec<NodePoolInput
                 .collect(),
         })
         .collect()
+}
+
+/// The taints of the NodePools producing each domain, for the domains that only tainted
+/// NodePools produce (upstream's topology domain groups).
+fn domain_taints(templates: &[NodeClaimTemplate]) -> topology::DomainTaints {
+    if templates.iter().all(|t| t.taints.is_empty()) {
+        return topology::DomainTaints::default();
+    }
+    // By key and domain: the templates producing it, or `None` once an untainted one does.
+    let mut producers: HashMap<String, HashMap<String, Option<Vec<usize>>>> = HashMap::new();
+    for (i, t) in templates.iter().enumerate() {
+        let mut add = |r: &Requirements| {
+            for req in r.iter().filter(|r| r.operator() == Operator::In) {
+                if !producers.contains_key(req.key()) {
+                    producers.insert(req.key().to_string(), HashMap::new());
+                }
+                let domains = producers.get_mut(req.key()).expect("inserted above");
+                for v in req.values() {
+                    if !domains.contains_key(v) {
+                        domains.insert(v.to_string(), Some(Vec::new()));
+                    }
+                    let entry = domains.get_mut(v).expect("inserted above");
+                    match entry {
+                        Some(_) if t.taints.is_empty() => *entry = None,
+                        Some(pools) if pools.last() != Some(&i) => pools.push(i),
+                        _ => {}
+                    }
+                }
+            }
+        };
+        for it in &t.instance_types {
+            let mut r = t.requirements.clone();
+            r.add_all(&it.requirements);
+            add(&r);
+        }
+        add(&t.requirements);
+    }
+    let mut out = topology::DomainTaints::default();
+    for (key, domains) in producers {
+        for (domain, pools) in domains {
+            if let Some(pools) = pools {
+                out.entry(key.clone()).or_default().insert(
+                    domain,
+                    pools.iter().map(|&i| templates[i].taints.clone()).collect(),
+                );
+            }
+        }
+    }
+    out
 }
 
 /// Every value each label key can take on a node of any NodePool: the topology domains.

@@ -9,7 +9,8 @@ use rustc_hash::FxHashMap;
 
 use k8s_openapi::api::core::v1::{Pod, Taint};
 use karpenter_api::labels::{
-    CAPACITY_TYPE_LABEL, NODE_POOL_LABEL, ZONE_LABEL, node_class_label_key,
+    CAPACITY_TYPE_LABEL, NODE_INITIALIZED_LABEL, NODE_POOL_LABEL, NODE_REGISTERED_LABEL,
+    ZONE_LABEL, node_class_label_key,
 };
 use karpenter_api::{NodePool, Operator};
 
@@ -113,6 +114,42 @@ impl OfferingSpace {
     }
 }
 
+/// A DaemonSet pod's strict requirements with each of its required node-affinity terms in
+/// turn (the terms are alternatives), or just its own when it has at most one.
+fn daemon_terms(pod: &Pod, data: &PodData) -> Vec<Requirements> {
+    let terms = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map_or(0, |r| r.node_selector_terms.len());
+    if terms <= 1 {
+        return vec![data.strict_requirements.clone()];
+    }
+    (0..terms)
+        .map(|i| {
+            let mut spec = pod.spec.clone();
+            if let Some(required) = spec
+                .as_mut()
+                .and_then(|s| s.affinity.as_mut())
+                .and_then(|a| a.node_affinity.as_mut())
+                .and_then(|n| {
+                    n.required_during_scheduling_ignored_during_execution
+                        .as_mut()
+                })
+            {
+                let term = required.node_selector_terms.swap_remove(i);
+                required.node_selector_terms = vec![term];
+            }
+            Requirements::for_spec(spec.as_ref(), false)
+        })
+        .collect()
+}
+
 impl NodeClaimTemplate {
     /// Prepares a NodePool, keeping the instance types that could launch for it at all.
     pub fn new(
@@ -141,22 +178,34 @@ impl NodeClaimTemplate {
         }
         let taints = spec.taints.clone();
         // A DaemonSet pod runs on the node if it tolerates the taints (PreferNoSchedule is
-        // only a preference) and its strict requirements fit the template.
-        let daemons: Vec<&(Pod, PodData)> = daemonsets
+        // only a preference) and the strict requirements of one of its required node-affinity
+        // terms fit the template (upstream tries the terms in order); each such term is kept
+        // to match instance types against.
+        let hard: Vec<Taint> = taints
             .iter()
-            .filter(|(_, d)| {
-                let hard: Vec<Taint> = taints
-                    .iter()
-                    .filter(|t| t.effect != "PreferNoSchedule")
-                    .cloned()
+            .filter(|t| t.effect != "PreferNoSchedule")
+            .cloned()
+            .collect();
+        // Every node karpenter launches registers and initializes: DaemonSets that require
+        // those labels run there (upstream's scheduling-simulation keys, which stay out of the
+        // NodeClaim).
+        let mut on_launched = requirements.clone();
+        for key in [NODE_REGISTERED_LABEL, NODE_INITIALIZED_LABEL] {
+            on_launched.add(Requirement::new(key, Operator::In, &["true"]));
+        }
+        let daemons: Vec<(&PodData, Vec<Requirements>)> = daemonsets
+            .iter()
+            .filter(|(_, d)| taints::first_untolerated(&hard, &d.tolerations).is_none())
+            .filter_map(|(pod, d)| {
+                let terms: Vec<Requirements> = daemon_terms(pod, d)
+                    .into_iter()
+                    .filter(|r| {
+                        on_launched
+                            .compatible(r, AllowUndefined::WellKnownLabels(well_known))
+                            .is_ok()
+                    })
                     .collect();
-                taints::first_untolerated(&hard, &d.tolerations).is_none()
-                    && requirements
-                        .compatible(
-                            &d.strict_requirements,
-                            AllowUndefined::WellKnownLabels(well_known),
-                        )
-                        .is_ok()
+                (!terms.is_empty()).then_some((d, terms))
             })
             .collect();
         let mut kept = Vec::new();
@@ -173,9 +222,9 @@ impl NodeClaimTemplate {
             }
             let mut overhead = Resources::new();
             let mut ports = Vec::new();
-            for (_, d) in daemons
+            for (d, _) in daemons
                 .iter()
-                .filter(|(_, d)| it.requirements.intersects(&d.strict_requirements).is_ok())
+                .filter(|(_, terms)| terms.iter().any(|r| it.requirements.intersects(r).is_ok()))
             {
                 overhead.add(&d.requests);
                 ports.extend(d.host_ports.iter().cloned());
@@ -451,7 +500,7 @@ impl InflightClaim {
             )
         {
             return Err(reject(&|| {
-                format!("minValues requirement is not met for label(s) {key}")
+                format!("minValues requirement is not met for label(s) (label(s)=[{key}])")
             }));
         }
         Ok(Addition {

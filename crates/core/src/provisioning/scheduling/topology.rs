@@ -398,6 +398,10 @@ pub struct Topology {
     inverse_owned: Vec<Vec<usize>>,
     /// Every value of each key that any NodePool could produce.
     universe: HashMap<String, BTreeSet<String>>,
+    /// By key and domain: the taints of each NodePool producing it, for domains only tainted
+    /// NodePools produce (spreads with `nodeTaintsPolicy: Honor` skip those the pod does not
+    /// tolerate).
+    domain_taints: DomainTaints,
     namespaces_by_label: Vec<(String, BTreeMap<String, String>)>,
     /// Existing nodes, for counting the pods on them.
     nodes: Vec<KnownNode>,
@@ -445,10 +449,17 @@ impl Topology {
             hosts: Vec::new(),
             selected: Vec::new(),
             universe,
+            domain_taints: DomainTaints::default(),
             namespaces_by_label: namespaces,
             nodes,
             respect_preferences,
         }
+    }
+
+    /// Sets the taints of the NodePools producing each domain (see [`DomainTaints`]), before
+    /// any pod is added.
+    pub fn set_domain_taints(&mut self, domain_taints: DomainTaints) {
+        self.domain_taints = domain_taints;
     }
 
     /// Registers (or re-registers after relaxation) the groups a pod owns.
@@ -469,9 +480,9 @@ impl Topology {
                 .flatten()
             {
                 let group = self.group_for_term(pod.namespace(), GroupKind::AntiAffinity, term);
-                let (hosts, universe) = (&self.hosts, &self.universe);
+                let (hosts, universe, tainted) = (&self.hosts, &self.universe, &self.domain_taints);
                 let i = Self::intern(&mut self.inverse, &mut self.inverse_index, group, |g| {
-                    register_known_domains(g, universe, hosts)
+                    register_known_domains(g, universe, tainted, hosts)
                 });
                 if !self.inverse_owned[pod.id].contains(&i) {
                     self.inverse_owned[pod.id].push(i);
@@ -481,9 +492,10 @@ impl Topology {
         for group in self.groups_of(&pod) {
             let nodes = &self.nodes;
             let universe = &self.universe;
+            let tainted = &self.domain_taints;
             let hosts = &self.hosts;
             let i = Self::intern(&mut self.groups, &mut self.group_index, group, |g| {
-                register_known_domains(g, universe, hosts);
+                register_known_domains(g, universe, tainted, hosts);
                 count_domains(g, nodes);
             });
             if !self.owned[pod.id].contains(&i) {
@@ -536,19 +548,7 @@ impl Topology {
             key: term.topology_key.clone(),
             namespaces: self.namespaces_for(namespace, term),
             // A term without a selector selects nothing.
-            selector: term
-                .label_selector
-                .clone()
-                .unwrap_or_else(|| LabelSelector {
-                    match_expressions: Some(vec![
-                        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
-                            key: "karpenter-rs.internal/selects-nothing".into(),
-                            operator: "Exists".into(),
-                            values: None,
-                        },
-                    ]),
-                    ..Default::default()
-                }),
+            selector: term.label_selector.clone().unwrap_or_else(selects_nothing),
             max_skew: i32::MAX,
             min_domains: None,
             filter: NodeFilter::default(),
@@ -563,7 +563,13 @@ impl Topology {
         };
         let mut groups = Vec::new();
         for c in spec.topology_spread_constraints.iter().flatten() {
-            let mut selector = c.label_selector.clone().unwrap_or_default();
+            // `--preference-policy=Ignore` ignores every constraint but `DoNotSchedule`.
+            if !self.respect_preferences && c.when_unsatisfiable != "DoNotSchedule" {
+                continue;
+            }
+            // A constraint without a selector selects nothing (as kube-scheduler), so it
+            // spreads nothing.
+            let mut selector = c.label_selector.clone().unwrap_or_else(selects_nothing);
             for key in c.match_label_keys.iter().flatten() {
                 if let Some(value) = pod.labels().get(key) {
                     selector
@@ -683,9 +689,9 @@ impl Topology {
         let namespace = pod.namespace.clone();
         for term in &pod.anti_affinity {
             let group = self.group_for_term(&namespace, GroupKind::AntiAffinity, term);
-            let (hosts, universe) = (&self.hosts, &self.universe);
+            let (hosts, universe, tainted) = (&self.hosts, &self.universe, &self.domain_taints);
             let i = Self::intern(&mut self.inverse, &mut self.inverse_index, group, |g| {
-                register_known_domains(g, universe, hosts)
+                register_known_domains(g, universe, tainted, hosts)
             });
             let domain = node_labels
                 .get(&term.topology_key)
@@ -929,14 +935,44 @@ impl Topology {
     }
 }
 
+/// By topology key and domain: the taints of each NodePool that produces the domain, kept only
+/// for domains no untainted NodePool produces.
+pub type DomainTaints = HashMap<String, HashMap<String, Vec<Vec<Taint>>>>;
+
+/// A selector no pod matches (a term or constraint without a selector).
+fn selects_nothing() -> LabelSelector {
+    LabelSelector {
+        match_expressions: Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                key: "karpenter-rs.internal/selects-nothing".into(),
+                operator: "Exists".into(),
+                values: None,
+            },
+        ]),
+        ..Default::default()
+    }
+}
+
 /// Makes a new group aware of every domain a NodePool can produce and of the NodeClaims
 /// opened so far (their hostnames).
 fn register_known_domains(
     group: &mut TopologyGroup,
     universe: &HashMap<String, BTreeSet<String>>,
+    domain_taints: &DomainTaints,
     hosts: &[String],
 ) {
+    // A spread honouring taints skips the domains only NodePools it does not tolerate produce.
+    let tolerations = group.filter.tolerations.clone();
+    let tainted = tolerations.as_ref().zip(domain_taints.get(&group.key));
     for domain in universe.get(&group.key).into_iter().flatten() {
+        if let Some((tolerations, tainted)) = tainted
+            && let Some(pools) = tainted.get(domain)
+            && pools
+                .iter()
+                .all(|t| taints::first_untolerated(t, tolerations).is_some())
+        {
+            continue;
+        }
         group.register(domain);
     }
     if group.key == HOSTNAME_LABEL {

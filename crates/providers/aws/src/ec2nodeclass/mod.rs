@@ -581,6 +581,21 @@ impl EC2NodeClass {
         }
         json_hash(&spec)
     }
+
+    /// Static drift (`NodeClassDrift`): `claim` carries this implementation's hash version and
+    /// another hash than the NodeClass's now. A claim of another version, or without a hash,
+    /// has not drifted (the hash is re-stamped instead).
+    pub fn static_drift(&self, claim: &karpenter_api::NodeClaim) -> Option<&'static str> {
+        let annotations = claim.metadata.annotations.as_ref()?;
+        (annotations
+            .get(EC2_NODE_CLASS_HASH_VERSION_ANNOTATION)
+            .map(String::as_str)
+            == Some(EC2_NODE_CLASS_HASH_VERSION)
+            && annotations
+                .get(EC2_NODE_CLASS_HASH_ANNOTATION)
+                .is_some_and(|h| *h != self.hash()))
+        .then_some("NodeClassDrift")
+    }
 }
 
 #[cfg(test)]
