@@ -101,12 +101,18 @@ pub fn parse_documents(path: &Path, text: &str) -> Result<Vec<Document>, Manifes
 }
 
 /// Parses YAML or JSON text into `T`s, one per object, in order (Lists flattened, empty
-/// documents skipped). Text whose first character is `{` or `[` is read as JSON, which is
-/// several times faster than reading it as YAML.
+/// documents skipped). Text whose first character is `{` is read as JSON, several times faster
+/// than reading it as YAML.
 pub fn parse_objects<T: FromObject>(path: &Path, text: &str) -> Result<Vec<T>, ManifestError> {
-    if text.trim_start().starts_with(['{', '[']) {
+    // As kubectl's YAML-or-JSON decoder sniffs it: a document that opens with `{` is JSON (a
+    // flow-style YAML mapping there is refused by kubectl too).
+    if text.trim_start().starts_with('{') {
         return parse_json(path, text);
     }
+    parse_yaml(path, text)
+}
+
+fn parse_yaml<T: FromObject>(path: &Path, text: &str) -> Result<Vec<T>, ManifestError> {
     let options = serde_saphyr::options! {
         // A dump is large by nature: its size is bounded by MAX_MANIFEST_BYTES instead. The
         // alias limits stay, so a small file cannot expand to an enormous one.
