@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 
 use karpenter_api::crd::{self, Crd, GroupKind, RestrictedLabelDomain};
 use karpenter_cloudprovider::{Catalog, Registration};
+use serde_json::Value;
 
 /// Declares the providers the controller can run: their settings, flattened into the
 /// `controller` command, and the dispatch from `--cloud-provider` to the provider's type.
@@ -133,6 +134,17 @@ pub fn crds() -> Vec<Crd> {
 /// The NodeClass each provider's NodePools name, which `convert` infers providers from.
 pub fn node_classes() -> Vec<GroupKind> {
     PROVIDERS.iter().map(|p| p.node_class).collect()
+}
+
+/// The static drift of `claim` from `class` (a NodeClass written as JSON), asked of the
+/// provider whose group and kind it has; `None` for another kind or none of the provider's.
+pub fn node_class_drift(class: &Value, claim: &karpenter_api::NodeClaim) -> Option<&'static str> {
+    let group = class.get("apiVersion")?.as_str()?.split('/').next()?;
+    let kind = class.get("kind")?.as_str()?;
+    PROVIDERS
+        .iter()
+        .find(|p| p.node_class.group == group && p.node_class.kind == kind)?
+        .static_drift?(class, claim)
 }
 
 /// The names of the catalogs `simulate` and `plan` can launch from.

@@ -36,4 +36,9 @@ pub struct Registration {
     pub conversions: &'static [NodeClassConversion],
     /// The provider's instance types for the simulator and the planner.
     pub catalog: Option<fn() -> Catalog>,
+    /// Its static NodeClass drift: the reason a NodeClaim has drifted from a NodeClass of the
+    /// provider's kind, written as JSON, by the hash the claim recorded at launch (what its
+    /// `is_drifted` checks first) — what `plan --nodepools` asks of a proposed NodeClass.
+    /// `None` for a NodeClass without a static hash.
+    pub static_drift: Option<fn(&Value, &karpenter_api::NodeClaim) -> Option<&'static str>>,
 }

@@ -9,24 +9,24 @@ use karpenter_api::labels::CAPACITY_TYPE_LABEL;
 use karpenter_cloudprovider::Catalog;
 use serde_json::Value;
 
+/// A NodeClass's `(group, kind, name)`, if it names them.
+pub fn node_class_key(object: &Value) -> Option<(String, String, String)> {
+    let group = object
+        .get("apiVersion")?
+        .as_str()?
+        .split('/')
+        .next()?
+        .to_string();
+    let kind = object.get("kind")?.as_str()?.to_string();
+    let name = object.pointer("/metadata/name")?.as_str()?.to_string();
+    Some((group, kind, name))
+}
+
 /// The NodeClasses among a dump's or a scenario's objects, as `(group, kind, name)`.
 pub fn node_class_keys<'a>(
     objects: impl IntoIterator<Item = &'a Value>,
 ) -> BTreeSet<(String, String, String)> {
-    objects
-        .into_iter()
-        .filter_map(|o| {
-            let group = o
-                .get("apiVersion")?
-                .as_str()?
-                .split('/')
-                .next()?
-                .to_string();
-            let kind = o.get("kind")?.as_str()?.to_string();
-            let name = o.pointer("/metadata/name")?.as_str()?.to_string();
-            Some((group, kind, name))
-        })
-        .collect()
+    objects.into_iter().filter_map(node_class_key).collect()
 }
 
 /// Whether `object` is a provider's NodeClass (a `*NodeClass` kind of a karpenter group).

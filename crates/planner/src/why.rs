@@ -159,8 +159,8 @@ pub fn why_from_round<P: ObservedPod>(
     gates: FeatureGates,
     pod: &str,
 ) -> Option<Why> {
+    // As the round decided: `explain` takes the snapshot's provider labels itself.
     let options = SchedulerOptions {
-        provider_labels: snapshot.provider_labels().to_vec(),
         reserved_capacity: gates.reserved_capacity,
         ..Default::default()
     };

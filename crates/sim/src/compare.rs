@@ -10,8 +10,7 @@ use std::path::Path;
 use karpenter_api::crd::Crd;
 use karpenter_core::feature_gates::FeatureGates;
 use karpenter_planner::manifest::{ManifestError, parse_documents};
-use karpenter_planner::warnings::node_class_keys;
-use serde_json::Value;
+use karpenter_planner::warnings::node_class_key;
 
 use crate::catalog::Catalog;
 use crate::engine::Simulation;
@@ -50,17 +49,13 @@ pub fn read_node_pools(file: &Path, crds: &[Crd]) -> Result<Vec<Object>, Scenari
     Ok(objects)
 }
 
-fn class_key(class: &Value) -> Option<(String, String, String)> {
-    node_class_keys([class]).into_iter().next()
-}
-
 /// Whether `a` and `b` are the same NodePool or the same NodeClass (by kind and name).
 fn same(a: &Object, b: &Object) -> bool {
     match (a, b) {
         (Object::NodePool(a), Object::NodePool(b)) => a.name() == b.name(),
         (Object::NodeClass(a), Object::NodeClass(b)) => {
-            let key = class_key(a);
-            key.is_some() && key == class_key(b)
+            let key = node_class_key(a);
+            key.is_some() && key == node_class_key(b)
         }
         _ => false,
     }

@@ -469,9 +469,7 @@ pub fn parse_object(
         ("karpenter.sh/v1alpha1", "NodeOverlay") => {
             Object::NodeOverlay(Box::new(typed(file, document, prefix, value)?))
         }
-        (_, k) if k.ends_with("NodeClass") && api_version.contains("karpenter") => {
-            Object::NodeClass(value)
-        }
+        _ if karpenter_planner::warnings::is_node_class(&value) => Object::NodeClass(value),
         ("apps/v1", "Deployment") => {
             Object::Deployment(Box::new(typed(file, document, prefix, value)?))
         }

@@ -10,14 +10,19 @@ use karpenter_controller::{CloudProvider, Controller, Options};
 use karpenter_planner::Plan;
 use karpenter_planner::why::Why;
 
+/// Now, in Unix seconds: what `-f` plans are decided as of.
+pub(crate) fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 /// Plans from a dump in `file` (`-`: standard input; a directory: every manifest under it),
 /// launching from the catalog named `catalog`.
 pub fn from_file(file: &Path, catalog: &str, options: &Options) -> anyhow::Result<Plan> {
     let dump = karpenter_planner::Dump::read_path(file)?;
     let catalog = crate::registry::catalog(catalog)?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let now = now();
     Ok(karpenter_planner::plan_from(
         &dump,
         &catalog,
@@ -107,9 +112,7 @@ pub fn why_from_file(
 ) -> anyhow::Result<Why> {
     let dump = karpenter_planner::Dump::read_path(file)?;
     let catalog = crate::registry::catalog(catalog)?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let now = now();
     karpenter_planner::why::why_from_dump(&dump, &catalog, now, options.feature_gates, key)
         .ok_or_else(|| anyhow::anyhow!("no pod {key} in {}", file.display()))
 }

@@ -30,7 +30,7 @@ pub enum Compare {
 
 /// `file` (or the built-in scenario) and the catalog to run it on: `catalog_name`, else the
 /// scenario's own, else `kwok`.
-fn load(
+pub(crate) fn load(
     file: Option<&Path>,
     catalog_name: Option<&str>,
 ) -> anyhow::Result<(scenario::Scenario, catalog::Catalog)> {

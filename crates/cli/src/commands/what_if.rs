@@ -16,39 +16,18 @@ use karpenter_core::provisioning::scheduling::NodePoolInput;
 use karpenter_planner::Dump;
 use karpenter_planner::pool_inputs;
 use karpenter_planner::what_if::{Proposal, WhatIf, what_if_with};
+use karpenter_sim::compare;
 use karpenter_sim::report::Report;
-use karpenter_sim::{compare, scenario};
 use serde_json::Value;
 
 use crate::registry;
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
 /// The providers' static NodeClass drift (`NodeClassDrift`: the hash a NodeClaim recorded at
-/// launch against the proposed NodeClass's), by the NodeClass's kind — the checks each
-/// provider's `is_drifted` makes first. What a NodeClass resolves to (images, subnets) is
-/// judged against live instances at run time and is not asked here.
+/// launch against the proposed NodeClass's), asked of the provider whose NodeClass it is.
+/// What a NodeClass resolves to (images, subnets) is judged against live instances at run
+/// time and is not asked here.
 pub fn node_class_drift(class: &Value, claim: &NodeClaim) -> Option<String> {
-    fn typed<T: serde::de::DeserializeOwned>(class: &Value) -> Option<T> {
-        serde_json::from_value(class.clone()).ok()
-    }
-    let reason = match class.get("kind")?.as_str()? {
-        "EC2NodeClass" => typed::<karpenter_aws::EC2NodeClass>(class)?.static_drift(claim),
-        "AKSNodeClass" => {
-            let class = typed::<karpenter_azure::AKSNodeClass>(class)?;
-            karpenter_azure::drift::static_fields_drifted(claim, &class)
-                .then_some(karpenter_azure::drift::NODE_CLASS_DRIFT)
-        }
-        "ECSNodeClass" => karpenter_alibaba::drift::static_drift(claim, &typed(class)?),
-        "CCENodeClass" => karpenter_huawei::drift::static_drift(claim, &typed(class)?),
-        "ProxmoxNodeClass" => karpenter_proxmox::drift::static_drift(claim, &typed(class)?),
-        _ => None,
-    };
-    reason.map(Into::into)
+    registry::node_class_drift(class, claim).map(Into::into)
 }
 
 /// The proposal in `path`: at least one NodePool or NodeClass.
@@ -76,7 +55,7 @@ pub fn from_file(
         &dump,
         &proposal,
         &catalog,
-        now(),
+        super::plan::now(),
         gates,
         &|d| pool_inputs(d, &catalog, gates),
         &node_class_drift,
@@ -220,28 +199,11 @@ pub async fn live<P: CloudProvider>(
         &dump,
         proposal,
         &catalog,
-        now(),
+        super::plan::now(),
         gates,
         &pools_of,
         &node_class_drift,
     ))
-}
-
-/// The scenario in `file` (or the built-in one) and the catalog it runs on: `catalog_name`,
-/// else the scenario's own, else `kwok` (as `simulate` chooses).
-fn load(
-    file: Option<&Path>,
-    catalog_name: Option<&str>,
-) -> anyhow::Result<(scenario::Scenario, Catalog)> {
-    let scenario = match file {
-        Some(path) => scenario::load(path, &registry::crds())?,
-        None => scenario::built_in(),
-    };
-    let name = catalog_name
-        .or(scenario.spec.catalog.as_deref())
-        .unwrap_or("kwok");
-    let catalog = registry::catalog(name).context("choosing the catalog")?;
-    Ok((scenario, catalog))
 }
 
 /// Runs the scenario with its NodePools replaced by `a`'s, then by `b`'s.
@@ -252,7 +214,7 @@ pub fn compare_node_pools(
     a: &Path,
     b: &Path,
 ) -> anyhow::Result<(Report, Report)> {
-    let (scenario, catalog) = load(file, catalog_name)?;
+    let (scenario, catalog) = super::simulate::load(file, catalog_name)?;
     let crds = registry::crds();
     let a = compare::read_node_pools(a, &crds)?;
     let b = compare::read_node_pools(b, &crds)?;

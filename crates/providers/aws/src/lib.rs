@@ -114,6 +114,15 @@ pub const LABEL_DOMAINS: &[RestrictedLabelDomain] =
             .with_overlay_keys(&NODE_OVERLAY_LABELS),
     ];
 
+/// [`Registration::static_drift`]: the claim's static drift from a NodeClass written as JSON.
+fn static_drift(
+    class: &serde_json::Value,
+    claim: &karpenter_api::NodeClaim,
+) -> Option<&'static str> {
+    let class: ec2nodeclass::EC2NodeClass = serde_json::from_value(class.clone()).ok()?;
+    class.static_drift(claim)
+}
+
 /// The AWS provider, as the binary's registry lists it.
 pub const REGISTRATION: Registration = Registration {
     name: "aws",
@@ -125,6 +134,7 @@ pub const REGISTRATION: Registration = Registration {
         convert: ec2nodeclass::conversion::convert_v1beta1,
     }],
     catalog: Some(catalog::catalog),
+    static_drift: Some(static_drift),
 };
 
 #[cfg(feature = "cloud")]

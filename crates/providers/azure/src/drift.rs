@@ -44,9 +44,14 @@ fn annotation<'a>(
     meta.annotations.as_ref()?.get(key).map(String::as_str)
 }
 
+/// `NodeClassDrift` when the NodeClass's static fields changed since the claim launched.
+pub fn static_drift(claim: &NodeClaim, class: &AKSNodeClass) -> Option<&'static str> {
+    static_fields_drifted(claim, class).then_some(NODE_CLASS_DRIFT)
+}
+
 /// The NodeClass's static fields changed since the claim launched: both carry the same hash
 /// version and the hashes differ.
-pub fn static_fields_drifted(claim: &NodeClaim, class: &AKSNodeClass) -> bool {
+fn static_fields_drifted(claim: &NodeClaim, class: &AKSNodeClass) -> bool {
     let claim_version = annotation(&claim.metadata, AKS_NODE_CLASS_HASH_VERSION_ANNOTATION);
     let Some(claim_hash) = annotation(&claim.metadata, AKS_NODE_CLASS_HASH_ANNOTATION) else {
         return false;

@@ -104,6 +104,15 @@ pub const LABEL_DOMAINS: &[RestrictedLabelDomain] = &[
     RestrictedLabelDomain::new(AKS_LABEL_DOMAIN, &AKS_WELL_KNOWN_LABELS),
 ];
 
+/// [`Registration::static_drift`]: the claim's static drift from a NodeClass written as JSON.
+fn static_drift(
+    class: &serde_json::Value,
+    claim: &karpenter_api::NodeClaim,
+) -> Option<&'static str> {
+    let class: AKSNodeClass = serde_json::from_value(class.clone()).ok()?;
+    drift::static_drift(claim, &class)
+}
+
 /// The Azure provider, as the binary's registry lists it.
 pub const REGISTRATION: Registration = Registration {
     name: "azure",
@@ -115,4 +124,5 @@ pub const REGISTRATION: Registration = Registration {
         convert: aksnodeclass::conversion::convert_v1alpha2,
     }],
     catalog: Some(catalog::catalog),
+    static_drift: Some(static_drift),
 };

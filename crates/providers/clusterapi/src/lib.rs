@@ -69,4 +69,5 @@ pub const REGISTRATION: Registration = Registration {
     crds: CRDS,
     conversions: &[],
     catalog: None,
+    static_drift: None,
 };

@@ -48,4 +48,5 @@ pub const REGISTRATION: Registration = Registration {
     crds: CRDS,
     conversions: &[],
     catalog: Some(catalog::catalog),
+    static_drift: None,
 };

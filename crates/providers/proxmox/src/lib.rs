@@ -70,6 +70,15 @@ pub const LABEL_DOMAINS: &[RestrictedLabelDomain] = &[RestrictedLabelDomain::new
     &ALLOWED_LABELS,
 )];
 
+/// [`Registration::static_drift`]: the claim's static drift from a NodeClass written as JSON.
+fn static_drift(
+    class: &serde_json::Value,
+    claim: &karpenter_api::NodeClaim,
+) -> Option<&'static str> {
+    let class: ProxmoxNodeClass = serde_json::from_value(class.clone()).ok()?;
+    drift::static_drift(claim, &class)
+}
+
 /// The Proxmox VE provider, as the binary's registry lists it.
 pub const REGISTRATION: Registration = Registration {
     name: "proxmox",
@@ -77,4 +86,5 @@ pub const REGISTRATION: Registration = Registration {
     crds: CRDS,
     conversions: &[],
     catalog: Some(catalog::catalog),
+    static_drift: Some(static_drift),
 };

@@ -7,7 +7,6 @@
 //! most), runs the scheduling simulation and launches NodeClaims; launched nodes become Ready
 //! after the launch and registration delays; cost accrues per second.
 
-use karpenter_core::feature_gates::FeatureGates;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Namespace, Pod, PodTemplateSpec, Taint};
@@ -19,6 +18,7 @@ use karpenter_api::duration::parse_go_duration;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, ZONE_LABEL};
 use karpenter_api::nodeoverlay::CAPACITY_OVERLAY_HASH_ANNOTATION;
 use karpenter_core::disruption::drift::node_pool_hash_annotations;
+use karpenter_core::feature_gates::FeatureGates;
 use karpenter_core::instancetype::cheapest_launch;
 use karpenter_core::instancetype::overlay::Evaluation;
 use karpenter_core::provisioning::nodepools::launchable;

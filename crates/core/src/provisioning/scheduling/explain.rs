@@ -1354,7 +1354,7 @@ mod tests {
     }
 
     /// A pod that fits goes where the round puts it, with no reasons; one kube-scheduler has
-    /// not tried is not the round's; a bound one is where it runs.
+    /// not tried is not the round's.
     #[test]
     fn a_pod_that_fits_and_pods_the_round_does_not_place() {
         let e = explained(
