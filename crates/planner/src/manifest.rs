@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
+mod block_yaml;
+
 /// The largest manifest file read: a dump of 100,000 pods with `managedFields` is well below.
 pub const MAX_MANIFEST_BYTES: u64 = 4 << 30;
 
@@ -113,6 +115,15 @@ pub fn parse_objects<T: FromObject>(path: &Path, text: &str) -> Result<Vec<T>, M
 }
 
 fn parse_yaml<T: FromObject>(path: &Path, text: &str) -> Result<Vec<T>, ManifestError> {
+    // What `kubectl get -o yaml` writes is read by the fast reader; anything else (and every
+    // error) by the full parser.
+    if let Ok(documents) = block_yaml::documents::<Objects<T>>(text) {
+        return Ok(documents.into_iter().flat_map(|d| d.0).collect());
+    }
+    full_yaml(path, text)
+}
+
+fn full_yaml<T: FromObject>(path: &Path, text: &str) -> Result<Vec<T>, ManifestError> {
     let options = serde_saphyr::options! {
         // A dump is large by nature: its size is bounded by MAX_MANIFEST_BYTES instead. The
         // alias limits stay, so a small file cannot expand to an enormous one.
