@@ -205,23 +205,26 @@ impl<P: CloudProvider> Controller<P> {
                 .map(|c| (c.group().to_string(), c.kind().to_string()))
                 .collect(),
         };
-        let ctx = Context {
-            recorder: events::Recorder::new(client.clone(), clock.clone()),
-            clock,
-            client,
-            cluster: Arc::new(state::Cluster::default()),
-            provider,
-            options,
-            metrics: Arc::new(metrics::Metrics::for_provider(&labels)),
-            leader: leader_rx,
-            launches: Default::default(),
-            drains: Default::default(),
-            evictions: Default::default(),
-            registration_health: Default::default(),
-            overlays: Default::default(),
-            buffers: Default::default(),
-            stopped_loops: Default::default(),
-        };
+        let ctx =
+            Context {
+                recorder: events::Recorder::new(client.clone(), clock.clone()),
+                clock,
+                client,
+                cluster: Arc::new(state::Cluster::default().with_selector_sources(
+                    !options.scheduler_config.default_constraints.is_empty(),
+                )),
+                provider,
+                options,
+                metrics: Arc::new(metrics::Metrics::for_provider(&labels)),
+                leader: leader_rx,
+                launches: Default::default(),
+                drains: Default::default(),
+                evictions: Default::default(),
+                registration_health: Default::default(),
+                overlays: Default::default(),
+                buffers: Default::default(),
+                stopped_loops: Default::default(),
+            };
         Self {
             ctx: Arc::new(ctx),
             leader,
@@ -240,6 +243,13 @@ impl<P: CloudProvider> Controller<P> {
 
     async fn run_with(self, shutdown: CancellationToken, provider_loops: Vec<ProviderLoop>) {
         let ctx = self.ctx;
+        let defaults = &ctx.options.scheduler_config.default_constraints;
+        if !defaults.is_empty() {
+            tracing::info!(
+                default_topology_spread_constraints = %serde_json::to_string(defaults).unwrap_or_default(),
+                "scheduler-config is set: applying these default topology spread constraints during scheduling to pods that declare none of their own"
+            );
+        }
         let watches = ctx.cluster.watch(&ctx.client);
         let mut loops = tokio::task::JoinSet::new();
         if ctx.options.disable_leader_election {

@@ -3,9 +3,20 @@
 use std::time::Duration;
 
 use karpenter_api::duration::parse_go_duration;
+use karpenter_core::provisioning::scheduling::default_constraints::SchedulerConfiguration;
 
 fn duration(s: &str) -> Result<Duration, String> {
     parse_go_duration(s).map_err(|e| e.to_string())
+}
+
+/// `--scheduler-config`: a YAML or JSON document, empty for none.
+pub fn scheduler_config(s: &str) -> Result<SchedulerConfiguration, String> {
+    if s.trim().is_empty() {
+        return Ok(SchedulerConfiguration::default());
+    }
+    let value: serde_json::Value =
+        serde_saphyr::from_str(s).map_err(|e| format!("scheduler config: {e}"))?;
+    SchedulerConfiguration::from_value(value).map_err(|e| e.to_string())
 }
 
 /// How the controller behaves. Every setting has upstream's flag and environment variable.
@@ -77,6 +88,12 @@ pub struct Options {
     /// Upstream's webhook Service name; there are no webhooks here (accepted).
     #[arg(long, env = "KARPENTER_SERVICE", default_value = "", hide = true)]
     pub karpenter_service: String,
+    /// What of the cluster's kube-scheduler configuration to mirror, as a YAML or JSON
+    /// document: `podTopologySpread.defaultConstraints`, applied to pods that declare no
+    /// topology spread of their own (their selector deduced from their Services and
+    /// controller, as kube-scheduler does). Empty: none.
+    #[arg(long, env = "SCHEDULER_CONFIG", default_value = "", value_parser = scheduler_config)]
+    pub scheduler_config: SchedulerConfiguration,
     /// Upstream's feature gates, e.g. `SpotToSpotConsolidation=true`.
     #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = <karpenter_core::feature_gates::FeatureGates as std::str::FromStr>::from_str)]
     pub feature_gates: karpenter_core::feature_gates::FeatureGates,
@@ -145,6 +162,7 @@ impl Default for Options {
             disable_cluster_state_observability: false,
             disable_controller_warmup: true,
             karpenter_service: String::new(),
+            scheduler_config: SchedulerConfiguration::default(),
             feature_gates: Default::default(),
             garbage_collection_interval: Duration::from_secs(120),
             instance_launch_grace: Duration::from_secs(30),

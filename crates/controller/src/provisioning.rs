@@ -88,6 +88,7 @@ pub(crate) fn scheduler_options<P: CloudProvider>(ctx: &Context<P>) -> Scheduler
         respect_preferences: ctx.options.preference_policy == "Respect",
         strict_min_values: ctx.options.min_values_policy == "Strict",
         provider_labels: ctx.provider.provider_labels(),
+        default_constraints: ctx.options.scheduler_config.default_constraints.clone(),
         ..Default::default()
     }
 }

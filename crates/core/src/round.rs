@@ -440,7 +440,10 @@ fn disrupt<P: ObservedPod>(
     let input = owned.input(
         now,
         snapshot.node_pools(),
-        options.clone(),
+        SchedulerOptions {
+            default_spread: snapshot.default_spread(&options.default_constraints),
+            ..options.clone()
+        },
         inputs.gates.spot_to_spot_consolidation,
     );
     match step {

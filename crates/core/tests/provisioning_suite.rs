@@ -245,6 +245,8 @@ impl Cluster {
             volumes: self.volumes.iter().collect(),
             storage_classes: self.storage_classes.iter().collect(),
             csi_nodes: Vec::new(),
+            services: Vec::new(),
+            pod_controllers: Vec::new(),
             node_pools: &self.pools,
             provider_labels: &provider_labels,
             nominated: BTreeSet::new(),

@@ -131,6 +131,8 @@ impl Cluster {
             volumes: Vec::new(),
             storage_classes: Vec::new(),
             csi_nodes: Vec::new(),
+            services: Vec::new(),
+            pod_controllers: Vec::new(),
             node_pools: &self.pools,
             provider_labels: &[],
             nominated: BTreeSet::new(),

@@ -697,6 +697,8 @@ fn provision_with(c: &Cluster, storage: &Storage) -> Provisioned {
         volumes: storage.volumes.iter().collect(),
         storage_classes: storage.classes.iter().collect(),
         csi_nodes: storage.csi_nodes.iter().collect(),
+        services: Vec::new(),
+        pod_controllers: Vec::new(),
         node_pools: &c.pools,
         provider_labels: &[],
         nominated: BTreeSet::new(),

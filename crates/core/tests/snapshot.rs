@@ -91,6 +91,8 @@ fn observed<'a>(nodes: &'a [Node], claims: &'a [NodeClaim], pods: &'a [Pod]) -> 
         volumes: Vec::new(),
         storage_classes: Vec::new(),
         csi_nodes: Vec::new(),
+        services: Vec::new(),
+        pod_controllers: Vec::new(),
         node_pools: &[],
         provider_labels: &[],
         nominated: BTreeSet::new(),
@@ -380,6 +382,8 @@ fn csi_volume_limits_count_per_node() {
             volumes: vec![&pv],
             storage_classes: vec![&class],
             csi_nodes: vec![&csi_node],
+            services: Vec::new(),
+            pod_controllers: Vec::new(),
             ..observed(&nodes, &[], &pods)
         });
         let mut pool = karpenter_api::NodePool::default();

@@ -30,6 +30,7 @@ use karpenter_core::provisioning::scheduling::{NewNodeClaim, NodePoolInput, Sche
 use karpenter_core::provisioning::static_capacity;
 use karpenter_core::round::{self, BufferHolding, Parts, RoundInputs, RoundPlan, decide};
 use karpenter_core::state::pods::{self, ObservedPod};
+use karpenter_core::state::selectors::{PodController, ServiceSelector};
 use karpenter_core::state::{ClusterObjects, Counts, Snapshot};
 use serde::Serialize;
 use serde_json::Value;
@@ -293,6 +294,8 @@ impl Dump {
                 volumes: Vec::new(),
                 storage_classes: Vec::new(),
                 csi_nodes: Vec::new(),
+                services: Vec::new(),
+                pod_controllers: Vec::new(),
                 // A dump holds no controller's memory of nominations or commands in flight.
                 nominated: BTreeSet::new(),
                 marked_for_deletion: BTreeSet::new(),
@@ -352,8 +355,20 @@ impl Dump {
                 DumpObject::CapacityBuffer(o) => self.capacity_buffers.push(*o),
                 DumpObject::PodTemplate(o) => self.pod_templates.push(*o),
                 DumpObject::Deployment(o) => self.deployments.push(*o),
-                DumpObject::StatefulSet(o) => self.stateful_sets.push(*o),
-                DumpObject::ReplicaSet(o) => self.replica_sets.push(*o),
+                DumpObject::StatefulSet(o) => {
+                    c.pod_controllers
+                        .push(Arc::new(PodController::from((*o).clone())));
+                    self.stateful_sets.push(*o);
+                }
+                DumpObject::ReplicaSet(o) => {
+                    c.pod_controllers
+                        .push(Arc::new(PodController::from((*o).clone())));
+                    self.replica_sets.push(*o);
+                }
+                DumpObject::ReplicationController(o) => {
+                    c.pod_controllers.push(Arc::new(PodController::from(*o)));
+                }
+                DumpObject::Service(o) => c.services.push(Arc::new(ServiceSelector::from(*o))),
                 DumpObject::NodeClass(o) => self.node_classes.push(*o),
                 DumpObject::Ignored => self.ignored += 1,
                 DumpObject::Invalid { path, message } => {
@@ -389,6 +404,8 @@ enum DumpObject {
     Deployment(Box<k8s_openapi::api::apps::v1::Deployment>),
     StatefulSet(Box<k8s_openapi::api::apps::v1::StatefulSet>),
     ReplicaSet(Box<k8s_openapi::api::apps::v1::ReplicaSet>),
+    ReplicationController(Box<k8s_openapi::api::core::v1::ReplicationController>),
+    Service(Box<k8s_openapi::api::core::v1::Service>),
     NodeClass(Box<Value>),
     /// A kind the planner does not use.
     Ignored,
@@ -439,6 +456,8 @@ impl FromObject for DumpObject {
             "Deployment" => typed(object, DumpObject::Deployment),
             "StatefulSet" => typed(object, DumpObject::StatefulSet),
             "ReplicaSet" => typed(object, DumpObject::ReplicaSet),
+            "ReplicationController" => typed(object, DumpObject::ReplicationController),
+            "Service" => typed(object, DumpObject::Service),
             _ => DumpObject::Ignored,
         }
     }

@@ -160,6 +160,8 @@ pub async fn live<P: CloudProvider>(
         volumes: objects.volumes,
         storage_classes: objects.storage_classes,
         csi_nodes: objects.csi_nodes,
+        services: objects.services,
+        pod_controllers: objects.pod_controllers,
         nominated: objects.nominated,
         marked_for_deletion: objects.marked_for_deletion,
     };

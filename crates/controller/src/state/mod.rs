@@ -14,11 +14,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use karpenter_api::{NodeClaim, NodePool};
+use karpenter_core::state::selectors::{PodController, ServiceSelector};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
@@ -97,6 +100,43 @@ impl Stored for NodeClaim {
     impl_stored!(@common);
     fn secondary_key(&self) -> Option<&str> {
         self.status.as_ref()?.provider_id.as_deref()
+    }
+}
+
+/// A trimmed object's metadata, as [`Stored`] reads it.
+fn meta_key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    let name = meta.name.as_deref().unwrap_or_default();
+    match meta.namespace.as_deref() {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    }
+}
+
+fn meta_gone(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    meta.deletion_timestamp.is_some() && meta.finalizers.as_ref().is_none_or(|f| f.is_empty())
+}
+
+impl Stored for ServiceSelector {
+    fn key(&self) -> String {
+        meta_key(&self.metadata)
+    }
+    fn resource_version(&self) -> Option<&str> {
+        self.metadata.resource_version.as_deref()
+    }
+    fn is_gone(&self) -> bool {
+        meta_gone(&self.metadata)
+    }
+}
+
+impl Stored for PodController {
+    fn key(&self) -> String {
+        meta_key(&self.metadata)
+    }
+    fn resource_version(&self) -> Option<&str> {
+        self.metadata.resource_version.as_deref()
+    }
+    fn is_gone(&self) -> bool {
+        meta_gone(&self.metadata)
     }
 }
 
@@ -441,6 +481,17 @@ pub struct Cluster {
     pub volume_attachments: Index<VolumeAttachment>,
     /// CSINodes: how many volumes of each CSI driver a node can attach.
     pub csi_nodes: Index<CSINode>,
+    /// Services' pod selectors, watched only for default topology spread (see
+    /// [`Cluster::with_selector_sources`]).
+    pub services: Index<ServiceSelector>,
+    /// ReplicaSets' pod selectors (see `services`).
+    pub replica_sets: Index<PodController>,
+    /// StatefulSets' pod selectors (see `services`).
+    pub stateful_sets: Index<PodController>,
+    /// ReplicationControllers' pod selectors (see `services`).
+    pub replication_controllers: Index<PodController>,
+    /// Whether the four indexes above are watched.
+    selector_sources: bool,
     /// Nodes a provisioning result counted on, and until when.
     pub nominations: Nominations,
     /// Nodes whose pods bound, left or finished since the pod-events loop last looked.
@@ -508,6 +559,11 @@ impl Default for Cluster {
             storage_classes: Index::default(),
             volume_attachments: Index::default(),
             csi_nodes: Index::default(),
+            services: Index::default(),
+            replica_sets: Index::default(),
+            stateful_sets: Index::default(),
+            replication_controllers: Index::default(),
+            selector_sources: false,
             nominations: Nominations::default(),
             marked: Default::default(),
             changes: watch::channel(0).0,
@@ -516,9 +572,17 @@ impl Default for Cluster {
 }
 
 impl Cluster {
+    /// Watches Services, ReplicaSets, StatefulSets and ReplicationControllers too: default
+    /// topology spread (`--scheduler-config`) deduces pods' selectors from them. Without it
+    /// they are neither watched nor asked for.
+    pub fn with_selector_sources(mut self, on: bool) -> Self {
+        self.selector_sources = on;
+        self
+    }
+
     /// Every kind the controller watches, once: a new kind is its field and a line here, and
     /// syncing, listing and watching follow.
-    fn each_kind(visit: &mut impl EachKind) {
+    fn each_kind(&self, visit: &mut impl EachKind) {
         fn same<K>(_: &Cluster, k: K) -> K {
             k
         }
@@ -537,6 +601,29 @@ impl Cluster {
         visit.kind(|c| &c.storage_classes, same::<StorageClass>);
         visit.kind(|c| &c.volume_attachments, same::<VolumeAttachment>);
         visit.kind(|c| &c.csi_nodes, same::<CSINode>);
+        if self.selector_sources {
+            visit.kind(|c| &c.services, |_, s: Service| ServiceSelector::from(s));
+            visit.kind(
+                |c| &c.replica_sets,
+                |_, rs: ReplicaSet| PodController::from(rs),
+            );
+            visit.kind(
+                |c| &c.stateful_sets,
+                |_, ss: StatefulSet| PodController::from(ss),
+            );
+            visit.kind(
+                |c| &c.replication_controllers,
+                |_, rc: ReplicationController| PodController::from(rc),
+            );
+        }
+    }
+
+    /// Every pod controller watched (see [`Cluster::with_selector_sources`]).
+    pub fn pod_controllers(&self) -> Vec<Arc<PodController>> {
+        let mut all = self.replica_sets.all();
+        all.extend(self.stateful_sets.all());
+        all.extend(self.replication_controllers.all());
+        all
     }
 
     /// Marks every index listed, whatever it holds (tests that set state by hand).
@@ -554,7 +641,7 @@ impl Cluster {
                 index(self.0).synced.store(true, Ordering::Release);
             }
         }
-        Self::each_kind(&mut Mark(self));
+        self.each_kind(&mut Mark(self));
     }
 
     /// Whether every index has its initial list.
@@ -572,7 +659,7 @@ impl Cluster {
             }
         }
         let mut all = Synced(self, true);
-        Self::each_kind(&mut all);
+        self.each_kind(&mut all);
         all.1
     }
 
@@ -659,7 +746,7 @@ impl Cluster {
             }
         }
         let mut listings = List(self, client, Vec::new());
-        Self::each_kind(&mut listings);
+        self.each_kind(&mut listings);
         for listing in listings.2 {
             listing.await?;
         }
@@ -687,7 +774,7 @@ impl Cluster {
             }
         }
         let mut watches = Watch(self, client, Vec::new());
-        Self::each_kind(&mut watches);
+        self.each_kind(&mut watches);
         watches.2
     }
 }

@@ -23,6 +23,8 @@ impl Cluster {
             volumes: self.volumes.all(),
             storage_classes: self.storage_classes.all(),
             csi_nodes: self.csi_nodes.all(),
+            services: self.services.all(),
+            pod_controllers: self.pod_controllers(),
             nominated: self.nominations.nominated(),
             marked_for_deletion: self.marked_for_deletion(),
         }

@@ -6,6 +6,7 @@ mod bound;
 mod objects;
 pub mod pdb;
 pub mod pods;
+pub mod selectors;
 mod snapshot;
 pub mod volumes;
 

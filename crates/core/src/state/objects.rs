@@ -13,6 +13,7 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use karpenter_api::NodeClaim;
 
 use super::pods::ObservedPod;
+use super::selectors::{PodController, ServiceSelector};
 use super::snapshot::{Observed, Snapshot};
 use crate::instancetype::NodePoolInput;
 
@@ -40,6 +41,11 @@ pub struct ClusterObjects<P> {
     pub storage_classes: Vec<Arc<StorageClass>>,
     /// Every CSINode (nodes' CSI volume limits).
     pub csi_nodes: Vec<Arc<CSINode>>,
+    /// Services' pod selectors, for default topology spread (none when it is not configured).
+    pub services: Vec<Arc<ServiceSelector>>,
+    /// ReplicationControllers, ReplicaSets and StatefulSets, for default topology spread (none
+    /// when it is not configured).
+    pub pod_controllers: Vec<Arc<PodController>>,
     /// Nodes a recent provisioning decision counts on (upstream's nominations): the
     /// controller's memory, none in a dump.
     pub nominated: BTreeSet<String>,
@@ -69,6 +75,8 @@ impl<P: ObservedPod> ClusterObjects<P> {
             volumes: refs(&self.volumes),
             storage_classes: refs(&self.storage_classes),
             csi_nodes: refs(&self.csi_nodes),
+            services: refs(&self.services),
+            pod_controllers: refs(&self.pod_controllers),
             node_pools,
             provider_labels,
             nominated: self.nominated.clone(),

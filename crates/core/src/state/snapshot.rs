@@ -22,6 +22,7 @@ use karpenter_api::labels::{
 use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED, INSTANCE_TERMINATING};
 
 use super::pods::{self, ObservedPod};
+use super::selectors::{PodController, ServiceSelector};
 use super::volumes::{PodVolumes, Volumes};
 use crate::instancetype::NodePoolInput;
 use crate::resources::Resources;
@@ -51,6 +52,10 @@ pub struct Observed<'a, P> {
     pub storage_classes: Vec<&'a StorageClass>,
     /// Every CSINode: how many volumes of each CSI driver a node can attach.
     pub csi_nodes: Vec<&'a CSINode>,
+    /// Services' pod selectors (default topology spread deduces pods' selectors from them).
+    pub services: Vec<&'a ServiceSelector>,
+    /// ReplicationControllers, ReplicaSets and StatefulSets (see `services`).
+    pub pod_controllers: Vec<&'a PodController>,
     /// The NodePools in use, with their instance types (prices come from them).
     pub node_pools: &'a [NodePoolInput],
     /// The labels a launching claim's instance will decide (the provider's well-known ones).
@@ -732,6 +737,8 @@ mod tests {
             volumes: Vec::new(),
             storage_classes: Vec::new(),
             csi_nodes: Vec::new(),
+            services: Vec::new(),
+            pod_controllers: Vec::new(),
             node_pools: &[],
             provider_labels: &[],
             nominated: BTreeSet::new(),

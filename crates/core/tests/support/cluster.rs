@@ -21,6 +21,7 @@ use karpenter_core::provisioning::scheduling::{NodePoolInput, SchedulerOptions};
 use karpenter_core::round::{
     BufferHolding, Disrupt, Disruption, Parts, RoundInputs, RoundPlan, RoundPod, decide,
 };
+use karpenter_core::state::selectors::{PodController, ServiceSelector};
 use karpenter_core::state::{Observed, Snapshot};
 use serde_json::{Value, json};
 
@@ -292,6 +293,9 @@ pub struct Cluster {
     pub pods: Vec<Pod>,
     pub pdbs: Vec<PodDisruptionBudget>,
     pub daemonsets: Vec<DaemonSet>,
+    /// Services and pod controllers, for default topology spread.
+    pub services: Vec<ServiceSelector>,
+    pub controllers: Vec<PodController>,
     pub pools: Vec<NodePoolInput>,
     pub gates: FeatureGates,
     pub options: SchedulerOptions,
@@ -316,6 +320,8 @@ impl Cluster {
             pods: Vec::new(),
             pdbs: Vec::new(),
             daemonsets: Vec::new(),
+            services: Vec::new(),
+            controllers: Vec::new(),
             pools: pools
                 .into_iter()
                 .map(|p| NodePoolInput {
@@ -361,6 +367,18 @@ impl Cluster {
         self
     }
 
+    /// Adds a Service (its pod selector).
+    pub fn service(mut self, service: ServiceSelector) -> Self {
+        self.services.push(service);
+        self
+    }
+
+    /// Adds a ReplicaSet, StatefulSet or ReplicationController (its pod selector).
+    pub fn controller(mut self, controller: PodController) -> Self {
+        self.controllers.push(controller);
+        self
+    }
+
     /// Changes a NodePool after it was added (by name).
     pub fn pool_mut(&mut self, name: &str) -> &mut NodePool {
         &mut self
@@ -384,6 +402,8 @@ impl Cluster {
             volumes: Vec::new(),
             storage_classes: Vec::new(),
             csi_nodes: Vec::new(),
+            services: self.services.iter().collect(),
+            pod_controllers: self.controllers.iter().collect(),
             node_pools: &self.pools,
             provider_labels: &[],
             nominated: BTreeSet::new(),

@@ -140,6 +140,12 @@ async fn the_chart_grants_exactly_what_the_controller_uses() {
         resync: Duration::from_millis(200),
         drift_poll: Duration::from_millis(200),
         feature_gates: "NodeOverlay=true,CapacityBuffer=true".parse().unwrap(),
+        // Default topology spread: Services, ReplicaSets, StatefulSets and
+        // ReplicationControllers are watched for it.
+        scheduler_config: karpenter_controller::options::scheduler_config(
+            "podTopologySpread:\n  defaultConstraints:\n  - maxSkew: 1\n    topologyKey: topology.kubernetes.io/zone\n    whenUnsatisfiable: ScheduleAnyway\n",
+        )
+        .unwrap(),
         ..Options::default()
     };
     let client = server.client();

@@ -85,6 +85,8 @@ impl Simulation {
             }),
             // The simulated nodes run no CSI drivers: no volume limits.
             csi_nodes: Vec::new(),
+            services: Vec::new(),
+            pod_controllers: Vec::new(),
             nominated: self
                 .nominations
                 .iter()

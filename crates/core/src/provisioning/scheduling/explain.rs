@@ -1090,6 +1090,8 @@ mod tests {
             volumes: Vec::new(),
             storage_classes: Vec::new(),
             csi_nodes: Vec::new(),
+            services: Vec::new(),
+            pod_controllers: Vec::new(),
             node_pools: &inputs,
             provider_labels: &[],
             nominated: BTreeSet::new(),

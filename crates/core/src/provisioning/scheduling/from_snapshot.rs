@@ -5,6 +5,9 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::TopologySpreadConstraint;
+
+use super::default_constraints::{SelectorSources, default_spread};
 use super::{BoundPod, ExistingNodeInput, SchedulerOptions};
 use crate::state::Snapshot;
 use crate::state::pods::ObservedPod;
@@ -41,13 +44,32 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
             .collect()
     }
 
-    /// `options` with the cluster's namespaces, as scheduling here takes them.
+    /// `options` with the cluster's namespaces, volumes and default topology spread, as
+    /// scheduling here takes them.
     pub fn scheduler_options(&self, options: &SchedulerOptions) -> SchedulerOptions {
         SchedulerOptions {
             namespaces: self.namespaces(),
             pod_volumes: self.pod_volumes.clone(),
+            default_spread: self.default_spread(&options.default_constraints),
             ..options.clone()
         }
+    }
+
+    /// `constraints` with each pod's deduced selector, for every pod (pending ones and those
+    /// disruption may move) that declares no spread of its own; empty when none are set.
+    pub fn default_spread(
+        &self,
+        constraints: &[TopologySpreadConstraint],
+    ) -> Arc<HashMap<String, Arc<[TopologySpreadConstraint]>>> {
+        if constraints.is_empty() {
+            return Arc::default();
+        }
+        let sources = SelectorSources::new(&self.observed.services, &self.observed.pod_controllers);
+        Arc::new(default_spread(
+            self.observed.pods.iter().copied(),
+            constraints,
+            &sources,
+        ))
     }
 }
 

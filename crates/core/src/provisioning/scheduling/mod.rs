@@ -8,6 +8,7 @@
 //! preferences relaxed one at a time and is tried again; one that still fits nowhere is
 //! reported with the reason.
 
+pub mod default_constraints;
 mod domains;
 mod existing;
 pub mod explain;
@@ -20,7 +21,7 @@ pub mod topology;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, Taint, Toleration};
+use k8s_openapi::api::core::v1::{Pod, Taint, Toleration, TopologySpreadConstraint};
 use karpenter_api::Operator;
 use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL};
 
@@ -71,6 +72,12 @@ pub struct SchedulerOptions {
     /// What a pod that would cost a NodeClaim its reservations does: provisioning is
     /// [`ReservedOfferingMode::Strict`], disruption's simulations fall back.
     pub reserved_offering_mode: ReservedOfferingMode,
+    /// Cluster-wide default topology spread constraints (upstream's `--scheduler-config`),
+    /// for pods that declare none.
+    pub default_constraints: Vec<TopologySpreadConstraint>,
+    /// Those constraints with each pod's deduced selector, by `namespace/name` (see
+    /// [`default_constraints::default_spread`]): what a pod listed here schedules with.
+    pub default_spread: Arc<HashMap<String, Arc<[TopologySpreadConstraint]>>>,
 }
 
 impl Default for SchedulerOptions {
@@ -84,6 +91,8 @@ impl Default for SchedulerOptions {
             pod_volumes: Arc::default(),
             reserved_capacity: true,
             reserved_offering_mode: ReservedOfferingMode::Fallback,
+            default_constraints: Vec::new(),
+            default_spread: Arc::default(),
         }
     }
 }
@@ -491,9 +500,16 @@ impl Scheduler {
         let mut results = Results::default();
         // Pods are copied only when a preference is relaxed; the rest are read in place.
         let mut relaxed: HashMap<usize, Pod> = HashMap::new();
+        let defaulted = self.with_default_spread(pods);
+        let original = |i: usize| -> &dyn ObservedPod {
+            match defaulted.get(&i) {
+                Some(pod) => pod,
+                None => &pods[i],
+            }
+        };
         let mut data: Vec<Option<PodData>> = Vec::with_capacity(pods.len());
-        for (i, pod) in pods.iter().enumerate() {
-            match pod_data_or_error(pod, &self.options) {
+        for i in 0..pods.len() {
+            match pod_data_or_error(original(i), &self.options) {
                 Ok(d) => data.push(Some(d)),
                 Err(e) => {
                     results.pod_errors.insert(i, e);
@@ -520,7 +536,7 @@ impl Scheduler {
         for &i in &queue {
             self.topology.update(PodRef {
                 id: i,
-                pod: &pods[i],
+                pod: original(i),
             });
         }
         let mut pushed_at: HashMap<usize, usize> = HashMap::new();
@@ -535,7 +551,7 @@ impl Scheduler {
             queue.pop_front();
             match self.try_schedule(
                 i,
-                pods,
+                original(i),
                 &mut relaxed,
                 data[i].as_mut().expect("queued pods have data"),
                 &mut results,
@@ -558,12 +574,12 @@ impl Scheduler {
                     results.pod_errors.insert(i, e);
                     // Retry later from the original pod: another placement may make room.
                     if relaxed.remove(&i).is_some() {
-                        if let Ok(d) = pod_data(&pods[i], &self.options) {
+                        if let Ok(d) = pod_data(original(i), &self.options) {
                             data[i] = Some(d);
                         }
                         self.topology.update(PodRef {
                             id: i,
-                            pod: &pods[i],
+                            pod: original(i),
                         });
                     }
                     queue.push_back(i);
@@ -575,10 +591,39 @@ impl Scheduler {
         results
     }
 
-    fn try_schedule<P: ObservedPod>(
+    /// The pods of `pods` that schedule with the cluster's default topology spread, as copies
+    /// carrying it (upstream stamps it on its scheduling-time copies), by position.
+    fn with_default_spread<P: ObservedPod>(&self, pods: &[P]) -> HashMap<usize, Pod> {
+        if self.options.default_spread.is_empty() {
+            return HashMap::new();
+        }
+        pods.iter()
+            .enumerate()
+            .filter_map(|(i, pod)| {
+                let constraints = self
+                    .options
+                    .default_spread
+                    .get(&crate::state::pods::key(pod))?;
+                let declared = pod
+                    .pod_spec()
+                    .and_then(|s| s.topology_spread_constraints.as_ref())
+                    .is_some_and(|c| !c.is_empty());
+                if declared {
+                    return None;
+                }
+                let mut copy = pod.to_pod();
+                copy.spec
+                    .get_or_insert_with(Default::default)
+                    .topology_spread_constraints = Some(constraints.to_vec());
+                Some((i, copy))
+            })
+            .collect()
+    }
+
+    fn try_schedule(
         &mut self,
         id: usize,
-        pods: &[P],
+        original: &dyn ObservedPod,
         relaxed: &mut HashMap<usize, Pod>,
         data: &mut PodData,
         results: &mut Results,
@@ -586,7 +631,7 @@ impl Scheduler {
         loop {
             let pod: &dyn ObservedPod = match relaxed.get(&id) {
                 Some(relaxed) => relaxed,
-                None => &pods[id],
+                None => original,
             };
             let err = match self.add(id, pod, data, results) {
                 Ok(()) => return Ok(()),
@@ -595,7 +640,7 @@ impl Scheduler {
                 Err(deferred @ Failure::Deferred(_)) => return Err(deferred),
                 Err(Failure::Unschedulable(e)) => e,
             };
-            let pod = relaxed.entry(id).or_insert_with(|| pods[id].to_pod());
+            let pod = relaxed.entry(id).or_insert_with(|| original.to_pod());
             if preferences::relax(pod, self.prefer_no_schedule_taints).is_none() {
                 return Err(err.into());
             }
