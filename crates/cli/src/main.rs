@@ -77,6 +77,11 @@ enum Command {
         /// Upstream's feature gates, as the controller takes them (`SpotToSpotConsolidation=true`).
         #[arg(long, env = "FEATURE_GATES", default_value = "", value_parser = <karpenter_core::feature_gates::FeatureGates as std::str::FromStr>::from_str)]
         feature_gates: karpenter_core::feature_gates::FeatureGates,
+        /// The cluster's kube-scheduler default topology spread, as the controller takes it
+        /// (a YAML or JSON `podTopologySpread.defaultConstraints` document).
+        #[arg(long, env = "SCHEDULER_CONFIG", default_value = "", value_parser = karpenter_controller::options::scheduler_config)]
+        scheduler_config:
+            karpenter_core::provisioning::scheduling::default_constraints::SchedulerConfiguration,
         /// Without `-f`: the cloud provider whose instance types launches come from.
         #[arg(long, env = "CLOUD_PROVIDER", default_value = "kwok", value_parser = clap::builder::PossibleValuesParser::new(registry::CONTROLLERS))]
         cloud_provider: String,
@@ -430,12 +435,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             namespace,
             exit_code,
             feature_gates,
+            scheduler_config,
             cloud_provider,
             settings,
             nodepools,
         } => {
             let options = karpenter_controller::Options {
                 feature_gates,
+                scheduler_config,
                 ..Default::default()
             };
             if let Some(pod) = pod {

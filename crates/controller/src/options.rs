@@ -267,4 +267,42 @@ mod tests {
             assert!(e.contains(bad.split('=').next().unwrap()), "{bad}: {e}");
         }
     }
+
+    #[test]
+    fn scheduler_config_as_upstream_takes_it() {
+        assert!(
+            parse(&[])
+                .unwrap()
+                .scheduler_config
+                .default_constraints
+                .is_empty()
+        );
+        let yaml = "podTopologySpread:\n  defaultConstraints:\n  - maxSkew: 3\n    topologyKey: kubernetes.io/hostname\n    whenUnsatisfiable: ScheduleAnyway\n";
+        let o = parse(&["--scheduler-config", yaml]).unwrap();
+        let c = &o.scheduler_config.default_constraints;
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            (c[0].max_skew, c[0].topology_key.as_str()),
+            (3, "kubernetes.io/hostname")
+        );
+        let json = r#"{"podTopologySpread": {"defaultConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}]}}"#;
+        assert_eq!(
+            parse(&["--scheduler-config", json])
+                .unwrap()
+                .scheduler_config
+                .default_constraints[0]
+                .when_unsatisfiable,
+            "DoNotSchedule"
+        );
+        let e = parse(&[
+            "--scheduler-config",
+            "podTopologySpread: {defaultConstraint: []}",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("podTopologySpread.defaultConstraint") && e.contains("unknown field"),
+            "{e}"
+        );
+    }
 }

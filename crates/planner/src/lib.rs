@@ -26,6 +26,7 @@ use karpenter_core::instancetype::cheapest_launch;
 use karpenter_core::provisioning::capacity_buffer;
 use karpenter_core::provisioning::node_claim_for;
 use karpenter_core::provisioning::nodepools::launchable;
+use karpenter_core::provisioning::scheduling::default_constraints::SchedulerConfiguration;
 use karpenter_core::provisioning::scheduling::{NewNodeClaim, NodePoolInput, SchedulerOptions};
 use karpenter_core::provisioning::static_capacity;
 use karpenter_core::round::{self, BufferHolding, Parts, RoundInputs, RoundPlan, decide};
@@ -277,6 +278,9 @@ pub struct Dump {
     pub node_classes: Vec<Value>,
     /// Objects of kinds the planner does not use.
     pub ignored: usize,
+    /// How the cluster's kube-scheduler is configured, as far as karpenter mirrors it
+    /// (`--scheduler-config`): not in a dump's objects, so the caller sets it.
+    pub scheduler_config: SchedulerConfiguration,
 }
 
 impl Dump {
@@ -309,6 +313,7 @@ impl Dump {
             replica_sets: Vec::new(),
             node_classes: Vec::new(),
             ignored: 0,
+            scheduler_config: SchedulerConfiguration::default(),
         }
     }
 
@@ -537,6 +542,7 @@ pub fn with_round<T>(
     };
     let options = SchedulerOptions {
         provider_labels: catalog.provider_labels.clone(),
+        default_constraints: dump.scheduler_config.default_constraints.clone(),
         ..Default::default()
     };
     let never = || false;

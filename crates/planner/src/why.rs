@@ -5,6 +5,7 @@
 //! From a dump ([`why_from_dump`]) the round is the one [`crate::plan_from`] decides; from a
 //! live cluster the controller's dry run hands its snapshot and round to [`why_from_round`].
 
+use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 use std::collections::BTreeMap;
 
 use karpenter_cloudprovider::Catalog;
@@ -143,7 +144,10 @@ pub fn why_from_dump(
         now,
         gates,
         parts,
-        |snapshot, round| why_from_round(snapshot, round, &pools, gates, pod),
+        |snapshot, round| {
+            let defaults = &dump.scheduler_config.default_constraints;
+            why_from_round(snapshot, round, &pools, gates, defaults, pod)
+        },
     )?;
     why.currency = Some(catalog.currency.to_string());
     Some(why)
@@ -151,17 +155,20 @@ pub fn why_from_dump(
 
 /// Why `pod` (`namespace/name`) is where `round` over `snapshot` leaves it (whoever built
 /// them: `plan` over a dump, or the controller's dry run over its state), launching from
-/// `pools`. `None` when the snapshot has no such pod.
+/// `pools`, under the cluster's `default_constraints` (`--scheduler-config`). `None` when
+/// the snapshot has no such pod.
 pub fn why_from_round<P: ObservedPod>(
     snapshot: &Snapshot<'_, P>,
     round: &RoundPlan<'_, P>,
     pools: &[NodePoolInput],
     gates: FeatureGates,
+    default_constraints: &[TopologySpreadConstraint],
     pod: &str,
 ) -> Option<Why> {
     // As the round decided: `explain` takes the snapshot's provider labels itself.
     let options = SchedulerOptions {
         reserved_capacity: gates.reserved_capacity,
+        default_constraints: default_constraints.to_vec(),
         ..Default::default()
     };
     let provisioning = round.provisioning.as_ref();

@@ -20,7 +20,8 @@ pub(crate) fn now() -> i64 {
 /// Plans from a dump in `file` (`-`: standard input; a directory: every manifest under it),
 /// launching from the catalog named `catalog`.
 pub fn from_file(file: &Path, catalog: &str, options: &Options) -> anyhow::Result<Plan> {
-    let dump = karpenter_planner::Dump::read_path(file)?;
+    let mut dump = karpenter_planner::Dump::read_path(file)?;
+    dump.scheduler_config = options.scheduler_config.clone();
     let catalog = crate::registry::catalog(catalog)?;
     let now = now();
     Ok(karpenter_planner::plan_from(
@@ -110,7 +111,8 @@ pub fn why_from_file(
     options: &Options,
     key: &str,
 ) -> anyhow::Result<Why> {
-    let dump = karpenter_planner::Dump::read_path(file)?;
+    let mut dump = karpenter_planner::Dump::read_path(file)?;
+    dump.scheduler_config = options.scheduler_config.clone();
     let catalog = crate::registry::catalog(catalog)?;
     let now = now();
     karpenter_planner::why::why_from_dump(&dump, &catalog, now, options.feature_gates, key)
@@ -163,10 +165,11 @@ pub async fn live_why<P: CloudProvider>(
     key: &str,
 ) -> anyhow::Result<Why> {
     let gates = options.feature_gates;
+    let defaults = options.scheduler_config.default_constraints.clone();
     let controller = Controller::new(client, Arc::new(provider), options);
     let ctx = controller.context();
     dry_run(&ctx, |snapshot, round, pools| {
-        karpenter_planner::why::why_from_round(snapshot, &round, pools, gates, key)
+        karpenter_planner::why::why_from_round(snapshot, &round, pools, gates, &defaults, key)
     })
     .await?
     .ok_or_else(|| anyhow::anyhow!("no pod {key} in the cluster"))

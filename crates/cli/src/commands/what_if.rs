@@ -47,7 +47,8 @@ pub fn from_file(
     catalog: &str,
     options: &Options,
 ) -> anyhow::Result<WhatIf> {
-    let dump = Dump::read_path(file)?;
+    let mut dump = Dump::read_path(file)?;
+    dump.scheduler_config = options.scheduler_config.clone();
     let proposal = proposal(nodepools)?;
     let catalog = registry::catalog(catalog)?;
     let gates = options.feature_gates;
