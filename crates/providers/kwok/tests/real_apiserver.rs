@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use karpenter_api::labels::NODE_POOL_LABEL;
+use karpenter_api::labels::{NODE_POOL_LABEL, ZONE_LABEL};
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_controller::{Controller, Options};
 use karpenter_kwok::{KWOKNodeClass, KwokProvider};
@@ -704,4 +704,94 @@ async fn a_capacity_buffer_launches_headroom_with_no_pod_pending() {
         .delete(POOL, &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// Default topology spread (`--scheduler-config`) on a real control plane: a ReplicaSet whose
+/// pods the real controller manager creates (real owner references, real labels) and that
+/// declare no spread get the cluster's zonal default, their selector deduced from the
+/// ReplicaSet the controller watches, so karpenter launches one node per zone where it would
+/// otherwise launch one for all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_sets_pods_get_the_clusters_default_zonal_spread() {
+    const POOL: &str = "real-spread";
+    let Some(client) = real::client().await else {
+        eprintln!("skipped: KARPENTER_RS_REAL_KUBECONFIG is not set");
+        return;
+    };
+    install_crds(&client).await;
+    let (classes, pools) = apply_class_and_pool(&client, POOL, json!({})).await;
+    let options = Options {
+        disable_leader_election: true,
+        scheduler_config: karpenter_controller::options::scheduler_config(
+            "podTopologySpread:\n  defaultConstraints:\n  - maxSkew: 1\n    topologyKey: topology.kubernetes.io/zone\n    whenUnsatisfiable: DoNotSchedule\n",
+        )
+        .unwrap(),
+        ..Options::default()
+    };
+    let controller = Controller::new(
+        client.clone(),
+        Arc::new(KwokProvider::new(client.clone())),
+        options,
+    );
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(controller.run_with_provider_controllers(stop.clone()));
+    let kubelets = fake_kubelets(client.clone(), stop.clone());
+
+    let replica_sets: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
+        Api::namespaced(client.clone(), "default");
+    let rs: k8s_openapi::api::apps::v1::ReplicaSet = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": POOL},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": POOL}},
+            "template": {
+                "metadata": {"labels": {"app": POOL}},
+                "spec": {
+                    "nodeSelector": {NODE_POOL_LABEL: POOL},
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "c", "image": "app", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}],
+                },
+            },
+        },
+    }))
+    .unwrap();
+    replica_sets
+        .patch(
+            POOL,
+            &PatchParams::apply("karpenter-rs-tests").force(),
+            &Patch::Apply(&rs),
+        )
+        .await
+        .expect("the ReplicaSet applies");
+
+    let claims: Api<NodeClaim> = Api::all(client.clone());
+    let by_pool = ListParams::default().labels(&format!("{NODE_POOL_LABEL}={POOL}"));
+    let zones = eventually(|| {
+        let claims = claims.clone();
+        let by_pool = by_pool.clone();
+        async move {
+            let zones: std::collections::BTreeSet<String> = claims
+                .list(&by_pool)
+                .await
+                .ok()?
+                .items
+                .iter()
+                .filter_map(|c| c.metadata.labels.as_ref()?.get(ZONE_LABEL).cloned())
+                .collect();
+            (zones.len() >= 3).then_some(zones)
+        }
+    })
+    .await
+    .expect("three small replicas get a node in each of three zones");
+    assert_eq!(zones.len(), 3, "{zones:?}");
+
+    replica_sets
+        .delete(POOL, &DeleteParams::background())
+        .await
+        .unwrap();
+    delete_pool_and_wait(&client, &pools, POOL).await;
+    stop.cancel();
+    running.await.unwrap();
+    kubelets.await.unwrap();
+    classes.delete(POOL, &DeleteParams::default()).await.unwrap();
 }
