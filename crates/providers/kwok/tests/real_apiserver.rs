@@ -719,7 +719,6 @@ async fn a_replica_sets_pods_get_the_clusters_default_zonal_spread() {
         return;
     };
     install_crds(&client).await;
-    let (classes, pools) = apply_class_and_pool(&client, POOL, json!({})).await;
     let options = Options {
         disable_leader_election: true,
         scheduler_config: karpenter_controller::options::scheduler_config(
@@ -736,9 +735,33 @@ async fn a_replica_sets_pods_get_the_clusters_default_zonal_spread() {
     let stop = CancellationToken::new();
     let running = tokio::spawn(controller.run_with_provider_controllers(stop.clone()));
     let kubelets = fake_kubelets(client.clone(), stop.clone());
-
+    // What a run cut short left (its pods would already have their node) goes first, while
+    // the controller runs to terminate its nodes.
     let replica_sets: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
         Api::namespaced(client.clone(), "default");
+    let _ = replica_sets.delete(POOL, &DeleteParams::foreground()).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let by_app = ListParams::default().labels(&format!("app={POOL}"));
+    let no_pods = eventually(|| {
+        let pods = pods.clone();
+        let by_app = by_app.clone();
+        async move {
+            pods.list(&by_app)
+                .await
+                .ok()?
+                .items
+                .is_empty()
+                .then_some(())
+        }
+    })
+    .await;
+    assert!(no_pods.is_some(), "an earlier run's pods are gone");
+    let pools: Api<NodePool> = Api::all(client.clone());
+    if pools.get_opt(POOL).await.ok().flatten().is_some() {
+        delete_pool_and_wait(&client, &pools, POOL).await;
+    }
+    let (classes, pools) = apply_class_and_pool(&client, POOL, json!({})).await;
+
     let rs: k8s_openapi::api::apps::v1::ReplicaSet = serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": POOL},
         "spec": {
@@ -793,5 +816,8 @@ async fn a_replica_sets_pods_get_the_clusters_default_zonal_spread() {
     stop.cancel();
     running.await.unwrap();
     kubelets.await.unwrap();
-    classes.delete(POOL, &DeleteParams::default()).await.unwrap();
+    classes
+        .delete(POOL, &DeleteParams::default())
+        .await
+        .unwrap();
 }
