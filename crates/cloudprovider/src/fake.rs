@@ -179,6 +179,10 @@ impl CloudProvider for FakeCloudProvider {
         true
     }
 
+    fn manages_node(&self, _: &k8s_openapi::api::core::v1::Node) -> bool {
+        true
+    }
+
     async fn node_class_readiness(&self, _: &NodeClassReference) -> Result<NodeClassReadiness> {
         Ok(self
             .state()

@@ -79,6 +79,21 @@ pub trait CloudProvider: Send + Sync + 'static {
             .any(|c| c.group() == reference.group && c.kind() == reference.kind)
     }
 
+    /// Whether `node` came from a NodeClass of this provider's: it carries one's label
+    /// (`karpenter.k8s.aws/ec2nodeclass`, …), as registration copies it from the NodeClaim
+    /// (upstream's `nodeutils.IsManaged`).
+    fn manages_node(&self, node: &k8s_openapi::api::core::v1::Node) -> bool {
+        let labels = node.metadata.labels.as_ref();
+        self.node_classes().iter().any(|c| {
+            labels.is_some_and(|l| {
+                l.contains_key(&karpenter_api::labels::node_class_label_key(
+                    c.group(),
+                    c.kind(),
+                ))
+            })
+        })
+    }
+
     /// Whether the NodeClass `reference` names is ready to launch from.
     fn node_class_readiness(
         &self,

@@ -147,6 +147,21 @@ impl<P: Provider> Controller<P> {
     }
 }
 
+/// `cluster`, keeping only the NodeClaims and NodePools of the NodeClasses `provider`
+/// supports: another controller's (another Karpenter with another provider in the same
+/// cluster) are not this one's to launch, register, drain, expire, disrupt or count.
+fn managed_by<P: CloudProvider>(cluster: state::Cluster, provider: &Arc<P>) -> state::Cluster {
+    let p = provider.clone();
+    cluster
+        .node_claims
+        .keep_only(move |c| p.supports(&c.spec.node_class_ref));
+    let p = provider.clone();
+    cluster
+        .node_pools
+        .keep_only(move |np| p.supports(&np.spec.template.spec.node_class_ref));
+    cluster
+}
+
 /// Runs the control loop `name` and records it in [`Context::stopped_loops`] when it ends or
 /// panics before `shutdown`.
 async fn watch_loop<P>(
@@ -205,26 +220,28 @@ impl<P: CloudProvider> Controller<P> {
                 .map(|c| (c.group().to_string(), c.kind().to_string()))
                 .collect(),
         };
-        let ctx =
-            Context {
-                recorder: events::Recorder::new(client.clone(), clock.clone()),
-                clock,
-                client,
-                cluster: Arc::new(state::Cluster::default().with_selector_sources(
+        let ctx = Context {
+            recorder: events::Recorder::new(client.clone(), clock.clone()),
+            clock,
+            client,
+            cluster: Arc::new(managed_by(
+                state::Cluster::default().with_selector_sources(
                     !options.scheduler_config.default_constraints.is_empty(),
-                )),
-                provider,
-                options,
-                metrics: Arc::new(metrics::Metrics::for_provider(&labels)),
-                leader: leader_rx,
-                launches: Default::default(),
-                drains: Default::default(),
-                evictions: Default::default(),
-                registration_health: Default::default(),
-                overlays: Default::default(),
-                buffers: Default::default(),
-                stopped_loops: Default::default(),
-            };
+                ),
+                &provider,
+            )),
+            provider,
+            options,
+            metrics: Arc::new(metrics::Metrics::for_provider(&labels)),
+            leader: leader_rx,
+            launches: Default::default(),
+            drains: Default::default(),
+            evictions: Default::default(),
+            registration_health: Default::default(),
+            overlays: Default::default(),
+            buffers: Default::default(),
+            stopped_loops: Default::default(),
+        };
         Self {
             ctx: Arc::new(ctx),
             leader,

@@ -143,6 +143,10 @@ async fn report<P: CloudProvider>(
 
 /// One pass over a deleting Node.
 pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Result<(), Error> {
+    // Another Karpenter's node (another provider's NodeClass) is its to drain.
+    if !ctx.provider.manages_node(node) {
+        return Ok(());
+    }
     let now = ctx.clock.now();
     let name = node.name_any();
     let provider_id = node

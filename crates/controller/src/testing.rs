@@ -12,7 +12,7 @@ use karpenter_cloudprovider::{
 
 use crate::{Context, Controller, Options};
 
-/// A provider with no instances and no instance types.
+/// A provider with no instances and no instance types, whose NodeClasses are all of them.
 pub struct NoCloud;
 
 impl CloudProvider for NoCloud {
@@ -22,6 +22,15 @@ impl CloudProvider for NoCloud {
 
     fn node_classes(&self) -> &'static [Crd] {
         &[]
+    }
+
+    // Every NodeClass is its own: tests set state with whatever references they like.
+    fn supports(&self, _: &NodeClassReference) -> bool {
+        true
+    }
+
+    fn manages_node(&self, _: &k8s_openapi::api::core::v1::Node) -> bool {
+        true
     }
 
     async fn node_class_readiness(&self, _: &NodeClassReference) -> Result<NodeClassReadiness> {

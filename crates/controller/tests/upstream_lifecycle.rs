@@ -29,6 +29,13 @@ use karpenter_testkit::FakeApiServer;
 use kube::ResourceExt;
 use serde_json::json;
 
+/// A NodeClass kind this controller's provider does not support.
+const FOREIGN_KIND: &str = "ForeignNodeClass";
+
+fn foreign_class_label() -> String {
+    karpenter_api::labels::node_class_label_key("karpenter.test.sh", FOREIGN_KIND)
+}
+
 /// The in-memory cloud, plus what upstream's fake cloud provider can be told to do and ours
 /// cannot: fail deletions.
 #[derive(Default)]
@@ -45,8 +52,12 @@ impl CloudProvider for Cloud {
     fn node_classes(&self) -> &'static [Crd] {
         &[]
     }
+    // Upstream's fake supports its TestNodeClass only; another kind is another controller's.
     fn supports(&self, r: &NodeClassReference) -> bool {
-        self.fake.supports(r)
+        r.kind != FOREIGN_KIND && self.fake.supports(r)
+    }
+    fn manages_node(&self, node: &Node) -> bool {
+        !node.labels().contains_key(&foreign_class_label())
     }
     async fn node_class_readiness(
         &self,
@@ -2382,4 +2393,85 @@ async fn template_drift_is_named_before_the_providers() {
             "{case}"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Objects of another Karpenter (another provider's NodeClass)
+// ---------------------------------------------------------------------------------------
+
+/// Upstream's "should ignore NodeClaims which aren't managed by this Karpenter instance"
+/// (launch, registration, initialization, liveness, termination, expiration, drift, node
+/// shape, consistency, the termination finalizer) and "should ignore nodes not managed by this
+/// Karpenter instance": a NodePool and a NodeClaim of a NodeClass the provider does not support
+/// never enter state, so no loop (and no round) acts on them, while the same passes launch the
+/// controller's own claim; another Karpenter's deleting node is not drained.
+#[tokio::test(start_paused = true)]
+async fn another_providers_claims_pools_and_nodes_are_left_alone() {
+    let env = Env::new();
+    let foreign = json!({"group": "karpenter.test.sh", "kind": FOREIGN_KIND, "name": "default"});
+    let pool: NodePool = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "theirs"},
+        "spec": {"template": {"spec": {"nodeClassRef": foreign, "requirements": []}}},
+    }))
+    .unwrap();
+    env.server.create(&pool).unwrap();
+    // Expired and drifted by the time the passes run.
+    env.create_claim(
+        "theirs",
+        json!({
+            "metadata": {"labels": {NODE_POOL_LABEL: "theirs", foreign_class_label(): "default"}},
+            "spec": {"nodeClassRef": foreign, "expireAfter": "1s"},
+        }),
+    );
+    env.create_claim("ours", json!({}));
+    advance(secs(5)).await;
+    env.sync().await;
+    assert!(env.ctx.cluster.node_claims.get("theirs").is_none());
+    assert!(env.ctx.cluster.node_pools.get("theirs").is_none());
+    assert!(env.ctx.cluster.node_pools.get("default").is_some());
+    assert!(
+        env.ctx
+            .cluster
+            .objects()
+            .node_claims
+            .iter()
+            .all(|c| c.name_any() != "theirs"),
+        "the round never sees it"
+    );
+    let mut checks = drift::Checks::default();
+    for _ in 0..3 {
+        env.sync().await;
+        for claim in env.ctx.cluster.node_claims.all() {
+            lifecycle::reconcile(&env.ctx, &claim).await.unwrap();
+        }
+        drift::reconcile(&env.ctx, &mut checks).await.unwrap();
+    }
+    let ours = env.claim("ours").unwrap();
+    assert!(ours.finalizers().iter().any(|f| f == TERMINATION_FINALIZER));
+    assert!(provider_id(&ours).is_some(), "ours launched");
+    assert_eq!(env.cloud.fake.created().len(), 1, "only ours");
+    let theirs = env.claim("theirs").expect("theirs is not expired away");
+    assert!(theirs.finalizers().is_empty(), "no finalizer on theirs");
+    assert!(theirs.status.is_none(), "no condition on theirs");
+    assert!(theirs.metadata.deletion_timestamp.is_none());
+
+    // Their node, deleting, held by the termination finalizer theirs put on it.
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": "their-node", "finalizers": [TERMINATION_FINALIZER],
+            "labels": {foreign_class_label(): "default", NODE_POOL_LABEL: "theirs"}},
+        "spec": {"providerID": "their-cloud://1"},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }))
+    .unwrap();
+    env.server.create(&node).unwrap();
+    env.bound_pod("web", "their-node", json!({}));
+    env.delete_node("their-node");
+    env.terminate("their-node").await.unwrap();
+    let node = env.node("their-node").expect("still there");
+    assert!(has_finalizer(&node), "their finalizer is theirs to remove");
+    assert!(
+        !taints(&node).iter().any(|(k, _)| k == DISRUPTED_TAINT_KEY),
+        "not tainted for a drain"
+    );
+    assert!(!terminating(&env.pod("web")), "its pod is not evicted");
 }

@@ -167,7 +167,10 @@ pub struct Index<K> {
     synced: AtomicBool,
     subscribers: Subscribers,
     observer: OnceLock<Observer<K>>,
+    keep: OnceLock<Keep<K>>,
 }
+
+type Keep<K> = Box<dyn Fn(&K) -> bool + Send + Sync>;
 
 type Observer<K> = Box<dyn Fn(Option<&K>, Option<&K>) + Send + Sync>;
 
@@ -197,6 +200,7 @@ impl<K> Default for Index<K> {
             synced: AtomicBool::new(false),
             subscribers: Default::default(),
             observer: OnceLock::new(),
+            keep: OnceLock::new(),
         }
     }
 }
@@ -336,6 +340,9 @@ impl<K: Stored> Index<K> {
     /// Records an object (from a watch, or as a write of ours returned it) unless a newer
     /// version is already known or the object was deleted since this version.
     pub fn apply(&self, obj: K) {
+        if !self.keeps(&obj) {
+            return;
+        }
         let key = obj.key();
         let mut state = self.write();
         // A re-created object is newer than its tombstone, which may stay: every later
@@ -385,6 +392,19 @@ impl<K: Stored> Index<K> {
         }
     }
 
+    /// Keeps only the objects `keep` accepts, from the first list on: the others are as if
+    /// they did not exist (upstream's state ignores NodeClaims and NodePools of NodeClasses
+    /// its cloud provider does not support). One filter per index, fixed for its life.
+    pub fn keep_only(&self, keep: impl Fn(&K) -> bool + Send + Sync + 'static) {
+        if self.keep.set(Box::new(keep)).is_err() {
+            tracing::error!("an index has one filter; the second is ignored");
+        }
+    }
+
+    fn keeps(&self, obj: &K) -> bool {
+        self.keep.get().is_none_or(|keep| keep(obj))
+    }
+
     fn observed(&self, old: Option<&K>, new: Option<&K>) {
         // The first list is where state starts, not a change.
         if let Some(observer) = self.observer.get()
@@ -404,7 +424,10 @@ impl<K: Stored> Index<K> {
         let mut state = self.write();
         let before = std::mem::take(&mut state.objects);
         state.by_secondary.clear();
-        for o in objects.into_iter().filter(|o| !o.is_gone()) {
+        for o in objects
+            .into_iter()
+            .filter(|o| !o.is_gone() && self.keeps(o))
+        {
             state.insert(o.key(), o);
         }
         // What changed while the watch was away, as the events it missed would have told;
