@@ -13,6 +13,7 @@ pub mod conditions;
 mod error;
 #[cfg(feature = "fake")]
 pub mod fake;
+pub mod hooks;
 #[cfg(feature = "http")]
 pub mod http;
 mod provider;
@@ -23,6 +24,7 @@ pub mod unavailable;
 
 pub use catalog::Catalog;
 pub use error::{BoxError, Cause, CloudProviderError, Result};
+pub use hooks::{HookResult, RegistrationHook};
 pub use karpenter_core::instancetype::{
     InstanceType, Offering, Overhead, RepairPolicy, Reservation,
 };

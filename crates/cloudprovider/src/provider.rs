@@ -79,6 +79,12 @@ pub trait CloudProvider: Send + Sync + 'static {
             .any(|c| c.group() == reference.group && c.kind() == reference.kind)
     }
 
+    /// The hooks a NodeClaim's registration waits for (none by default; see
+    /// [`crate::hooks`]).
+    fn registration_hooks(&self) -> Vec<std::sync::Arc<dyn crate::RegistrationHook>> {
+        Vec::new()
+    }
+
     /// Whether `node` came from a NodeClass of this provider's: it carries one's label
     /// (`karpenter.k8s.aws/ec2nodeclass`, …), as registration copies it from the NodeClaim
     /// (upstream's `nodeutils.IsManaged`).

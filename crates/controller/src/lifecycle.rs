@@ -368,6 +368,25 @@ async fn register<P: CloudProvider>(
         return Ok(());
     };
     let node_name = node.name_any();
+    let hooks = registration_hooks(ctx, claim).await;
+    // Labels a hook resolved go onto the claim first; the next pass syncs them to the Node.
+    if hooks
+        .labels
+        .iter()
+        .any(|(k, v)| claim.labels().get(k) != Some(v))
+    {
+        let patch = json!({"metadata": {"labels": hooks.labels, "resourceVersion": claim.resource_version()}});
+        return ctx.patch_claim(&claim.name_any(), patch).await;
+    }
+    if !hooks.waiting.is_empty() {
+        // Liveness counts from the launch whatever registration waits for.
+        let launched_at =
+            conditions::get(&status.conditions, LAUNCHED).map(|c| &c.last_transition_time);
+        if since(launched_at, now) >= ctx.options.registration_timeout {
+            record_registration(ctx, claim, false);
+            return delete_claim(ctx, claim, "registration_timeout").await;
+        }
+    }
     if !node.labels().contains_key(NODE_REGISTERED_LABEL)
         && !node
             .spec
@@ -390,7 +409,10 @@ async fn register<P: CloudProvider>(
     annotations.extend(claim.annotations().clone());
     let mut labels = node.labels().clone();
     labels.extend(claim.labels().clone());
-    labels.insert(NODE_REGISTERED_LABEL.into(), "true".into());
+    let registering = hooks.waiting.is_empty();
+    if registering {
+        labels.insert(NODE_REGISTERED_LABEL.into(), "true".into());
+    }
     let mut taints: Vec<Taint> = node
         .spec
         .as_ref()
@@ -407,7 +429,10 @@ async fn register<P: CloudProvider>(
             }
         }
     }
-    taints.retain(|t| t.key != UNREGISTERED_TAINT_KEY);
+    // Until every hook is ready the Node keeps the taint that holds pods off it.
+    if registering {
+        taints.retain(|t| t.key != UNREGISTERED_TAINT_KEY);
+    }
     let mut finalizers = node.finalizers().to_vec();
     if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
         finalizers.push(TERMINATION_FINALIZER.into());
@@ -428,6 +453,20 @@ async fn register<P: CloudProvider>(
         "spec": {"taints": taints},
     });
     ctx.patch_node(&node_name, patch).await?;
+    if !registering {
+        let mut status = status;
+        conditions::set(
+            &mut status.conditions,
+            REGISTERED,
+            "Unknown",
+            "RegistrationHookPending",
+            &hooks.waiting.join(", "),
+            now,
+        );
+        patch_status(ctx, claim, &status).await?;
+        tracing::debug!(nodeclaim = %claim.name_any(), hooks = %hooks.waiting.join(", "), "awaiting registration hooks");
+        return hooks.failure.map_or(Ok(()), |e| Err(Error::Cloud(e)));
+    }
     let mut status = status;
     status.node_name = Some(node_name.clone());
     conditions::set(
@@ -443,6 +482,43 @@ async fn register<P: CloudProvider>(
     ctx.metrics.node_created(claim);
     tracing::info!(nodeclaim = %claim.name_any(), node = %node_name, "registered nodeclaim");
     Ok(())
+}
+
+/// What the provider's registration hooks said of a claim.
+struct Hooks {
+    /// The hooks not ready (or failing), by name.
+    waiting: Vec<String>,
+    /// The labels they resolved.
+    labels: std::collections::BTreeMap<String, String>,
+    /// The first failure.
+    failure: Option<CloudProviderError>,
+}
+
+/// Asks every registration hook of the provider about `claim`, all at once.
+async fn registration_hooks<P: CloudProvider>(ctx: &Context<P>, claim: &NodeClaim) -> Hooks {
+    let hooks = ctx.provider.registration_hooks();
+    let answers = futures::future::join_all(hooks.iter().map(|h| h.registered(claim))).await;
+    let mut out = Hooks {
+        waiting: Vec::new(),
+        labels: Default::default(),
+        failure: None,
+    };
+    for (hook, answer) in hooks.iter().zip(answers) {
+        match answer {
+            Ok(result) => {
+                out.labels.extend(result.labels);
+                if result.pending.is_some() {
+                    out.waiting.push(hook.name().to_string());
+                }
+            }
+            Err(e) => {
+                tracing::warn!(nodeclaim = %claim.name_any(), hook = hook.name(), error = %e, "registration hook failed");
+                out.waiting.push(hook.name().to_string());
+                out.failure.get_or_insert(e);
+            }
+        }
+    }
+    out
 }
 
 /// Seconds from `t` to `now`.

@@ -21,7 +21,9 @@ use karpenter_api::labels::{
 };
 use karpenter_api::{NodeClaim, NodeClassReference, NodePool};
 use karpenter_cloudprovider::fake::FakeCloudProvider;
-use karpenter_cloudprovider::{InstanceType, NodeClassReadiness, RepairPolicy};
+use karpenter_cloudprovider::{
+    HookResult, InstanceType, NodeClassReadiness, RegistrationHook, RepairPolicy,
+};
 use karpenter_controller::cloudprovider::{CloudProvider, CloudProviderError};
 use karpenter_controller::{Clock, Context, Controller, Options, drift, garbage, lifecycle};
 use karpenter_controller::{Error, termination};
@@ -43,6 +45,7 @@ struct Cloud {
     fake: FakeCloudProvider,
     delete_errors: Mutex<VecDeque<CloudProviderError>>,
     deletes: Mutex<u32>,
+    hooks: Mutex<Vec<Arc<dyn RegistrationHook>>>,
 }
 
 impl CloudProvider for Cloud {
@@ -92,6 +95,9 @@ impl CloudProvider for Cloud {
     }
     fn provider_labels(&self) -> Vec<String> {
         self.fake.provider_labels()
+    }
+    fn registration_hooks(&self) -> Vec<Arc<dyn RegistrationHook>> {
+        self.hooks.lock().unwrap().clone()
     }
     fn repair_policies(&self) -> Vec<RepairPolicy> {
         self.fake.repair_policies()
@@ -2474,4 +2480,237 @@ async fn another_providers_claims_pools_and_nodes_are_left_alone() {
         "not tainted for a drain"
     );
     assert!(!terminating(&env.pod("web")), "its pod is not evicted");
+}
+
+// ---------------------------------------------------------------------------------------
+// nodeclaim/lifecycle registration hooks
+// ---------------------------------------------------------------------------------------
+
+type HookFn = Box<dyn Fn(&NodeClaim) -> karpenter_cloudprovider::Result<HookResult> + Send + Sync>;
+
+/// A hook answering with `answer`, counting its calls.
+struct TestHook {
+    name: &'static str,
+    answer: HookFn,
+    calls: std::sync::atomic::AtomicU32,
+}
+
+impl RegistrationHook for TestHook {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn registered<'a>(
+        &'a self,
+        claim: &'a NodeClaim,
+    ) -> karpenter_cloudprovider::hooks::HookFuture<'a> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let answer = (self.answer)(claim);
+        Box::pin(async move { answer })
+    }
+}
+
+fn hook(
+    name: &'static str,
+    answer: impl Fn(&NodeClaim) -> karpenter_cloudprovider::Result<HookResult> + Send + Sync + 'static,
+) -> Arc<TestHook> {
+    Arc::new(TestHook {
+        name,
+        answer: Box::new(answer),
+        calls: Default::default(),
+    })
+}
+
+fn ready(_: &NodeClaim) -> karpenter_cloudprovider::Result<HookResult> {
+    Ok(HookResult::ready())
+}
+
+fn pending(_: &NodeClaim) -> karpenter_cloudprovider::Result<HookResult> {
+    Ok(HookResult::pending_for(secs(5)))
+}
+
+impl Env {
+    /// With `hooks`, a launched claim `a` whose Node (tainted unregistered) has appeared, and
+    /// one registration pass; the pass's outcome.
+    async fn registering(&self, hooks: &[Arc<TestHook>]) -> (Result<(), Error>, String) {
+        *self.cloud.hooks.lock().unwrap() = hooks
+            .iter()
+            .map(|h| h.clone() as Arc<dyn RegistrationHook>)
+            .collect();
+        let claim = self.launched("a", json!({})).await;
+        let node = self.kubelet(&claim, json!({}));
+        (self.lifecycle("a").await, node)
+    }
+}
+
+fn registered(env: &Env) -> (Option<(String, String, String)>, Option<String>) {
+    let claim = env.claim("a").unwrap();
+    let node = claim.status.as_ref().and_then(|s| s.node_name.clone());
+    (condition(&claim, "Registered"), node)
+}
+
+/// Upstream's "should complete registration when a single hook passes", "... when multiple
+/// hooks all pass", "... with empty hooks slice" and "... with nil hooks slice" (one case: a
+/// provider without hooks gives none).
+#[tokio::test(start_paused = true)]
+async fn registration_completes_when_every_hook_is_ready() {
+    for hooks in [
+        vec![hook("always-pass", ready)],
+        vec![hook("hook-one", ready), hook("hook-two", ready)],
+        vec![],
+    ] {
+        let env = Env::new();
+        let (pass, node) = env.registering(&hooks).await;
+        pass.unwrap();
+        let (cond, node_name) = registered(&env);
+        assert_eq!(
+            cond.map(|c| c.0),
+            Some("True".into()),
+            "{} hooks",
+            hooks.len()
+        );
+        assert_eq!(node_name.as_deref(), Some(node.as_str()));
+        assert!(
+            hooks
+                .iter()
+                .all(|h| h.calls.load(std::sync::atomic::Ordering::SeqCst) == 1)
+        );
+    }
+}
+
+/// Upstream's "should defer registration when a hook returns false", "... when the second
+/// hook returns false with multiple hooks" and "should call all hooks in parallel and list all
+/// pending hooks in status".
+#[tokio::test(start_paused = true)]
+async fn registration_waits_for_every_pending_hook_and_names_them() {
+    let cases: Vec<(Vec<Arc<TestHook>>, &[&str], &[&str])> = vec![
+        (
+            vec![hook("capacity-reservation", pending)],
+            &["capacity-reservation"],
+            &[],
+        ),
+        (
+            vec![hook("pass-hook", ready), hook("fail-hook", pending)],
+            &["fail-hook"],
+            &["pass-hook"],
+        ),
+        (
+            vec![
+                hook("blocking-hook", pending),
+                hook("also-blocking", pending),
+            ],
+            &["blocking-hook", "also-blocking"],
+            &[],
+        ),
+    ];
+    for (hooks, named, not_named) in cases {
+        let env = Env::new();
+        let (pass, node) = env.registering(&hooks).await;
+        pass.unwrap();
+        let (cond, node_name) = registered(&env);
+        let (status, reason, message) = cond.expect("a Registered condition");
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("Unknown", "RegistrationHookPending")
+        );
+        for n in named {
+            assert!(message.contains(n), "{message:?} names {n}");
+        }
+        for n in not_named {
+            assert!(!message.contains(n), "{message:?} does not name {n}");
+        }
+        assert_eq!(node_name, None);
+        assert!(
+            hooks
+                .iter()
+                .all(|h| h.calls.load(std::sync::atomic::Ordering::SeqCst) == 1),
+            "every hook asked once"
+        );
+        let node = env.node(&node).unwrap();
+        assert!(
+            taints(&node)
+                .iter()
+                .any(|(k, _)| k == UNREGISTERED_TAINT_KEY),
+            "the node keeps the unregistered taint"
+        );
+        assert!(!node.labels().contains_key(NODE_REGISTERED_LABEL));
+    }
+}
+
+/// Upstream's "should return error when a hook returns an error".
+#[tokio::test(start_paused = true)]
+async fn a_failing_hook_fails_the_pass_and_registration_waits() {
+    let env = Env::new();
+    let failing = hook("failing-hook", |_| {
+        Err(CloudProviderError::Other("cloud provider API error".into()))
+    });
+    let (pass, _) = env.registering(&[failing]).await;
+    assert!(pass.is_err(), "the pass fails, to be retried with backoff");
+    let (cond, node_name) = registered(&env);
+    assert_eq!(cond.map(|c| c.0), Some("Unknown".into()));
+    assert_eq!(node_name, None);
+}
+
+/// Upstream's "should complete registration after a hook transitions from not ready to ready".
+#[tokio::test(start_paused = true)]
+async fn registration_completes_once_a_pending_hook_turns_ready() {
+    let env = Env::new();
+    let ready_now = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = ready_now.clone();
+    let eventually = hook("eventually-ready", move |c| {
+        if flag.load(std::sync::atomic::Ordering::SeqCst) {
+            ready(c)
+        } else {
+            pending(c)
+        }
+    });
+    let (pass, node) = env.registering(&[eventually]).await;
+    pass.unwrap();
+    assert_eq!(registered(&env).0.map(|c| c.0), Some("Unknown".into()));
+    ready_now.store(true, std::sync::atomic::Ordering::SeqCst);
+    env.lifecycle("a").await.unwrap();
+    let (cond, node_name) = registered(&env);
+    assert_eq!(cond.map(|c| c.0), Some("True".into()));
+    assert_eq!(node_name.as_deref(), Some(node.as_str()));
+    assert!(
+        !taints(&env.node(&node).unwrap())
+            .iter()
+            .any(|(k, _)| k == UNREGISTERED_TAINT_KEY)
+    );
+}
+
+/// Upstream's "should propagate labels added by a registration hook to both the node and the
+/// nodeclaim" (the label reaches the claim on one pass and the Node on the next).
+#[tokio::test(start_paused = true)]
+async fn labels_a_hook_resolves_reach_the_claim_and_the_node() {
+    let env = Env::new();
+    let labelling = hook("label-mutating-hook", |_| {
+        Ok(HookResult {
+            labels: [(
+                "test.karpenter.sh/hook-label".to_string(),
+                "resolved-value".to_string(),
+            )]
+            .into(),
+            ..HookResult::ready()
+        })
+    });
+    let (pass, node) = env.registering(&[labelling]).await;
+    pass.unwrap();
+    env.lifecycle("a").await.unwrap();
+    let claim = env.claim("a").unwrap();
+    assert_eq!(status_of(&claim, "Registered"), Some("True".into()));
+    assert_eq!(
+        claim
+            .labels()
+            .get("test.karpenter.sh/hook-label")
+            .map(String::as_str),
+        Some("resolved-value")
+    );
+    assert_eq!(
+        env.node(&node)
+            .unwrap()
+            .labels()
+            .get("test.karpenter.sh/hook-label")
+            .map(String::as_str),
+        Some("resolved-value")
+    );
 }
