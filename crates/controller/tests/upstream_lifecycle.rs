@@ -2582,7 +2582,13 @@ async fn registration_completes_when_every_hook_is_ready() {
 /// pending hooks in status".
 #[tokio::test(start_paused = true)]
 async fn registration_waits_for_every_pending_hook_and_names_them() {
-    let cases: Vec<(Vec<Arc<TestHook>>, &[&str], &[&str])> = vec![
+    // The hooks, the names the condition gives, and those it must not.
+    type Case = (
+        Vec<Arc<TestHook>>,
+        &'static [&'static str],
+        &'static [&'static str],
+    );
+    let cases: Vec<Case> = vec![
         (
             vec![hook("capacity-reservation", pending)],
             &["capacity-reservation"],
