@@ -378,6 +378,8 @@ pub struct Metrics {
     pub unschedulable_pods: Family<Gauge>,
     /// `karpenter_scheduler_ignored_pods_count`
     pub ignored_pods: Family<Gauge>,
+    /// `karpenter_scheduler_pending_pods_by_effective_zone_count{controller,zone}`
+    pub pending_pods_by_zone: Family<Gauge>,
     /// `karpenter_scheduler_queue_depth{controller,scheduling_id}`: pods a simulation in
     /// progress has still to place.
     pub scheduler_queue_depth: Family<Gauge>,
@@ -590,6 +592,11 @@ impl Metrics {
             "Number of pods ignored during scheduling by Karpenter",
             &[],
         );
+        let pending_pods_by_zone = b.gauge(
+            "karpenter_scheduler_pending_pods_by_effective_zone_count",
+            "Pending pods dimensioned by effective zone constraint, or the intersection of pod-level zone signals, volume topology (PVC zones), and topology constraints. Values: specific zone name (e.g., 'us-west-2a'), 'flexible' (multiple zones), or 'none' (no valid intersection).",
+            &["controller", "zone"],
+        );
         let scheduler_queue_depth = b.gauge(
             "karpenter_scheduler_queue_depth",
             "The number of pods currently waiting to be scheduled.",
@@ -740,6 +747,7 @@ impl Metrics {
             unschedulable_pods,
             ignored_pods,
             scheduler_queue_depth,
+            pending_pods_by_zone,
             scheduler_unfinished_work,
             disruption_evaluation_duration,
             disruption_decisions,

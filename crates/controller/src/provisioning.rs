@@ -295,6 +295,15 @@ pub async fn provision<P: CloudProvider>(ctx: &Context<P>) -> Result<Provisioned
             .filter(|i| real(i) && !results.deferred.contains(*i))
             .count() as f64,
     );
+    // Series of zones no pending pod has now go, as upstream resets the gauge each pass.
+    ctx.metrics
+        .pending_pods_by_zone
+        .remove_matching(&[("controller", "provisioner")]);
+    for (zone, n) in &results.pending_by_zone {
+        ctx.metrics
+            .pending_pods_by_zone
+            .set(&["provisioner", zone], *n as f64);
+    }
     tracing::info!(
         pods = batch.len(),
         nodeclaims = results.new_node_claims.len(),

@@ -27,10 +27,6 @@ const NOT_YET: &[(&str, &str)] = &[
         "karpenter_consolidation_moves_total",
         "the core's Balanced consolidation does not hand its approved and rejected moves out yet",
     ),
-    (
-        "karpenter_scheduler_pending_pods_by_effective_zone_count",
-        "the scheduling simulation does not report each pending pod's effective zone yet",
-    ),
 ];
 
 /// Metrics of ours upstream's core does not have, and why.

@@ -7,10 +7,12 @@
 
 mod support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Taint};
+use k8s_openapi::api::core::v1::{
+    PersistentVolume, PersistentVolumeClaim, Pod, Taint, TopologySpreadConstraint,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -751,6 +753,7 @@ fn provision_with(c: &Cluster, storage: &Storage) -> Provisioned {
             .iter()
             .map(|(&i, e)| (name(i), e.clone()))
             .collect(),
+        pending_by_zone: p.results.pending_by_zone.clone(),
     }
 }
 
@@ -1295,4 +1298,169 @@ fn volume_alternatives_that_survive_pruning() {
         ["fake-it-4"],
         "only the large type carries special=optional"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metrics › Pending Pods by Effective Zone Metric (suite_test.go)
+
+/// Upstream's "should report metric correctly for volume constraints": a pending pod whose
+/// claim's StorageClass allows `zones`.
+#[test]
+fn pending_pods_by_effective_zone_with_volumes() {
+    let cases: [(&str, Option<&str>, &[&str], &str); 3] = [
+        (
+            "when PVC does not restrict pod to a single zone",
+            None,
+            &["test-zone-1", "test-zone-2"],
+            "flexible",
+        ),
+        (
+            "when PVC restricts pod to a single zone",
+            None,
+            &["test-zone-1"],
+            "test-zone-1",
+        ),
+        (
+            "when PVC restricts pod to no zone",
+            Some("test-zone-1"),
+            &["test-zone-2"],
+            "none",
+        ),
+    ];
+    for (name, selector, zones, expected) in cases {
+        let mut builder = pod().phase("Pending");
+        if let Some(z) = selector {
+            builder = builder.node_selector(&[(ZONE, z)]);
+        }
+        let cluster = cluster().pods([with_claims("p", builder, &["pvc-name"])]);
+        let storage = Storage {
+            claims: vec![unbound("pvc-name", Some("zone-sc"))],
+            classes: vec![class("zone-sc", CSI, "WaitForFirstConsumer", zones, false)],
+            ..Default::default()
+        };
+        let p = provision_with(&cluster, &storage);
+        assert_eq!(
+            p.pending_by_zone,
+            BTreeMap::from([(expected.to_string(), 1)]),
+            "{name}"
+        );
+    }
+}
+
+/// Upstream's "should report zone of pods corectly": pods already bound (`existing`, by zone)
+/// and the pending pods of the round.
+#[test]
+fn pending_pods_by_effective_zone() {
+    const APP: &[(&str, &str)] = &[("app", "pod-label")];
+    let spread = TopologySpreadConstraint {
+        topology_key: ZONE.into(),
+        when_unsatisfiable: "DoNotSchedule".into(),
+        label_selector: Some(selector(APP)),
+        max_skew: 1,
+        ..Default::default()
+    };
+    let pending = || pod().phase("Pending");
+    let cases: Vec<(&str, &[&str], Vec<PodBuilder>, &[(&str, usize)])> = vec![
+        (
+            "when pods are flexible to zones",
+            &[],
+            vec![pending(), pending()],
+            &[("flexible", 2)],
+        ),
+        (
+            "when pods are flexible to zones (2)",
+            &[],
+            vec![pending().node_selector(&[(ZONE, "test-zone-2")]); 3],
+            &[("test-zone-2", 3)],
+        ),
+        (
+            "when multiple pods have different zone constraints",
+            &[],
+            vec![
+                pending().node_selector(&[(ZONE, "test-zone-1")]),
+                pending().node_selector(&[(ZONE, "test-zone-2")]),
+            ],
+            &[("test-zone-1", 1), ("test-zone-2", 1)],
+        ),
+        (
+            "when pod has preffered zone affinity",
+            &[],
+            vec![pending().prefer(1, &[(ZONE, "In", &["test-zone-1"])])],
+            &[("flexible", 1)],
+        ),
+        (
+            "when pods have required pod affinity",
+            &["test-zone-1"],
+            vec![pending().affinity_to(ZONE, APP)],
+            &[("test-zone-1", 1)],
+        ),
+        (
+            "when pods have required pod anti-affinity",
+            &["test-zone-1", "test-zone-2"],
+            vec![pending().anti_affinity_to(ZONE, APP)],
+            &[("test-zone-3", 1)],
+        ),
+        (
+            "when pods have restricting TSCs",
+            &["test-zone-1", "test-zone-2"],
+            vec![pending().labels(APP).spread_with(spread.clone())],
+            &[("test-zone-3", 1)],
+        ),
+        (
+            "when TSC is unsatisfiable",
+            &[
+                "test-zone-1",
+                "test-zone-1",
+                "test-zone-2",
+                "test-zone-2",
+                "test-zone-3",
+                "test-zone-3",
+            ],
+            vec![pending().spread_with(TopologySpreadConstraint {
+                min_domains: Some(4),
+                ..spread.clone()
+            })],
+            &[("none", 1)],
+        ),
+        (
+            "when pod affinity is unsatisfiable",
+            &[],
+            vec![pending().affinity_to(ZONE, &[("nonexistent", "label")])],
+            &[("none", 1)],
+        ),
+        (
+            "when pod anti-affinity is unsatisfiable",
+            &["test-zone-1", "test-zone-2", "test-zone-3"],
+            vec![pending().anti_affinity_to(ZONE, APP)],
+            &[("none", 1)],
+        ),
+    ];
+    for (name, existing, pending_pods, expected) in cases {
+        let mut c = cluster();
+        for zone in ["test-zone-1", "test-zone-2", "test-zone-3"] {
+            c = c.node(
+                managed(&format!("node-{zone}"), "default", "default-instance-type").zone(zone),
+            );
+        }
+        let bound: Vec<Pod> = existing
+            .iter()
+            .enumerate()
+            .map(|(i, zone)| {
+                on(
+                    &format!("node-{zone}"),
+                    a(&format!("existing-{i}"), pod().labels(APP)),
+                )
+            })
+            .collect();
+        let pods: Vec<Pod> = pending_pods
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| a(&format!("pending-{i}"), b))
+            .collect();
+        let c = c.pods(bound).pods(pods);
+        let p = c.provision();
+        let expected: BTreeMap<String, usize> =
+            expected.iter().map(|(z, n)| (z.to_string(), *n)).collect();
+        assert_eq!(p.pending_by_zone, expected, "{name}");
+    }
 }

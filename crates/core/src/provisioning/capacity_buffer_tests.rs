@@ -784,6 +784,7 @@ fn results(existing: &[(&str, &[usize])], new: &[&[usize]], errors: &[usize]) ->
         pod_errors: errors.iter().map(|&i| (i, "no fit".to_string())).collect(),
         interrupted: false,
         deferred: Default::default(),
+        pending_by_zone: Default::default(),
     }
 }
 

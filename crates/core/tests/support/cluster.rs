@@ -477,6 +477,7 @@ impl Cluster {
                         .iter()
                         .map(|(&i, e)| (name(i), e.clone()))
                         .collect(),
+                    pending_by_zone: p.results.pending_by_zone.clone(),
                 }
             },
         )
@@ -546,6 +547,8 @@ pub struct Provisioned {
     pub existing: BTreeMap<String, Vec<String>>,
     /// Pods that fit nowhere, with the reason.
     pub failed: BTreeMap<String, String>,
+    /// Pending pods by their effective zone (`flexible`, `none` or a zone).
+    pub pending_by_zone: BTreeMap<String, usize>,
 }
 
 impl Provisioned {

@@ -445,6 +445,15 @@ async fn a_pods_life_in_upstreams_metrics() {
         "the last simulation's queue, emptied"
     );
     assert_eq!(
+        value(
+            &text,
+            "karpenter_scheduler_pending_pods_by_effective_zone_count",
+            &[("controller", "provisioner"), ("zone", "flexible")]
+        ),
+        Some(1.0),
+        "the pending pod, free to go to any zone"
+    );
+    assert_eq!(
         value(&text, "karpenter_cluster_state_synced", &[]),
         Some(1.0)
     );

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, Taint, Toleration, TopologySpreadConstraint};
 use karpenter_api::Operator;
-use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL};
+use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL};
 
 use domains::DomainMasks;
 use existing::ExistingNode;
@@ -237,6 +237,10 @@ pub struct Results {
     /// NodeClaims (upstream's `ReservedOfferingError`): deferred to a later round rather than
     /// unschedulable, so no `FailedScheduling` for them.
     pub deferred: BTreeSet<usize>,
+    /// Pending pods (phase `Pending`) by the zone they are confined to before anything is
+    /// placed: a zone's name, `flexible` (more than one) or `none` (none at all) — upstream's
+    /// `karpenter_scheduler_pending_pods_by_effective_zone_count`.
+    pub pending_by_zone: BTreeMap<String, usize>,
 }
 
 impl Results {
@@ -539,6 +543,15 @@ impl Scheduler {
                 pod: original(i),
             });
         }
+        for &i in &queue {
+            let pod = original(i);
+            if pod.phase() == Some("Pending")
+                && let Some(d) = &data[i]
+            {
+                let zone = self.effective_zone(PodRef { id: i, pod }, d);
+                *results.pending_by_zone.entry(zone).or_default() += 1;
+            }
+        }
         let mut pushed_at: HashMap<usize, usize> = HashMap::new();
         while let Some(&i) = queue.front() {
             if pushed_at.get(&i) == Some(&queue.len()) {
@@ -589,6 +602,49 @@ impl Scheduler {
         }
         self.finish(&mut results);
         results
+    }
+
+    /// The zone a pod is confined to before anything is placed: its own zone requirement (not
+    /// its preferences), its volumes' zones and its zonal topology, intersected — the zone's
+    /// name when one remains, `flexible` for several (or no zonal constraint), `none` for none
+    /// (upstream's `computeEffectiveZoneFromPod`).
+    fn effective_zone(&self, pod: PodRef<'_>, data: &PodData) -> String {
+        const FLEXIBLE: &str = "flexible";
+        const NONE: &str = "none";
+        let matching = self.topology.matching(&pod);
+        let topology = self.topology.zone_domains(&matching, &data.requirements);
+        if topology.as_ref().is_some_and(BTreeSet::is_empty) {
+            return NONE.into();
+        }
+        let own = data.strict_requirements.get(ZONE_LABEL);
+        let volumes = (!self.options.pod_volumes.is_empty())
+            .then(|| {
+                self.options
+                    .pod_volumes
+                    .get(&crate::state::pods::key(pod.pod))
+            })
+            .flatten()
+            .and_then(|v| v.requirements.as_ref())
+            .and_then(|r| r.get(ZONE_LABEL))
+            .filter(|r| r.operator() == Operator::In);
+        let candidates: Vec<String> = match (own.filter(|r| r.operator() == Operator::In), volumes)
+        {
+            (Some(r), _) | (None, Some(r)) => r.values().map(str::to_string).collect(),
+            (None, None) => match &topology {
+                Some(t) => t.iter().cloned().collect(),
+                None => return FLEXIBLE.into(),
+            },
+        };
+        let mut matched = candidates.into_iter().filter(|z| {
+            own.is_none_or(|r| r.has(z))
+                && volumes.is_none_or(|r| r.has(z))
+                && topology.as_ref().is_none_or(|t| t.contains(z))
+        });
+        match (matched.next(), matched.next()) {
+            (Some(zone), None) => zone,
+            (Some(_), Some(_)) => FLEXIBLE.into(),
+            (None, _) => NONE.into(),
+        }
     }
 
     /// The pods of `pods` that schedule with the cluster's default topology spread, as copies

@@ -204,6 +204,41 @@ impl TopologyGroup {
         chosen.map_or(Choice::Nothing, |(_, d)| self.one(&d, node_domains))
     }
 
+    /// Every domain this group lets a pod go to before anything else is placed, wherever the
+    /// node: what upstream's `TopologyGroup.Get` returns with the node unconstrained.
+    fn valid_domains(
+        &self,
+        self_selecting: bool,
+        pod_domains: Option<&Requirement>,
+    ) -> BTreeSet<String> {
+        let allowed = |d: &&String| allows(pod_domains, d);
+        match self.kind {
+            GroupKind::Spread => {
+                let min = self.min_count(pod_domains);
+                let own = i32::from(self_selecting);
+                self.domains
+                    .iter()
+                    .filter(|(d, c)| allowed(d) && (**c + own).saturating_sub(min) <= self.max_skew)
+                    .map(|(d, _)| d.clone())
+                    .collect()
+            }
+            GroupKind::Affinity => {
+                let populated: BTreeSet<String> = self
+                    .domains
+                    .iter()
+                    .filter(|(d, c)| **c > 0 && allowed(d))
+                    .map(|(d, _)| d.clone())
+                    .collect();
+                if populated.is_empty() && self_selecting {
+                    // The first pod of a self-selecting affinity may open any domain.
+                    return self.domains.keys().filter(allowed).cloned().collect();
+                }
+                populated
+            }
+            GroupKind::AntiAffinity => self.empty_domains.iter().filter(allowed).cloned().collect(),
+        }
+    }
+
     fn any_populated(&self, pod_domains: Option<&Requirement>) -> bool {
         self.domains
             .iter()
@@ -803,6 +838,32 @@ impl Topology {
             out.push((group.key.clone(), domains));
         }
         out
+    }
+
+    /// The zones the pod's own zonal groups (spread, affinity, anti-affinity) leave it, all of
+    /// them at once: `None` when it owns none, an empty set when they leave it none (upstream's
+    /// `GetTopologyZoneConstraints`).
+    pub fn zone_domains(
+        &self,
+        matching: &Matching,
+        pod_requirements: &Requirements,
+    ) -> Option<BTreeSet<String>> {
+        let mut result: Option<BTreeSet<String>> = None;
+        for &(g, self_selecting) in &matching.owned {
+            let group = &self.groups[g];
+            if group.key != karpenter_api::labels::ZONE_LABEL {
+                continue;
+            }
+            let valid = group.valid_domains(self_selecting, pod_requirements.get(&group.key));
+            if valid.is_empty() {
+                return Some(valid);
+            }
+            result = Some(match result {
+                None => valid,
+                Some(r) => r.intersection(&valid).cloned().collect(),
+            });
+        }
+        result
     }
 
     /// When a hostname anti-affinity group constrains the pod, the hostnames it may still go
