@@ -1360,7 +1360,14 @@ fn pending_pods_by_effective_zone() {
         ..Default::default()
     };
     let pending = || pod().phase("Pending");
-    let cases: Vec<(&str, &[&str], Vec<PodBuilder>, &[(&str, usize)])> = vec![
+    // The case, the zones of the pods already bound, the pending pods, the counts expected.
+    type Case = (
+        &'static str,
+        &'static [&'static str],
+        Vec<PodBuilder>,
+        &'static [(&'static str, usize)],
+    );
+    let cases: Vec<Case> = vec![
         (
             "when pods are flexible to zones",
             &[],
