@@ -221,6 +221,13 @@ pub struct ScenarioSpec {
     /// upstream's defaults).
     #[serde(default, deserialize_with = "feature_gates")]
     pub feature_gates: karpenter_core::feature_gates::GateSettings,
+    /// The cluster's kube-scheduler default topology spread, as the controller's
+    /// `--scheduler-config` takes it (`{podTopologySpread: {defaultConstraints: [...]}}`):
+    /// pods that declare no spread get it, with the selector deduced from their Services and
+    /// workload, in karpenter's decisions and in the kube-scheduler stand-in alike.
+    #[serde(default, deserialize_with = "scheduler_config")]
+    pub scheduler_config:
+        karpenter_core::provisioning::scheduling::default_constraints::SchedulerConfiguration,
     /// Capacity reservations in the catalog (an EC2 On-Demand Capacity Reservation and the
     /// like): instances of one type in one zone, already paid for. Launches take them first
     /// and deletions give them back (see `docs/reserved-capacity.md`).
@@ -262,6 +269,17 @@ fn spot_price_ratio<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64
             "{ratio} is not a share of the on-demand price: it must be above 0 and at most 1"
         )))
     }
+}
+
+fn scheduler_config<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<
+    karpenter_core::provisioning::scheduling::default_constraints::SchedulerConfiguration,
+    D::Error,
+> {
+    let value = Value::deserialize(d)?;
+    karpenter_core::provisioning::scheduling::default_constraints::SchedulerConfiguration::from_value(value)
+        .map_err(serde::de::Error::custom)
 }
 
 fn feature_gates<'de, D: serde::Deserializer<'de>>(
@@ -315,6 +333,8 @@ pub enum Object {
     Node(Box<Node>),
     /// A Namespace (its labels answer affinity terms' `namespaceSelector`).
     Namespace(Box<Namespace>),
+    /// A Service (its pod selector: default topology spread deduces pods' selectors from it).
+    Service(Box<k8s_openapi::api::core::v1::Service>),
     /// A PersistentVolumeClaim, PersistentVolume or StorageClass: what pods' volumes require
     /// of their node.
     Storage(Storage),
@@ -486,6 +506,7 @@ pub fn parse_object(
         ("v1", "Pod") => Object::Pod(Box::new(typed(file, document, prefix, value)?)),
         ("v1", "Node") => Object::Node(Box::new(typed(file, document, prefix, value)?)),
         ("v1", "Namespace") => Object::Namespace(Box::new(typed(file, document, prefix, value)?)),
+        ("v1", "Service") => Object::Service(Box::new(typed(file, document, prefix, value)?)),
         ("v1", "PodTemplate") => {
             Object::PodTemplate(Box::new(typed(file, document, prefix, value)?))
         }
@@ -510,7 +531,7 @@ pub fn parse_object(
                 document,
                 at("kind"),
                 format!(
-                    "{api_version} {kind} is not supported in scenarios (NodePool, NodeOverlay, NodeClasses, Deployment, ReplicaSet, StatefulSet, Job, Pod, DaemonSet, PodDisruptionBudget, Node, Namespace, PersistentVolumeClaim, PersistentVolume, StorageClass, Scenario)"
+                    "{api_version} {kind} is not supported in scenarios (NodePool, NodeOverlay, NodeClasses, Deployment, ReplicaSet, StatefulSet, Job, Pod, DaemonSet, PodDisruptionBudget, Node, Namespace, Service, PersistentVolumeClaim, PersistentVolume, StorageClass, Scenario)"
                 ),
             ));
         }
@@ -718,6 +739,7 @@ impl Object {
             Object::NodeOverlay(o) => cluster("NodeOverlay", &o.metadata),
             Object::CapacityBuffer(o) => namespaced("CapacityBuffer", &o.metadata),
             Object::Node(o) => cluster("Node", &o.metadata),
+            Object::Service(o) => namespaced("Service", &o.metadata),
             _ => None,
         }
     }

@@ -27,6 +27,9 @@ fn not_in_a_dump(s: &Scenario) -> Option<&'static str> {
     if !spec.capacity_reservations.is_empty() {
         return Some("the scenario's capacity reservations");
     }
+    if !spec.scheduler_config.default_constraints.is_empty() {
+        return Some("the scheduler configuration (with the Services and ReplicaSets it reads)");
+    }
     let objects = s
         .objects
         .iter()

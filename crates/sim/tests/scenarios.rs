@@ -1285,3 +1285,49 @@ fn capacity_reservation_errors_name_the_field() {
     ));
     assert!(e.contains("spec.capacityReservations"), "{e}");
 }
+
+/// The zone-spread example's replicas without a spread of their own, with the cluster's
+/// default one (`spec.schedulerConfig`, as the controller's `--scheduler-config`): each gets
+/// the zonal spread with its Deployment's selector, as kube-scheduler would give it.
+#[test]
+fn the_clusters_default_spread_applies_to_pods_without_one() {
+    let text = std::fs::read_to_string(example("zone-spread.yaml")).unwrap();
+    let own = "      topologySpreadConstraints:\n        - maxSkew: 1\n          topologyKey: topology.kubernetes.io/zone\n          whenUnsatisfiable: DoNotSchedule\n          labelSelector: {matchLabels: {app: frontend}}\n";
+    assert!(
+        text.contains(own),
+        "the example spreads its replicas itself"
+    );
+    let without_own = text
+        .replace(own, "")
+        .replace("      nodes: {min: 3, max: 3}\n", "");
+    let zones = |text: &str| {
+        let s = scenario::parse(Path::new("spread.yaml"), text, &crds())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let report = run(&s);
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        assert_eq!(report.summary.pods_pending, 0);
+        report
+            .nodeclaims
+            .iter()
+            .map(|n| n.zone.clone())
+            .collect::<std::collections::BTreeSet<String>>()
+            .len()
+    };
+    assert!(
+        zones(&without_own) < 3,
+        "without a spread the replicas share a zone"
+    );
+    let configured = without_own.replace(
+        "spec:\n  duration: 10m\n",
+        "spec:\n  duration: 10m\n  schedulerConfig:\n    podTopologySpread:\n      defaultConstraints:\n        - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}\n",
+    );
+    assert_ne!(configured, without_own);
+    assert_eq!(zones(&configured), 3);
+    let e = parse_error(&format!(
+        "{HEADER}spec:\n  duration: 1m\n  schedulerConfig: {{podTopologySpread: {{defaultConstraints: [{{maxSkew: 1, topologyKey: k, whenUnsatisfiable: DoNotSchedule, labelSelector: {{}}}}]}}}}\n"
+    ));
+    assert!(
+        e.contains("spec.schedulerConfig") && e.contains("defaultConstraints[0].labelSelector"),
+        "{e}"
+    );
+}

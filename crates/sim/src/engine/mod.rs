@@ -22,6 +22,7 @@ use karpenter_core::feature_gates::FeatureGates;
 use karpenter_core::instancetype::cheapest_launch;
 use karpenter_core::instancetype::overlay::Evaluation;
 use karpenter_core::provisioning::nodepools::launchable;
+use karpenter_core::provisioning::scheduling::default_constraints::SchedulerConfiguration;
 use karpenter_core::provisioning::scheduling::{
     BoundPod, ExistingNodeInput, NewNodeClaim, NodePoolInput, SchedulerOptions, fit_existing,
 };
@@ -31,6 +32,7 @@ use karpenter_core::round::{Parts, nomination_window};
 use karpenter_core::scheduling::Requirements;
 use karpenter_core::scheduling::requirements::node_claim_labels;
 use karpenter_core::state::pods::ObservedPod;
+use karpenter_core::state::selectors::ServiceSelector;
 
 mod capacity_buffer;
 pub mod cluster_autoscaler;
@@ -133,11 +135,31 @@ impl SimNode {
 struct Workload {
     replicas: i32,
     template: PodTemplateSpec,
+    /// Its pod selector (a Job's: none kept).
+    selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
     /// Jobs: how many completions are wanted and how long each pod runs.
     completions: Option<i32>,
     run_for: Option<u64>,
     succeeded: i32,
     created: u64,
+}
+
+/// The controller reference a workload's pod carries, as the API server holds it: a
+/// Deployment's pods are its ReplicaSet's (one per Deployment here, of the same name).
+fn workload_owner(key: &OwnerKey) -> OwnerReference {
+    let (api_version, kind) = match key.kind.as_str() {
+        "Deployment" => ("apps/v1", "ReplicaSet"),
+        "Job" => ("batch/v1", "Job"),
+        kind => ("apps/v1", kind),
+    };
+    OwnerReference {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        name: key.name.clone(),
+        uid: key.name.clone(),
+        controller: Some(true),
+        ..Default::default()
+    }
 }
 
 /// Timing of the simulated cloud.
@@ -166,6 +188,10 @@ pub struct Simulation {
     now: u64,
     /// Upstream's feature gates the scenario turns on.
     feature_gates: FeatureGates,
+    /// The kube-scheduler default topology spread the scenario configures.
+    scheduler_config: SchedulerConfiguration,
+    /// Services' pod selectors, by key.
+    services: BTreeMap<OwnerKey, ServiceSelector>,
     end: u64,
     timing: Timing,
     catalog: Catalog,
@@ -279,6 +305,8 @@ impl Simulation {
             next_step: 0,
             expectations: spec.expect.clone(),
             feature_gates: spec.feature_gates.over(gates),
+            scheduler_config: spec.scheduler_config.clone(),
+            services: BTreeMap::new(),
             batcher: Batcher::new(
                 std::time::Duration::from_secs(BATCH_IDLE_SECONDS),
                 std::time::Duration::from_secs(BATCH_MAX_SECONDS),
@@ -347,6 +375,10 @@ impl Simulation {
                 let name = ns.metadata.name.clone().unwrap_or_default();
                 self.namespaces.insert(name, *ns);
             }
+            Object::Service(service) => {
+                let key = key_of("Service", &service.metadata);
+                self.services.insert(key, ServiceSelector::from(*service));
+            }
             Object::Storage(object) => {
                 let key = |kind, meta: &ObjectMeta| {
                     let ns = meta.namespace.clone().unwrap_or_else(|| "default".into());
@@ -374,6 +406,7 @@ impl Simulation {
                     key_of("Deployment", &d.metadata),
                     spec.replicas.unwrap_or(1),
                     spec.template,
+                    Some(spec.selector),
                     None,
                     None,
                 );
@@ -384,6 +417,7 @@ impl Simulation {
                     key_of("ReplicaSet", &r.metadata),
                     spec.replicas.unwrap_or(1),
                     spec.template.unwrap_or_default(),
+                    Some(spec.selector),
                     None,
                     None,
                 );
@@ -394,6 +428,7 @@ impl Simulation {
                     key_of("StatefulSet", &s.metadata),
                     spec.replicas.unwrap_or(1),
                     spec.template,
+                    Some(spec.selector),
                     None,
                     None,
                 );
@@ -412,6 +447,7 @@ impl Simulation {
                     key_of("Job", &j.metadata),
                     spec.parallelism.unwrap_or(1).min(completions),
                     spec.template,
+                    None,
                     Some(completions),
                     Some(run_for),
                 );
@@ -483,6 +519,7 @@ impl Simulation {
         key: OwnerKey,
         replicas: i32,
         template: PodTemplateSpec,
+        selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
         completions: Option<i32>,
         run_for: Option<u64>,
     ) {
@@ -496,6 +533,7 @@ impl Simulation {
             Workload {
                 replicas,
                 template,
+                selector,
                 completions,
                 run_for,
                 succeeded: 0,
@@ -642,13 +680,7 @@ impl Simulation {
                     };
                     pod.metadata.name = Some(format!("{}-{serial}", key.name));
                     pod.metadata.namespace = Some(key.namespace.clone());
-                    pod.metadata.owner_references = Some(vec![OwnerReference {
-                        api_version: "apps/v1".into(),
-                        kind: key.kind.clone(),
-                        name: key.name.clone(),
-                        uid: key.name.clone(),
-                        ..Default::default()
-                    }]);
+                    pod.metadata.owner_references = Some(vec![workload_owner(&key)]);
                     let run_for = w.run_for;
                     self.pods.push(SimPod {
                         pod,
@@ -850,6 +882,7 @@ impl Simulation {
         SchedulerOptions {
             provider_labels,
             reserved_capacity: self.feature_gates.reserved_capacity,
+            default_constraints: self.scheduler_config.default_constraints.clone(),
             ..Default::default()
         }
     }
@@ -898,6 +931,8 @@ impl Simulation {
                 .collect(),
             // And what the pods' volumes require of their node.
             pod_volumes: std::sync::Arc::new(self.pod_volumes(&batch)),
+            // And the cluster's default topology spread, as it applies it.
+            default_spread: std::sync::Arc::new(self.default_spread(&batch)),
             ..self.options()
         };
         for (name, placed) in fit_existing(&existing, &batch, options) {

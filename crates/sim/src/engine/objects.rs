@@ -16,8 +16,12 @@ use karpenter_api::labels::NODE_INITIALIZED_LABEL;
 use karpenter_api::nodeclaim::condition::{DRIFTED, INITIALIZED, LAUNCHED};
 use karpenter_core::disruption::drift::{instance_type_not_found, overlay_drift, template_drift};
 use karpenter_core::instancetype::overlay::Evaluation;
+use karpenter_core::provisioning::scheduling::default_constraints::{
+    SelectorSources, default_spread,
+};
 use karpenter_core::state::ClusterObjects;
 use karpenter_core::state::pods;
+use karpenter_core::state::selectors::{ControllerKind, PodController, ServiceSelector};
 use karpenter_core::state::volumes::{PodVolumes, Volumes};
 
 use super::disruption::EPOCH;
@@ -46,6 +50,54 @@ fn provider_id(node: &SimNode) -> String {
 
 impl Simulation {
     /// The cluster now, as API objects.
+    /// The workloads' pod selectors, as the API server would hold their controllers: a
+    /// Deployment's is its ReplicaSet's (see `workload_owner`).
+    fn pod_controllers(&self) -> Vec<PodController> {
+        self.workloads
+            .iter()
+            .filter_map(|(key, w)| {
+                let kind = match key.kind.as_str() {
+                    "Deployment" | "ReplicaSet" => ControllerKind::ReplicaSet,
+                    "StatefulSet" => ControllerKind::StatefulSet,
+                    _ => return None,
+                };
+                Some(PodController {
+                    metadata: ObjectMeta {
+                        name: Some(key.name.clone()),
+                        namespace: Some(key.namespace.clone()),
+                        ..Default::default()
+                    },
+                    kind,
+                    selector: w.selector.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The cluster's default topology spread for `pods` (see
+    /// [`karpenter_core::provisioning::scheduling::default_constraints`]), as kube-scheduler
+    /// applies it to the pods it binds.
+    pub(super) fn default_spread(
+        &self,
+        pods: &[Pod],
+    ) -> std::collections::HashMap<
+        String,
+        Arc<[k8s_openapi::api::core::v1::TopologySpreadConstraint]>,
+    > {
+        let constraints = &self.scheduler_config.default_constraints;
+        if constraints.is_empty() {
+            return Default::default();
+        }
+        let services: Vec<&ServiceSelector> = self.services.values().collect();
+        let controllers = self.pod_controllers();
+        let controllers: Vec<&PodController> = controllers.iter().collect();
+        default_spread(
+            pods.iter(),
+            constraints,
+            &SelectorSources::new(&services, &controllers),
+        )
+    }
+
     pub(super) fn objects(&self) -> ClusterObjects<Pod> {
         let mut objects = ClusterObjects {
             nodes: Vec::new(),
@@ -85,8 +137,8 @@ impl Simulation {
             }),
             // The simulated nodes run no CSI drivers: no volume limits.
             csi_nodes: Vec::new(),
-            services: Vec::new(),
-            pod_controllers: Vec::new(),
+            services: self.services.values().cloned().map(Arc::new).collect(),
+            pod_controllers: self.pod_controllers().into_iter().map(Arc::new).collect(),
             nominated: self
                 .nominations
                 .iter()
