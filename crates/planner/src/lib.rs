@@ -443,6 +443,7 @@ impl FromObject for DumpObject {
             .get("kind")
             .and_then(Value::as_str)
             .unwrap_or_default();
+        let core_v1 = object.get("apiVersion").and_then(Value::as_str) == Some("v1");
         match kind {
             "Node" => typed(object, DumpObject::Node),
             "Pod" => typed(object, DumpObject::Pod),
@@ -461,8 +462,9 @@ impl FromObject for DumpObject {
             "Deployment" => typed(object, DumpObject::Deployment),
             "StatefulSet" => typed(object, DumpObject::StatefulSet),
             "ReplicaSet" => typed(object, DumpObject::ReplicaSet),
-            "ReplicationController" => typed(object, DumpObject::ReplicationController),
-            "Service" => typed(object, DumpObject::Service),
+            // Only the core kinds: a Knative `Service` and the like are other objects.
+            "ReplicationController" if core_v1 => typed(object, DumpObject::ReplicationController),
+            "Service" if core_v1 => typed(object, DumpObject::Service),
             _ => DumpObject::Ignored,
         }
     }
