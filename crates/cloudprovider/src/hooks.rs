@@ -16,7 +16,8 @@ use crate::Result;
 /// What one hook says of a claim whose Node has appeared.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HookResult {
-    /// `None`: ready. `Some(after)`: not yet, look again (`after`: no sooner than this).
+    /// `None`: ready. `Some(after)`: not yet; the controller asks again within `after` (or
+    /// on its resync when `None`), sooner when the claim or its Node changes.
     pub pending: Option<Option<Duration>>,
     /// Labels the hook resolved, set on the NodeClaim and on its Node.
     pub labels: BTreeMap<String, String>,

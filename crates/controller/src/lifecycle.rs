@@ -184,43 +184,47 @@ async fn delete_claim<P: CloudProvider>(
     Ok(())
 }
 
-/// One pass over one NodeClaim.
-pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, claim: &NodeClaim) -> Result<(), Error> {
+/// One pass over one NodeClaim. `Some(after)`: look at it again within `after` (a
+/// registration hook asked to), whatever else happens.
+pub async fn reconcile<P: CloudProvider>(
+    ctx: &Context<P>,
+    claim: &NodeClaim,
+) -> Result<Option<Duration>, Error> {
     let now = ctx.clock.now();
     if claim.metadata.deletion_timestamp.is_some() {
-        return finalize(ctx, claim, now).await;
+        return finalize(ctx, claim, now).await.map(|()| None);
     }
     if !has_finalizer(claim) {
         // Never launch an instance the controller could not clean up.
         let mut finalizers = claim.finalizers().to_vec();
         finalizers.push(TERMINATION_FINALIZER.into());
         let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": claim.resource_version()}});
-        return ctx.patch_claim(&claim.name_any(), patch).await;
+        return ctx.patch_claim(&claim.name_any(), patch).await.map(|()| None);
     }
     // Upstream's hydration: a NodeClaim made before it carried its NodeClass's label gets it.
     let class = &claim.spec.node_class_ref;
     let class_label = node_class_label_key(&class.group, &class.kind);
     if !class.group.is_empty() && claim.labels().get(&class_label) != Some(&class.name) {
         let patch = json!({"metadata": {"labels": {class_label: class.name}}});
-        return ctx.patch_claim(&claim.name_any(), patch).await;
+        return ctx.patch_claim(&claim.name_any(), patch).await.map(|()| None);
     }
     let status = claim.status.clone().unwrap_or_default();
     if status.provider_id.is_none() {
-        return launch(ctx, claim, now).await;
+        return launch(ctx, claim, now).await.map(|()| None);
     }
     if karpenter_core::round::expired_at(claim, now).is_some() {
-        return delete_claim(ctx, claim, "expired").await;
+        return delete_claim(ctx, claim, "expired").await.map(|()| None);
     }
     if !conditions::is_true(&status.conditions, REGISTERED) {
         return register(ctx, claim, now).await;
     }
     if !conditions::is_true(&status.conditions, INITIALIZED) {
-        return initialize(ctx, claim, now).await;
+        return initialize(ctx, claim, now).await.map(|()| None);
     }
     if stale_generation(claim) {
-        return patch_status(ctx, claim, &status).await;
+        return patch_status(ctx, claim, &status).await.map(|()| None);
     }
-    Ok(())
+    Ok(None)
 }
 
 async fn launch<P: CloudProvider>(
@@ -355,7 +359,7 @@ async fn register<P: CloudProvider>(
     ctx: &Context<P>,
     claim: &NodeClaim,
     now: Timestamp,
-) -> Result<(), Error> {
+) -> Result<Option<Duration>, Error> {
     let status = claim.status.clone().unwrap_or_default();
     let provider_id = status.provider_id.clone().unwrap_or_default();
     let Some(node) = ctx.cluster.node_for_provider_id(&provider_id) else {
@@ -363,12 +367,26 @@ async fn register<P: CloudProvider>(
             conditions::get(&status.conditions, LAUNCHED).map(|c| &c.last_transition_time);
         if since(launched_at, now) >= ctx.options.registration_timeout {
             record_registration(ctx, claim, false);
-            return delete_claim(ctx, claim, "registration_timeout").await;
+            return delete_claim(ctx, claim, "registration_timeout")
+                .await
+                .map(|()| None);
         }
-        return Ok(());
+        return Ok(None);
     };
     let node_name = node.name_any();
     let hooks = registration_hooks(ctx, claim).await;
+    if !hooks.waiting.is_empty() {
+        // Liveness counts from the launch whatever registration waits for, a hook that
+        // keeps failing included.
+        let launched_at =
+            conditions::get(&status.conditions, LAUNCHED).map(|c| &c.last_transition_time);
+        if since(launched_at, now) >= ctx.options.registration_timeout {
+            record_registration(ctx, claim, false);
+            return delete_claim(ctx, claim, "registration_timeout")
+                .await
+                .map(|()| None);
+        }
+    }
     // Labels a hook resolved go onto the claim first; the next pass syncs them to the Node.
     if hooks
         .labels
@@ -376,18 +394,14 @@ async fn register<P: CloudProvider>(
         .any(|(k, v)| claim.labels().get(k) != Some(v))
     {
         let patch = json!({"metadata": {"labels": hooks.labels, "resourceVersion": claim.resource_version()}});
-        return ctx.patch_claim(&claim.name_any(), patch).await;
+        return ctx.patch_claim(&claim.name_any(), patch).await.map(|()| None);
     }
-    if !hooks.waiting.is_empty() {
-        // Liveness counts from the launch whatever registration waits for.
-        let launched_at =
-            conditions::get(&status.conditions, LAUNCHED).map(|c| &c.last_transition_time);
-        if since(launched_at, now) >= ctx.options.registration_timeout {
-            record_registration(ctx, claim, false);
-            return delete_claim(ctx, claim, "registration_timeout").await;
-        }
-    }
-    if !node.labels().contains_key(NODE_REGISTERED_LABEL)
+    // Told once per registration: while hooks wait, the passes after the first see the
+    // condition they left.
+    let first_attempt = conditions::get(&status.conditions, REGISTERED)
+        .is_none_or(|c| c.reason != "RegistrationHookPending");
+    if first_attempt
+        && !node.labels().contains_key(NODE_REGISTERED_LABEL)
         && !node
             .spec
             .as_ref()
@@ -465,7 +479,7 @@ async fn register<P: CloudProvider>(
         );
         patch_status(ctx, claim, &status).await?;
         tracing::debug!(nodeclaim = %claim.name_any(), hooks = %hooks.waiting.join(", "), "awaiting registration hooks");
-        return hooks.failure.map_or(Ok(()), |e| Err(Error::Cloud(e)));
+        return hooks.failure.map_or(Ok(hooks.look_again), |e| Err(Error::Cloud(e)));
     }
     let mut status = status;
     status.node_name = Some(node_name.clone());
@@ -481,7 +495,7 @@ async fn register<P: CloudProvider>(
     record_registration(ctx, claim, true);
     ctx.metrics.node_created(claim);
     tracing::info!(nodeclaim = %claim.name_any(), node = %node_name, "registered nodeclaim");
-    Ok(())
+    Ok(None)
 }
 
 /// What the provider's registration hooks said of a claim.
@@ -492,6 +506,8 @@ struct Hooks {
     labels: std::collections::BTreeMap<String, String>,
     /// The first failure.
     failure: Option<CloudProviderError>,
+    /// The soonest a waiting hook asked to be asked again.
+    look_again: Option<Duration>,
 }
 
 /// Asks every registration hook of the provider about `claim`, all at once.
@@ -502,13 +518,17 @@ async fn registration_hooks<P: CloudProvider>(ctx: &Context<P>, claim: &NodeClai
         waiting: Vec::new(),
         labels: Default::default(),
         failure: None,
+        look_again: None,
     };
     for (hook, answer) in hooks.iter().zip(answers) {
         match answer {
             Ok(result) => {
                 out.labels.extend(result.labels);
-                if result.pending.is_some() {
+                if let Some(after) = result.pending {
                     out.waiting.push(hook.name().to_string());
+                    if let Some(after) = after {
+                        out.look_again = Some(out.look_again.map_or(after, |t| t.min(after)));
+                    }
                 }
             }
             Err(e) => {
@@ -752,8 +772,9 @@ pub async fn run<P: CloudProvider>(
         |c| &c.node_claims,
         vec![nodes],
         |ctx, claim| async move {
-            reconcile(&ctx, &claim).await?;
-            Ok(Some(next_look(&ctx.options, &claim, ctx.clock.now())))
+            let hint = reconcile(&ctx, &claim).await?;
+            let next = next_look(&ctx.options, &claim, ctx.clock.now());
+            Ok(Some(hint.map_or(next, |h| h.min(next))))
         },
     )
     .await

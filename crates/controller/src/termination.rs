@@ -143,18 +143,20 @@ async fn report<P: CloudProvider>(
 
 /// One pass over a deleting Node.
 pub async fn reconcile<P: CloudProvider>(ctx: &Context<P>, node: &Node) -> Result<(), Error> {
-    // Another Karpenter's node (another provider's NodeClass) is its to drain.
-    if !ctx.provider.manages_node(node) {
-        return Ok(());
-    }
-    let now = ctx.clock.now();
-    let name = node.name_any();
     let provider_id = node
         .spec
         .as_ref()
         .and_then(|s| s.provider_id.clone())
         .unwrap_or_default();
+    // State keeps only this provider's NodeClaims, so a claim found is ours even where the
+    // Node lacks its NodeClass label (registered before the label was hydrated).
     let claim = ctx.cluster.node_claim_for_provider_id(&provider_id);
+    // Another Karpenter's node (another provider's NodeClass) is its to drain.
+    if claim.is_none() && !ctx.provider.manages_node(node) {
+        return Ok(());
+    }
+    let now = ctx.clock.now();
+    let name = node.name_any();
     if let Some(c) = claim
         .as_ref()
         .filter(|c| c.metadata.deletion_timestamp.is_none())

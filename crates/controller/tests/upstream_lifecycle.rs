@@ -182,7 +182,7 @@ impl Env {
     async fn lifecycle(&self, name: &str) -> Result<(), Error> {
         self.sync().await;
         match self.ctx.cluster.node_claims.get(name) {
-            Some(c) => lifecycle::reconcile(&self.ctx, &c).await,
+            Some(c) => lifecycle::reconcile(&self.ctx, &c).await.map(|_| ()),
             None => Ok(()),
         }
     }
@@ -2719,4 +2719,70 @@ async fn labels_a_hook_resolves_reach_the_claim_and_the_node() {
             .map(String::as_str),
         Some("resolved-value")
     );
+}
+
+/// A waiting hook's `after` is when the claim is looked at again, not the next resync.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_hook_is_asked_again_when_it_said() {
+    let env = Env::new();
+    let soon = hook("soon", |_| Ok(HookResult::pending_for(secs(3))));
+    let later = hook("later", |_| Ok(HookResult::pending_for(secs(40))));
+    let (pass, _) = env.registering(&[later, soon]).await;
+    pass.unwrap();
+    env.sync().await;
+    let claim = env.claim("a").unwrap();
+    let again = lifecycle::reconcile(&env.ctx, &claim).await.unwrap();
+    assert_eq!(again, Some(secs(3)), "the soonest of the waiting hooks");
+}
+
+/// Registration's liveness holds while hooks wait, even a hook that keeps resolving labels:
+/// once the registration timeout has passed since launch, the claim goes on the next pass.
+#[tokio::test(start_paused = true)]
+async fn a_claim_whose_hooks_wait_past_the_registration_timeout_is_deleted() {
+    let env = Env::new();
+    let labelling_and_waiting = hook("reservation", |_| {
+        Ok(HookResult {
+            labels: [("example.com/reservation".to_string(), "r-1".to_string())].into(),
+            ..HookResult::pending_for(secs(5))
+        })
+    });
+    *env.cloud.hooks.lock().unwrap() = vec![labelling_and_waiting as Arc<dyn RegistrationHook>];
+    let claim = env.launched("a", json!({})).await;
+    env.kubelet(&claim, json!({}));
+    advance(lifecycle::REGISTRATION_TIMEOUT + secs(1)).await;
+    env.lifecycle("a").await.unwrap();
+    env.sync().await;
+    let claim = env.claim("a");
+    assert!(
+        claim.is_none_or(|c| c.metadata.deletion_timestamp.is_some()),
+        "deleted on the first pass after the timeout"
+    );
+}
+
+/// A Node that lacks the unregistered taint is told of once per registration, however long
+/// its hooks keep it waiting.
+#[tokio::test(start_paused = true)]
+async fn a_missing_unregistered_taint_is_told_once_while_hooks_wait() {
+    let env = Env::new();
+    let ready_now = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = ready_now.clone();
+    let eventually = hook("eventually-ready", move |c| {
+        if flag.load(std::sync::atomic::Ordering::SeqCst) {
+            ready(c)
+        } else {
+            pending(c)
+        }
+    });
+    *env.cloud.hooks.lock().unwrap() = vec![eventually as Arc<dyn RegistrationHook>];
+    let claim = env.launched("a", json!({})).await;
+    env.kubelet(&claim, json!({"spec": {"taints": null}}));
+    for _ in 0..3 {
+        env.lifecycle("a").await.unwrap();
+        // Past the recorder's dedupe window: only the controller can keep it to one.
+        advance(secs(180)).await;
+    }
+    ready_now.store(true, std::sync::atomic::Ordering::SeqCst);
+    env.lifecycle("a").await.unwrap();
+    assert_eq!(status_of(&env.claim("a").unwrap(), "Registered"), Some("True".into()));
+    assert_eq!(env.events("UnregisteredTaintMissing").len(), 1);
 }

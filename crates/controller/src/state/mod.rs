@@ -340,11 +340,24 @@ impl<K: Stored> Index<K> {
     /// Records an object (from a watch, or as a write of ours returned it) unless a newer
     /// version is already known or the object was deleted since this version.
     pub fn apply(&self, obj: K) {
-        if !self.keeps(&obj) {
-            return;
-        }
         let key = obj.key();
         let mut state = self.write();
+        if !self.keeps(&obj) {
+            // A kept object whose newer version the filter refuses (a NodePool moved to
+            // another provider's NodeClass) leaves, as if deleted.
+            let stored_older = state
+                .objects
+                .get(&key)
+                .is_some_and(|old| is_newer(old.resource_version(), obj.resource_version()));
+            if stored_older {
+                let rv = obj.resource_version().map(str::to_string);
+                let old = state.bury(key.clone(), rv);
+                drop(state);
+                self.observed(old.as_deref(), None);
+                self.subscribers.key(&key);
+            }
+            return;
+        }
         // A re-created object is newer than its tombstone, which may stay: every later
         // version of it is newer still.
         if let Some(deleted) = state.tombstones.get(&key)
@@ -976,6 +989,30 @@ mod tests {
                 "c@6 -> c@7",
             ]
         );
+    }
+
+    /// A filter applies to every version: an object that stops passing it leaves the index,
+    /// and comes back if a later version passes again.
+    #[test]
+    fn an_object_that_stops_passing_the_filter_leaves() {
+        use kube::ResourceExt;
+        let index = Index::<Node>::default();
+        index.keep_only(|n: &Node| n.labels().contains_key("ours"));
+        let labelled = |rv: &str| {
+            let mut n = node("a", rv);
+            n.labels_mut().insert("ours".into(), String::new());
+            n
+        };
+        index.apply(labelled("1"));
+        assert_eq!(rv(&index, "a").as_deref(), Some("1"));
+        index.apply(node("a", "0"));
+        assert_eq!(rv(&index, "a").as_deref(), Some("1"), "an older version changes nothing");
+        index.apply(node("a", "2"));
+        assert!(index.get("a").is_none());
+        index.apply(labelled("2"));
+        assert!(index.get("a").is_none(), "the version that left does not come back");
+        index.apply(labelled("3"));
+        assert_eq!(rv(&index, "a").as_deref(), Some("3"));
     }
 
     #[test]

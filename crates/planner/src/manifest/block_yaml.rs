@@ -93,8 +93,8 @@ fn printable(bytes: &[u8]) -> bool {
             // C1 control characters (U+0080–U+009F), NEL among them, which YAML 1.1 took as a
             // line break: none of them is read here.
             0x80..=0x9F => previous[1] != 0xC2,
-            // U+FFFE and U+FFFF.
-            0xBE | 0xBF => previous != [0xEF, 0xBF],
+            // U+FFFE and U+FFFF, and a byte order mark inside the text.
+            0xBE | 0xBF => previous != [0xEF, 0xBF] && !(b == 0xBF && previous == [0xEF, 0xBB]),
             _ => true,
         };
         if !ok {
@@ -644,8 +644,26 @@ fn number_shaped(s: &str) -> bool {
 /// A plain mapping key the full parser reads as the same string: keys are read as strings,
 /// numbers included (`80`, `.`), so only the spellings of null are left to it.
 fn string_key(s: &str) -> bool {
-    !matches!(s, "~" | "null" | "Null" | "NULL")
+    // Keys the full parser may read as another scalar (`0x1` and `1` are one key there, as
+    // are `true` and `True`), or refuses past its limit on simple keys.
+    let b = s.as_bytes();
+    let maybe_number = match b {
+        [d, ..] if d.is_ascii_digit() => true,
+        [b'+' | b'-', d, ..] => d.is_ascii_digit() || *d == b'.',
+        [b'.', d, ..] => d.is_ascii_digit() || matches!(d, b'i' | b'I' | b'n' | b'N'),
+        _ => false,
+    };
+    s.len() <= MAX_SIMPLE_KEY
+        && !maybe_number
+        && !matches!(
+            s,
+            "~" | "null" | "Null" | "NULL" | "true" | "True" | "TRUE" | "false" | "False" | "FALSE"
+        )
 }
+
+/// The longest implicit key YAML allows (1024 characters; counted here in bytes, which only
+/// refuses more).
+const MAX_SIMPLE_KEY: usize = 1024;
 
 /// A plain scalar typed as the full parser types it: null, boolean, integer or string, and
 /// anything this reader is unsure of refused.
@@ -1029,8 +1047,8 @@ mod tests {
             "apiVersion: v1\nkind: List\nitems:\n- kind: Pod\n  metadata:\n    name: x\n  spec: {}\n- kind: Node\n  status:\n    conditions: []\n",
             "key:\n  - a\n  - b\nother: c\n",
             "m:\n  n:\n    o: p\n  q: r\ns: t",
-            ".: {}\n80: a\n0x10: b\n1.5: c\n-1: d\n1e3: e\nnUlL: f\n+1: g\n~x: h\n",
-            "y: 1\nn: 2\non: 3\noff: 4\nyes: 5\nno: 6\ntrue: 7\nFalse: 8\ninf: 9\nnan: 10\n",
+            ".: {}\n.x: a\n-x: b\nnUlL: f\n~x: h\n",
+            "y: 1\nn: 2\non: 3\noff: 4\nyes: 5\nno: 6\ninf: 9\nnan: 10\n",
             "empty:\nnext: 1\n",
             "null1: null\nnull2: ~\nnull3: Null\nt: true\nf: False\nT: TRUE\n",
             "i0: 0\ni1: -0\ni2: 300\ni3: -42\ni4: 123456789012345678\n",
@@ -1240,6 +1258,18 @@ status:
             "a: tRuE\n",
             "~: x\n",
             "a: \"\\\n  b\"\n",
+            // Keys the full parser may resolve to another scalar, or refuses for length.
+            "0x1: a\n1: b\n",
+            "80: a\n",
+            "1.5: c\n1e3: e\n",
+            "true: a\nTrue: b\n",
+            "False: 8\n",
+            "-1: a\n",
+            "+1: g\n",
+            ".5: a\n",
+            ".inf: a\n",
+            // A byte order mark inside the text.
+            "a: 1\n---\n\u{feff}b: 2\n",
             // Tabs, carriage returns, directives, document ends.
             "a:\tb\n",
             "a:\r\n  b: 1\r\n",
@@ -1273,6 +1303,15 @@ status:
                 "{text:?}"
             );
         }
+    }
+
+    /// A key past YAML's 1024-character limit on implicit keys is the full parser's to judge.
+    #[test]
+    fn leaves_a_key_past_the_limit_to_the_full_parser() {
+        let at_limit = format!("{}: 1\n", "k".repeat(1024));
+        assert!(fast(&at_limit).is_ok());
+        let past = format!("{}: 1\n", "k".repeat(1025));
+        assert!(fast(&past).is_err());
     }
 
     /// Values written by another YAML writer (serde-saphyr's) and read back both ways.
