@@ -199,14 +199,20 @@ pub async fn reconcile<P: CloudProvider>(
         let mut finalizers = claim.finalizers().to_vec();
         finalizers.push(TERMINATION_FINALIZER.into());
         let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": claim.resource_version()}});
-        return ctx.patch_claim(&claim.name_any(), patch).await.map(|()| None);
+        return ctx
+            .patch_claim(&claim.name_any(), patch)
+            .await
+            .map(|()| None);
     }
     // Upstream's hydration: a NodeClaim made before it carried its NodeClass's label gets it.
     let class = &claim.spec.node_class_ref;
     let class_label = node_class_label_key(&class.group, &class.kind);
     if !class.group.is_empty() && claim.labels().get(&class_label) != Some(&class.name) {
         let patch = json!({"metadata": {"labels": {class_label: class.name}}});
-        return ctx.patch_claim(&claim.name_any(), patch).await.map(|()| None);
+        return ctx
+            .patch_claim(&claim.name_any(), patch)
+            .await
+            .map(|()| None);
     }
     let status = claim.status.clone().unwrap_or_default();
     if status.provider_id.is_none() {
@@ -394,7 +400,10 @@ async fn register<P: CloudProvider>(
         .any(|(k, v)| claim.labels().get(k) != Some(v))
     {
         let patch = json!({"metadata": {"labels": hooks.labels, "resourceVersion": claim.resource_version()}});
-        return ctx.patch_claim(&claim.name_any(), patch).await.map(|()| None);
+        return ctx
+            .patch_claim(&claim.name_any(), patch)
+            .await
+            .map(|()| None);
     }
     // Told once per registration: while hooks wait, the passes after the first see the
     // condition they left.
@@ -479,7 +488,9 @@ async fn register<P: CloudProvider>(
         );
         patch_status(ctx, claim, &status).await?;
         tracing::debug!(nodeclaim = %claim.name_any(), hooks = %hooks.waiting.join(", "), "awaiting registration hooks");
-        return hooks.failure.map_or(Ok(hooks.look_again), |e| Err(Error::Cloud(e)));
+        return hooks
+            .failure
+            .map_or(Ok(hooks.look_again), |e| Err(Error::Cloud(e)));
     }
     let mut status = status;
     status.node_name = Some(node_name.clone());

@@ -2783,6 +2783,9 @@ async fn a_missing_unregistered_taint_is_told_once_while_hooks_wait() {
     }
     ready_now.store(true, std::sync::atomic::Ordering::SeqCst);
     env.lifecycle("a").await.unwrap();
-    assert_eq!(status_of(&env.claim("a").unwrap(), "Registered"), Some("True".into()));
+    assert_eq!(
+        status_of(&env.claim("a").unwrap(), "Registered"),
+        Some("True".into())
+    );
     assert_eq!(env.events("UnregisteredTaintMissing").len(), 1);
 }

@@ -1006,11 +1006,18 @@ mod tests {
         index.apply(labelled("1"));
         assert_eq!(rv(&index, "a").as_deref(), Some("1"));
         index.apply(node("a", "0"));
-        assert_eq!(rv(&index, "a").as_deref(), Some("1"), "an older version changes nothing");
+        assert_eq!(
+            rv(&index, "a").as_deref(),
+            Some("1"),
+            "an older version changes nothing"
+        );
         index.apply(node("a", "2"));
         assert!(index.get("a").is_none());
         index.apply(labelled("2"));
-        assert!(index.get("a").is_none(), "the version that left does not come back");
+        assert!(
+            index.get("a").is_none(),
+            "the version that left does not come back"
+        );
         index.apply(labelled("3"));
         assert_eq!(rv(&index, "a").as_deref(), Some("3"));
     }
