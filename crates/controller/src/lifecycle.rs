@@ -38,6 +38,9 @@ pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// Upstream's `registrationTimeout`.
 pub const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
+/// The `Registered` condition's reason while registration hooks wait (upstream's).
+const REGISTRATION_HOOK_PENDING: &str = "RegistrationHookPending";
+
 /// Launch results by NodeClaim UID, so a claim whose status write was lost (a conflict, a
 /// restart of the watch) is not launched twice.
 #[derive(Default)]
@@ -408,7 +411,7 @@ async fn register<P: CloudProvider>(
     // Told once per registration: while hooks wait, the passes after the first see the
     // condition they left.
     let first_attempt = conditions::get(&status.conditions, REGISTERED)
-        .is_none_or(|c| c.reason != "RegistrationHookPending");
+        .is_none_or(|c| c.reason != REGISTRATION_HOOK_PENDING);
     if first_attempt
         && !node.labels().contains_key(NODE_REGISTERED_LABEL)
         && !node
@@ -482,7 +485,7 @@ async fn register<P: CloudProvider>(
             &mut status.conditions,
             REGISTERED,
             "Unknown",
-            "RegistrationHookPending",
+            REGISTRATION_HOOK_PENDING,
             &hooks.waiting.join(", "),
             now,
         );

@@ -2482,6 +2482,29 @@ async fn another_providers_claims_pools_and_nodes_are_left_alone() {
     assert!(!terminating(&env.pod("web")), "its pod is not evicted");
 }
 
+/// A deleting Node whose NodeClaim state holds is drained whatever its labels say: one
+/// registered before its NodeClass label was hydrated lacks it (here it even carries
+/// another's).
+#[tokio::test(start_paused = true)]
+async fn a_node_whose_claim_is_ours_is_drained_whatever_its_labels() {
+    let env = Env::new();
+    let (_, node) = env.running("a", json!({})).await;
+    env.server
+        .merge::<Node>(
+            "",
+            &node,
+            json!({"metadata": {"labels": {foreign_class_label(): "default"}}}),
+        )
+        .unwrap();
+    env.delete_node(&node);
+    env.terminate(&node).await.unwrap();
+    let node = env.node(&node).expect("held by the finalizer");
+    assert!(
+        taints(&node).iter().any(|(k, _)| k == DISRUPTED_TAINT_KEY),
+        "tainted for the drain"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // nodeclaim/lifecycle registration hooks
 // ---------------------------------------------------------------------------------------
@@ -2526,6 +2549,20 @@ fn ready(_: &NodeClaim) -> karpenter_cloudprovider::Result<HookResult> {
 
 fn pending(_: &NodeClaim) -> karpenter_cloudprovider::Result<HookResult> {
     Ok(HookResult::pending_for(secs(5)))
+}
+
+/// A hook that waits until the flag it comes with is set.
+fn eventually_ready() -> (Arc<TestHook>, Arc<std::sync::atomic::AtomicBool>) {
+    let ready_now = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = ready_now.clone();
+    let hook = hook("eventually-ready", move |c| {
+        if flag.load(std::sync::atomic::Ordering::SeqCst) {
+            ready(c)
+        } else {
+            pending(c)
+        }
+    });
+    (hook, ready_now)
 }
 
 impl Env {
@@ -2660,15 +2697,7 @@ async fn a_failing_hook_fails_the_pass_and_registration_waits() {
 #[tokio::test(start_paused = true)]
 async fn registration_completes_once_a_pending_hook_turns_ready() {
     let env = Env::new();
-    let ready_now = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = ready_now.clone();
-    let eventually = hook("eventually-ready", move |c| {
-        if flag.load(std::sync::atomic::Ordering::SeqCst) {
-            ready(c)
-        } else {
-            pending(c)
-        }
-    });
+    let (eventually, ready_now) = eventually_ready();
     let (pass, node) = env.registering(&[eventually]).await;
     pass.unwrap();
     assert_eq!(registered(&env).0.map(|c| c.0), Some("Unknown".into()));
@@ -2764,15 +2793,7 @@ async fn a_claim_whose_hooks_wait_past_the_registration_timeout_is_deleted() {
 #[tokio::test(start_paused = true)]
 async fn a_missing_unregistered_taint_is_told_once_while_hooks_wait() {
     let env = Env::new();
-    let ready_now = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = ready_now.clone();
-    let eventually = hook("eventually-ready", move |c| {
-        if flag.load(std::sync::atomic::Ordering::SeqCst) {
-            ready(c)
-        } else {
-            pending(c)
-        }
-    });
+    let (eventually, ready_now) = eventually_ready();
     *env.cloud.hooks.lock().unwrap() = vec![eventually as Arc<dyn RegistrationHook>];
     let claim = env.launched("a", json!({})).await;
     env.kubelet(&claim, json!({"spec": {"taints": null}}));

@@ -342,22 +342,6 @@ impl<K: Stored> Index<K> {
     pub fn apply(&self, obj: K) {
         let key = obj.key();
         let mut state = self.write();
-        if !self.keeps(&obj) {
-            // A kept object whose newer version the filter refuses (a NodePool moved to
-            // another provider's NodeClass) leaves, as if deleted.
-            let stored_older = state
-                .objects
-                .get(&key)
-                .is_some_and(|old| is_newer(old.resource_version(), obj.resource_version()));
-            if stored_older {
-                let rv = obj.resource_version().map(str::to_string);
-                let old = state.bury(key.clone(), rv);
-                drop(state);
-                self.observed(old.as_deref(), None);
-                self.subscribers.key(&key);
-            }
-            return;
-        }
         // A re-created object is newer than its tombstone, which may stay: every later
         // version of it is newer still.
         if let Some(deleted) = state.tombstones.get(&key)
@@ -365,7 +349,18 @@ impl<K: Stored> Index<K> {
         {
             return;
         }
-        if obj.is_gone() {
+        // A kept object whose newer version the filter refuses (a NodePool moved to another
+        // provider's NodeClass) leaves, as if deleted; one never kept stays unknown.
+        let refused = !self.keeps(&obj);
+        if refused
+            && !state
+                .objects
+                .get(&key)
+                .is_some_and(|old| is_newer(old.resource_version(), obj.resource_version()))
+        {
+            return;
+        }
+        if refused || obj.is_gone() {
             let rv = obj.resource_version().map(str::to_string);
             let old = state.bury(key.clone(), rv);
             drop(state);
