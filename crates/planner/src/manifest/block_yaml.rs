@@ -618,7 +618,7 @@ fn obviously_string(s: &str) -> bool {
 
 /// `s` might be read as a number: a radix prefix (`0x…`, `0o…`, `0b…`), a spelling of infinity
 /// or NaN, or nothing but digits, dots, underscores, exponents and signs with at most one dot
-/// (`500m`, `512Mi`, `5d8f9c`, `10.0.0.1` cannot be).
+/// (`500m`, `512Mi`, `5d8f9c`, `10.0.0.1`, `.` cannot be).
 fn number_shaped(s: &str) -> bool {
     let unsigned = s.strip_prefix(['+', '-']).unwrap_or(s);
     let bytes = unsigned.as_bytes();
@@ -635,30 +635,19 @@ fn number_shaped(s: &str) -> bool {
     {
         return true;
     }
-    bytes
-        .iter()
-        .all(|&b| b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'e' | b'E' | b'+' | b'-'))
+    // Every number YAML reads has a digit: `.` alone is a string (managedFields' key).
+    bytes.iter().any(u8::is_ascii_digit)
+        && bytes
+            .iter()
+            .all(|&b| b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'e' | b'E' | b'+' | b'-'))
         && bytes.iter().filter(|&&b| b == b'.').count() <= 1
 }
 
-/// A plain mapping key the full parser reads as the same string: keys are read as strings,
-/// numbers included (`80`, `.`), so only the spellings of null are left to it.
+/// A plain mapping key the full parser reads as the same string, and as no other key: a
+/// key that might be a null, a boolean or a number is left to it (`0x1` and `1` are one key
+/// there, as are `true` and `True`), and so is one past YAML's limit on implicit keys.
 fn string_key(s: &str) -> bool {
-    // Keys the full parser may read as another scalar (`0x1` and `1` are one key there, as
-    // are `true` and `True`), or refuses past its limit on simple keys.
-    let b = s.as_bytes();
-    let maybe_number = match b {
-        [d, ..] if d.is_ascii_digit() => true,
-        [b'+' | b'-', d, ..] => d.is_ascii_digit() || *d == b'.',
-        [b'.', d, ..] => d.is_ascii_digit() || matches!(d, b'i' | b'I' | b'n' | b'N'),
-        _ => false,
-    };
-    s.len() <= MAX_SIMPLE_KEY
-        && !maybe_number
-        && !matches!(
-            s,
-            "~" | "null" | "Null" | "NULL" | "true" | "True" | "TRUE" | "false" | "False" | "FALSE"
-        )
+    s.len() <= MAX_SIMPLE_KEY && obviously_string(s)
 }
 
 /// The longest implicit key YAML allows (1024 characters; counted here in bytes, which only
@@ -1046,9 +1035,8 @@ mod tests {
             "a: 1\nb: two\n",
             "apiVersion: v1\nkind: List\nitems:\n- kind: Pod\n  metadata:\n    name: x\n  spec: {}\n- kind: Node\n  status:\n    conditions: []\n",
             "key:\n  - a\n  - b\nother: c\n",
-            "m:\n  n:\n    o: p\n  q: r\ns: t",
-            ".: {}\n.x: a\n-x: b\nnUlL: f\n~x: h\n",
-            "y: 1\nn: 2\non: 3\noff: 4\nyes: 5\nno: 6\ninf: 9\nnan: 10\n",
+            "m:\n  k:\n    o: p\n  q: r\ns: t",
+            ".: {}\n.x: a\n-x: b\n1.2.3: c\nnUlLs: f\ninfo: g\n",
             "empty:\nnext: 1\n",
             "null1: null\nnull2: ~\nnull3: Null\nt: true\nf: False\nT: TRUE\n",
             "i0: 0\ni1: -0\ni2: 300\ni3: -42\ni4: 123456789012345678\n",
@@ -1264,6 +1252,11 @@ status:
             "1.5: c\n1e3: e\n",
             "true: a\nTrue: b\n",
             "False: 8\n",
+            "y: 1\n",
+            "on: 3\n",
+            "nUlL: f\n",
+            "~x: h\n",
+            "nan: 10\n",
             "-1: a\n",
             "+1: g\n",
             ".5: a\n",
