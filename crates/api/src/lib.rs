@@ -19,6 +19,7 @@ pub mod capacitybuffer;
 pub mod convert;
 pub mod crd;
 pub mod cron;
+pub mod dra;
 pub mod duration;
 pub mod hash;
 pub mod labels;

@@ -282,6 +282,8 @@ pub fn decide<'a, P: ObservedPod>(
     let gates = inputs.gates;
     let options = SchedulerOptions {
         reserved_capacity: gates.reserved_capacity,
+        dynamic_resources: (!inputs.options.ignore_dra_requests)
+            .then(|| snapshot.devices().clone()),
         ..inputs.options.clone()
     };
     let virtual_pods: &[Pod] = if gates.capacity_buffer {

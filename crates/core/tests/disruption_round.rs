@@ -79,6 +79,7 @@ fn disrupt(cluster: &Cluster, extra: &Extra<'_>) -> Outcome {
         node_pools: &cluster.pools,
         provider_labels: &[],
         nominated: extra.nominated.iter().map(|s| s.to_string()).collect(),
+        devices: Default::default(),
         marked_for_deletion: extra.marked.iter().map(|s| s.to_string()).collect(),
     });
     let never = || false;
@@ -1399,6 +1400,7 @@ fn provisioning_counts_on_a_disruption_replacement() {
             node_pools: &cluster.pools,
             provider_labels: &[],
             nominated: BTreeSet::new(),
+            devices: Default::default(),
             marked_for_deletion: ["old".to_string()].into(),
         });
         let never = || false;

@@ -250,6 +250,7 @@ impl Cluster {
             node_pools: &self.pools,
             provider_labels: &provider_labels,
             nominated: BTreeSet::new(),
+            devices: Default::default(),
             marked_for_deletion: BTreeSet::new(),
         });
         let never = || false;

@@ -18,7 +18,7 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karpenter_api::NodeClaim;
 use karpenter_core::instancetype::fake::{FakeInstanceType, GPU_VENDOR_A};
-use karpenter_core::round::{BufferHolding, Parts, RoundInputs, RoundPod, decide};
+use karpenter_core::round::{BufferHolding, Parts, RoundInputs, decide};
 use karpenter_core::state::{Observed, Snapshot};
 use serde_json::{Value, json};
 use support::cluster::*;
@@ -704,6 +704,7 @@ fn provision_with(c: &Cluster, storage: &Storage) -> Provisioned {
         node_pools: &c.pools,
         provider_labels: &[],
         nominated: BTreeSet::new(),
+        devices: Default::default(),
         marked_for_deletion: BTreeSet::new(),
     });
     let never = || false;
@@ -723,38 +724,7 @@ fn provision_with(c: &Cluster, storage: &Storage) -> Provisioned {
             interrupt: &never,
         },
     );
-    let p = plan.provisioning.expect("provisioning was due");
-    let name = |i: usize| match p.batch[i] {
-        RoundPod::Real(pod) | RoundPod::Virtual(pod) => {
-            pod.metadata.name.clone().unwrap_or_default()
-        }
-    };
-    Provisioned {
-        claims: p
-            .results
-            .new_node_claims
-            .iter()
-            .map(|c| NewClaim {
-                node_pool: c.node_pool.clone(),
-                instance_types: c.instance_types.iter().map(|t| t.name.clone()).collect(),
-                pods: c.pods.iter().map(|&i| name(i)).collect(),
-                labels: c.labels.clone(),
-            })
-            .collect(),
-        existing: p
-            .results
-            .existing_nodes
-            .iter()
-            .map(|(node, pods)| (node.clone(), pods.iter().map(|&i| name(i)).collect()))
-            .collect(),
-        failed: p
-            .results
-            .pod_errors
-            .iter()
-            .map(|(&i, e)| (name(i), e.clone()))
-            .collect(),
-        pending_by_zone: p.results.pending_by_zone.clone(),
-    }
+    provisioned(&plan.provisioning.expect("provisioning was due"))
 }
 
 const CSI: &str = "fake.csi.provider";

@@ -96,6 +96,7 @@ fn observed<'a>(nodes: &'a [Node], claims: &'a [NodeClaim], pods: &'a [Pod]) -> 
         node_pools: &[],
         provider_labels: &[],
         nominated: BTreeSet::new(),
+        devices: Default::default(),
         marked_for_deletion: BTreeSet::new(),
     }
 }

@@ -302,6 +302,7 @@ impl Dump {
                 pod_controllers: Vec::new(),
                 // A dump holds no controller's memory of nominations or commands in flight.
                 nominated: BTreeSet::new(),
+                devices: Default::default(),
                 marked_for_deletion: BTreeSet::new(),
             },
             node_pools: Vec::new(),

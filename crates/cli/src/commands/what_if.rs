@@ -164,6 +164,7 @@ pub async fn live<P: CloudProvider>(
         services: objects.services,
         pod_controllers: objects.pod_controllers,
         nominated: objects.nominated,
+        devices: Default::default(),
         marked_for_deletion: objects.marked_for_deletion,
     };
     dump.node_pools = ctx

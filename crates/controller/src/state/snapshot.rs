@@ -26,6 +26,7 @@ impl Cluster {
             services: self.services.all(),
             pod_controllers: self.pod_controllers(),
             nominated: self.nominations.nominated(),
+            devices: Default::default(),
             marked_for_deletion: self.marked_for_deletion(),
         }
     }

@@ -370,6 +370,7 @@ mod tests {
                     taints: Vec::new(),
                     startup_taints: Vec::new(),
                     min_values_relaxed: false,
+                    dra_drivers: Vec::new(),
                 })
                 .collect(),
             savings_per_hour: 1.0,

@@ -116,6 +116,8 @@ pub struct InstanceType {
     price_overlaid: bool,
     /// A NodeOverlay added to its capacity.
     capacity_overlaid: bool,
+    /// The devices its drivers will publish (Dynamic Resource Allocation); none by default.
+    pub dynamic_resources: std::sync::Arc<crate::scheduling::dynamic_resources::DynamicResources>,
 }
 
 impl InstanceType {
@@ -145,6 +147,7 @@ impl InstanceType {
             allocatable,
             price_overlaid: false,
             capacity_overlaid: false,
+            dynamic_resources: Default::default(),
         }
     }
 

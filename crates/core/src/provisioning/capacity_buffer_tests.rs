@@ -779,12 +779,14 @@ fn results(existing: &[(&str, &[usize])], new: &[&[usize]], errors: &[usize]) ->
                 taints: Vec::new(),
                 startup_taints: Vec::new(),
                 min_values_relaxed: false,
+                dra_drivers: Vec::new(),
             })
             .collect(),
         pod_errors: errors.iter().map(|&i| (i, "no fit".to_string())).collect(),
         interrupted: false,
         deferred: Default::default(),
         pending_by_zone: Default::default(),
+        claim_allocations: Default::default(),
     }
 }
 

@@ -31,6 +31,13 @@ pub fn node_claim_for(claim: &NewNodeClaim, pool: &NodePool) -> NodeClaim {
         karpenter_api::labels::NODE_CLAIM_MIN_VALUES_RELAXED_ANNOTATION.into(),
         claim.min_values_relaxed.to_string(),
     );
+    // Its node initializes once these drivers published their devices.
+    if !claim.dra_drivers.is_empty() {
+        annotations.insert(
+            crate::scheduling::dynamic_resources::REQUESTED_DRA_DRIVERS_ANNOTATION.into(),
+            claim.dra_drivers.join(","),
+        );
+    }
     // As upstream: marks claims launched with an overlaid price or capacity among their types.
     use karpenter_api::nodeoverlay::{
         CAPACITY_OVERLAY_APPLIED_ANNOTATION, PRICE_OVERLAY_APPLIED_ANNOTATION,

@@ -237,6 +237,7 @@ pub fn node_claim(pool: &NodePoolInput, provider_labels: &[String]) -> Option<Ne
         taints: template.taints.clone(),
         startup_taints: template.startup_taints.clone(),
         min_values_relaxed: false,
+        dra_drivers: Vec::new(),
     })
 }
 

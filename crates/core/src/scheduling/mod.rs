@@ -1,5 +1,6 @@
 //! Provider-neutral scheduling primitives: label requirements, their algebra, and taints.
 
+pub mod dynamic_resources;
 pub mod hostports;
 pub mod requirement;
 pub mod requirements;

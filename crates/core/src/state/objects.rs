@@ -16,6 +16,7 @@ use super::pods::ObservedPod;
 use super::selectors::{PodController, ServiceSelector};
 use super::snapshot::{Observed, Snapshot};
 use crate::instancetype::NodePoolInput;
+use crate::scheduling::dynamic_resources::DeviceInventory;
 
 /// What the cluster held at one moment. Objects are shared (`Arc`), so the controller hands
 /// its index's objects to a round without copying them; `P` is the pod form its holder keeps.
@@ -51,6 +52,9 @@ pub struct ClusterObjects<P> {
     pub nominated: BTreeSet<String>,
     /// Nodes a disruption command in flight has taken (upstream's `MarkedForDeletion`).
     pub marked_for_deletion: BTreeSet<String>,
+    /// ResourceClaims, DeviceClasses and ResourceSlices (read only when pods' device claims
+    /// are simulated).
+    pub devices: Arc<DeviceInventory>,
 }
 
 impl<P: ObservedPod> ClusterObjects<P> {
@@ -80,6 +84,7 @@ impl<P: ObservedPod> ClusterObjects<P> {
             node_pools,
             provider_labels,
             nominated: self.nominated.clone(),
+            devices: self.devices.clone(),
             marked_for_deletion: self.marked_for_deletion.clone(),
         })
     }

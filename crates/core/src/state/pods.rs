@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodResourceClaimStatus, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::BoundPod;
@@ -39,6 +39,10 @@ pub trait ObservedPod {
     }
     /// `status.startTime`.
     fn start_time(&self) -> Option<&Time>;
+    /// The claims generated for it from ResourceClaimTemplates (`status.resourceClaimStatuses`).
+    fn resource_claim_statuses(&self) -> &[PodResourceClaimStatus] {
+        &[]
+    }
     /// As scheduling sees it on its node; `None` once it finished.
     fn bound(&self) -> Option<BoundPod>;
     /// The whole pod, as the scheduler and disruption read it.
@@ -122,6 +126,12 @@ impl ObservedPod for Pod {
     fn to_pod(&self) -> Pod {
         self.clone()
     }
+
+    fn resource_claim_statuses(&self) -> &[PodResourceClaimStatus] {
+        status(self)
+            .and_then(|s| s.resource_claim_statuses.as_deref())
+            .unwrap_or_default()
+    }
 }
 
 /// Shared pods read as the pods they share.
@@ -161,6 +171,9 @@ impl<T: ObservedPod + ?Sized> ObservedPod for std::sync::Arc<T> {
     }
     fn claim_names(&self) -> Vec<String> {
         (**self).claim_names()
+    }
+    fn resource_claim_statuses(&self) -> &[PodResourceClaimStatus] {
+        (**self).resource_claim_statuses()
     }
 }
 

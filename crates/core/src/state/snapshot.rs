@@ -65,6 +65,8 @@ pub struct Observed<'a, P> {
     /// Nodes a disruption command has taken (upstream's `MarkedForDeletion`): they count as
     /// being deleted before their NodeClaims are.
     pub marked_for_deletion: BTreeSet<String>,
+    /// ResourceClaims, DeviceClasses and ResourceSlices.
+    pub devices: std::sync::Arc<crate::scheduling::dynamic_resources::DeviceInventory>,
 }
 
 /// A node, a launched NodeClaim without its node yet, or both paired — upstream's `StateNode`.
@@ -655,6 +657,11 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
         &self.observed.marked_for_deletion
     }
 
+    /// The cluster's ResourceClaims, DeviceClasses and ResourceSlices.
+    pub fn devices(&self) -> &std::sync::Arc<crate::scheduling::dynamic_resources::DeviceInventory> {
+        &self.observed.devices
+    }
+
     /// The NodePools in use.
     pub fn node_pools(&self) -> &'a [NodePoolInput] {
         self.observed.node_pools
@@ -742,6 +749,7 @@ mod tests {
             node_pools: &[],
             provider_labels: &[],
             nominated: BTreeSet::new(),
+            devices: Default::default(),
             marked_for_deletion: BTreeSet::new(),
         });
         let existing = snapshot.existing_nodes();

@@ -17,9 +17,11 @@ use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::disruption::{Blocked, Method};
 use karpenter_core::feature_gates::FeatureGates;
 use karpenter_core::instancetype::{InstanceType, fake};
+use karpenter_core::scheduling::dynamic_resources::{ClaimAllocation, DeviceInventory};
 use karpenter_core::provisioning::scheduling::{NodePoolInput, SchedulerOptions};
 use karpenter_core::round::{
-    BufferHolding, Disrupt, Disruption, Parts, RoundInputs, RoundPlan, RoundPod, decide,
+    BufferHolding, Disrupt, Disruption, Parts, Provisioning, RoundInputs, RoundPlan, RoundPod,
+    decide,
 };
 use karpenter_core::state::selectors::{PodController, ServiceSelector};
 use karpenter_core::state::{Observed, Snapshot};
@@ -300,6 +302,8 @@ pub struct Cluster {
     pub gates: FeatureGates,
     pub options: SchedulerOptions,
     pub now: Timestamp,
+    /// ResourceClaims, DeviceClasses and ResourceSlices.
+    pub devices: DeviceInventory,
 }
 
 impl Cluster {
@@ -332,6 +336,7 @@ impl Cluster {
             gates: FeatureGates::default(),
             options: SchedulerOptions::default(),
             now: now(),
+            devices: DeviceInventory::default(),
         }
     }
 
@@ -407,6 +412,7 @@ impl Cluster {
             node_pools: &self.pools,
             provider_labels: &[],
             nominated: BTreeSet::new(),
+            devices: Arc::new(self.devices.clone()),
             marked_for_deletion: BTreeSet::new(),
         })
     }
@@ -442,44 +448,7 @@ impl Cluster {
                 provisioning: true,
                 ..Parts::NONE
             },
-            |_, plan| {
-                let p = plan.provisioning.expect("provisioning was due");
-                let name = |i: usize| match p.batch[i] {
-                    RoundPod::Real(pod) | RoundPod::Virtual(pod) => {
-                        pod.metadata.name.clone().unwrap_or_default()
-                    }
-                };
-                Provisioned {
-                    claims: p
-                        .results
-                        .new_node_claims
-                        .iter()
-                        .map(|c| NewClaim {
-                            node_pool: c.node_pool.clone(),
-                            instance_types: c
-                                .instance_types
-                                .iter()
-                                .map(|t| t.name.clone())
-                                .collect(),
-                            pods: c.pods.iter().map(|&i| name(i)).collect(),
-                            labels: c.labels.clone(),
-                        })
-                        .collect(),
-                    existing: p
-                        .results
-                        .existing_nodes
-                        .iter()
-                        .map(|(node, pods)| (node.clone(), pods.iter().map(|&i| name(i)).collect()))
-                        .collect(),
-                    failed: p
-                        .results
-                        .pod_errors
-                        .iter()
-                        .map(|(&i, e)| (name(i), e.clone()))
-                        .collect(),
-                    pending_by_zone: p.results.pending_by_zone.clone(),
-                }
-            },
+            |_, plan| provisioned(&plan.provisioning.expect("provisioning was due")),
         )
     }
 
@@ -528,6 +497,47 @@ impl Cluster {
     }
 }
 
+/// Provisioning's decision, by name.
+pub fn provisioned(p: &Provisioning<'_, Pod>) -> Provisioned {
+        let name = |i: usize| match p.batch[i] {
+            RoundPod::Real(pod) | RoundPod::Virtual(pod) => {
+                pod.metadata.name.clone().unwrap_or_default()
+            }
+        };
+        Provisioned {
+            claims: p
+                .results
+                .new_node_claims
+                .iter()
+                .map(|c| NewClaim {
+                    node_pool: c.node_pool.clone(),
+                    instance_types: c
+                        .instance_types
+                        .iter()
+                        .map(|t| t.name.clone())
+                        .collect(),
+                    pods: c.pods.iter().map(|&i| name(i)).collect(),
+                    labels: c.labels.clone(),
+                    dra_drivers: c.dra_drivers.clone(),
+                })
+                .collect(),
+            existing: p
+                .results
+                .existing_nodes
+                .iter()
+                .map(|(node, pods)| (node.clone(), pods.iter().map(|&i| name(i)).collect()))
+                .collect(),
+            failed: p
+                .results
+                .pod_errors
+                .iter()
+                .map(|(&i, e)| (name(i), e.clone()))
+                .collect(),
+            pending_by_zone: p.results.pending_by_zone.clone(),
+            claim_allocations: p.results.claim_allocations.clone(),
+        }
+}
+
 /// A NodeClaim provisioning opens.
 #[derive(Debug, Clone)]
 pub struct NewClaim {
@@ -537,6 +547,8 @@ pub struct NewClaim {
     /// The pods it was opened for, by name.
     pub pods: Vec<String>,
     pub labels: BTreeMap<String, String>,
+    /// `karpenter.sh/requested-dra-drivers`, split.
+    pub dra_drivers: Vec<String>,
 }
 
 /// Provisioning's decision, by name.
@@ -549,6 +561,8 @@ pub struct Provisioned {
     pub failed: BTreeMap<String, String>,
     /// Pending pods by their effective zone (`flexible`, `none` or a zone).
     pub pending_by_zone: BTreeMap<String, usize>,
+    /// Where the pods' ResourceClaims were allocated, by `namespace/name`.
+    pub claim_allocations: BTreeMap<String, ClaimAllocation>,
 }
 
 impl Provisioned {

@@ -145,6 +145,7 @@ impl Simulation {
                 .filter(|(_, until)| **until > self.now)
                 .map(|(node, _)| node.clone())
                 .collect(),
+            devices: Default::default(),
             marked_for_deletion: self
                 .nodes
                 .iter()

@@ -75,6 +75,10 @@ pub(super) struct ExistingNode {
     pub host_ports: Vec<HostPort>,
     pub volume_usage: VolumeUsage,
     pub initialized: bool,
+    /// Its `node.kubernetes.io/instance-type` label.
+    pub instance_type: Option<String>,
+    /// Its NodePool, when karpenter manages it.
+    pub node_pool: Option<String>,
 }
 
 impl ExistingNode {
@@ -133,6 +137,11 @@ impl ExistingNode {
             host_ports,
             volume_usage: input.volume_usage.clone(),
             initialized: input.initialized,
+            instance_type: input
+                .labels
+                .get(karpenter_api::labels::INSTANCE_TYPE_LABEL)
+                .cloned(),
+            node_pool: input.node_pool.clone(),
         }
     }
 

@@ -1095,6 +1095,7 @@ mod tests {
             node_pools: &inputs,
             provider_labels: &[],
             nominated: BTreeSet::new(),
+            devices: Default::default(),
             marked_for_deletion: BTreeSet::new(),
         });
         let options = SchedulerOptions::default();

@@ -28,7 +28,9 @@ use karpenter_api::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_L
 use domains::DomainMasks;
 use existing::ExistingNode;
 pub use existing::{BoundPod, ExistingNodeInput};
-use nodeclaim::{Headroom, InflightClaim, NodeClaimTemplate, relax_min_values, unmet_min_values};
+use nodeclaim::{
+    DeviceFit, Headroom, InflightClaim, NodeClaimTemplate, relax_min_values, unmet_min_values,
+};
 pub use reservation::{ReservationError, ReservationManager, ReservedOfferingMode};
 use topology::{CountedNode, Matching, PodRef, Topology};
 
@@ -36,8 +38,12 @@ use crate::instancetype::{InstanceType, RESERVED};
 use crate::resources::{Limits, NODES, QuantityError, Resources};
 use crate::scheduling::hostports::{HostPort, spec_host_ports};
 use crate::scheduling::volumeusage::Attachment;
+use crate::scheduling::dynamic_resources::{
+    self, Allocation, Allocator, ClaimAllocation, DeviceInventory, Target,
+};
 use crate::scheduling::{AllowUndefined, Requirement, Requirements};
 use crate::state::pods::ObservedPod;
+use karpenter_api::dra::ResourceClaim;
 use crate::state::volumes::PodVolumes;
 
 /// The most instance types a NodeClaim lists (upstream's `MaxInstanceTypes`).
@@ -78,6 +84,13 @@ pub struct SchedulerOptions {
     /// Those constraints with each pod's deduced selector, by `namespace/name` (see
     /// [`default_constraints::default_spread`]): what a pod listed here schedules with.
     pub default_spread: Arc<HashMap<String, Arc<[TopologySpreadConstraint]>>>,
+    /// Leave pods' device claims (Dynamic Resource Allocation) to kube-scheduler: a pod with
+    /// claims is reported as not supported (upstream's `IGNORE_DRA_REQUESTS`, true by
+    /// default). False simulates them; the round then fills in `dynamic_resources`.
+    pub ignore_dra_requests: bool,
+    /// The cluster's ResourceClaims, DeviceClasses and ResourceSlices: pods' claims are
+    /// allocated against them when set, and reported as not supported when not.
+    pub dynamic_resources: Option<Arc<DeviceInventory>>,
 }
 
 impl Default for SchedulerOptions {
@@ -93,6 +106,8 @@ impl Default for SchedulerOptions {
             reserved_offering_mode: ReservedOfferingMode::Fallback,
             default_constraints: Vec::new(),
             default_spread: Arc::default(),
+            ignore_dra_requests: true,
+            dynamic_resources: None,
         }
     }
 }
@@ -112,6 +127,8 @@ pub struct PodData {
     pub host_ports: Vec<HostPort>,
     /// The volumes its claims attach (against existing nodes' CSI limits).
     pub attachments: Vec<Attachment>,
+    /// The ResourceClaims it needs devices for, in the order it lists them.
+    pub resource_claims: Vec<Arc<ResourceClaim>>,
 }
 
 impl PodData {
@@ -139,6 +156,7 @@ impl PodData {
             tolerations: spec.and_then(|s| s.tolerations.clone()).unwrap_or_default(),
             host_ports: spec_host_ports(spec),
             attachments: Vec::new(),
+            resource_claims: Vec::new(),
         })
     }
 }
@@ -190,6 +208,9 @@ pub struct NewNodeClaim {
     /// Some `minValues` were lowered to what the instance types offer
     /// (`MIN_VALUES_POLICY=BestEffort`): the NodeClaim says so in an annotation.
     pub min_values_relaxed: bool,
+    /// The drivers whose devices its pods' claims were given, sorted: the NodeClaim lists them
+    /// in `karpenter.sh/requested-dra-drivers` and initializes once they published.
+    pub dra_drivers: Vec<String>,
 }
 
 impl NewNodeClaim {
@@ -241,6 +262,9 @@ pub struct Results {
     /// placed: a zone's name, `flexible` (more than one) or `none` (none at all) — upstream's
     /// `karpenter_scheduler_pending_pods_by_effective_zone_count`.
     pub pending_by_zone: BTreeMap<String, usize>,
+    /// Where the pods' ResourceClaims were allocated, by `namespace/name` (upstream's
+    /// `DRAClaimAllocationMetadata`), when device claims are simulated.
+    pub claim_allocations: BTreeMap<String, ClaimAllocation>,
 }
 
 impl Results {
@@ -290,6 +314,11 @@ pub struct Scheduler {
     next_hostname: usize,
     /// Capacity reservations and which claims hold them.
     reservations: ReservationManager,
+    /// The nodes whose published devices pods may use (initialized ones), until `solve`
+    /// builds the allocator.
+    usable_nodes: Vec<String>,
+    /// Allocates pods' device claims, when they are simulated.
+    allocator: Option<Allocator>,
 }
 
 /// Why a pod was not placed.
@@ -339,6 +368,92 @@ fn pod_data(pod: &dyn ObservedPod, options: &SchedulerOptions) -> Result<PodData
     Ok(data)
 }
 
+/// The devices `data`'s claims would get on existing node `node`; `None` when it has none.
+fn allocate_on_node(
+    allocator: Option<&Allocator>,
+    templates: &[NodeClaimTemplate],
+    node: &ExistingNode,
+    data: &PodData,
+) -> Result<Option<Allocation>, String> {
+    let Some(allocator) = allocator.filter(|_| !data.resource_claims.is_empty()) else {
+        return Ok(None);
+    };
+    let instance_type = node.instance_type.as_deref().unwrap_or_default();
+    // A node not initialized yet has published nothing pods may use: it stands for the devices
+    // its instance type will have.
+    let resources = node
+        .node_pool
+        .as_deref()
+        .filter(|_| !node.initialized)
+        .and_then(|pool| templates.iter().find(|t| t.node_pool == pool))
+        .and_then(|t| t.instance_types.iter().find(|it| it.name == instance_type))
+        .map(|it| &*it.dynamic_resources);
+    let target = Target {
+        id: &node.name,
+        node_pool: node.node_pool.as_deref().unwrap_or_default(),
+        node_name: &node.name,
+        requirements: &node.requirements,
+        instance_types: vec![(instance_type, resources)],
+    };
+    allocator.allocate(&target, &data.resource_claims).map(Some)
+}
+
+/// The devices `data`'s claims would get on NodeClaim `claim`, on each of its instance types;
+/// `None` when it has none.
+fn allocate_on_claim(
+    allocator: Option<&Allocator>,
+    template: &NodeClaimTemplate,
+    claim: &InflightClaim,
+    data: &PodData,
+) -> Result<Option<(Allocation, DeviceFit)>, String> {
+    let Some(allocator) = allocator.filter(|_| !data.resource_claims.is_empty()) else {
+        return Ok(None);
+    };
+    let target = Target {
+        id: &claim.hostname,
+        node_pool: &template.node_pool,
+        node_name: "",
+        requirements: &claim.requirements,
+        instance_types: claim
+            .options
+            .iter()
+            .map(|&i| {
+                let it = &template.instance_types[i as usize];
+                (it.name.as_str(), Some(&*it.dynamic_resources))
+            })
+            .collect(),
+    };
+    let allocation = allocator.allocate(&target, &data.resource_claims)?;
+    let allowed: BTreeSet<&str> = allocation
+        .instance_types
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let fit = DeviceFit {
+        requirements: allocation.requirements.clone(),
+        instance_types: template
+            .instance_types
+            .iter()
+            .map(|it| allowed.contains(it.name.as_str()))
+            .collect(),
+    };
+    Ok(Some((allocation, fit)))
+}
+
+/// The instance types an allocation covers that a claim no longer considers.
+fn dropped_types(allocation: &Allocation, template: &NodeClaimTemplate, kept: &[u32]) -> Vec<String> {
+    let kept: BTreeSet<&str> = kept
+        .iter()
+        .map(|&i| template.instance_types[i as usize].name.as_str())
+        .collect();
+    allocation
+        .instance_types
+        .iter()
+        .filter(|n| !kept.contains(n.as_str()))
+        .cloned()
+        .collect()
+}
+
 /// Why a pod with resource claims is not scheduled (upstream's message).
 pub const DRA_NOT_SUPPORTED: &str =
     "pod has Dynamic Resource Allocation requirements that are not yet supported by Karpenter";
@@ -363,10 +478,31 @@ pub fn has_dra_requirements(spec: Option<&k8s_openapi::api::core::v1::PodSpec>) 
 /// Pods that could not be read (a malformed quantity) or that need devices through DRA are
 /// reported, not scheduled.
 fn pod_data_or_error(pod: &dyn ObservedPod, options: &SchedulerOptions) -> Result<PodData, String> {
-    if has_dra_requirements(pod.pod_spec()) {
-        return Err(DRA_NOT_SUPPORTED.to_string());
-    }
-    pod_data(pod, options).map_err(|e| format!("ignoring pod, {e}"))
+    let claims = if has_dra_requirements(pod.pod_spec()) {
+        let Some(inventory) = &options.dynamic_resources else {
+            return Err(DRA_NOT_SUPPORTED.to_string());
+        };
+        resource_claims(pod, inventory)?
+    } else {
+        Vec::new()
+    };
+    let mut data = pod_data(pod, options).map_err(|e| format!("ignoring pod, {e}"))?;
+    data.resource_claims = claims;
+    Ok(data)
+}
+
+/// The ResourceClaims a pod uses, or why one cannot be read (the pod waits for it).
+fn resource_claims(
+    pod: &dyn ObservedPod,
+    inventory: &DeviceInventory,
+) -> Result<Vec<Arc<ResourceClaim>>, String> {
+    let namespace = pod.meta().namespace.as_deref().unwrap_or("default");
+    let references = dynamic_resources::claim_references(
+        namespace,
+        pod.pod_spec(),
+        pod.resource_claim_statuses(),
+    );
+    dynamic_resources::resolve_claims(inventory, &references)
 }
 
 impl Scheduler {
@@ -379,9 +515,12 @@ impl Scheduler {
         daemonset_pods: &[Pod],
         options: SchedulerOptions,
     ) -> Self {
+        // With device claims simulated a DaemonSet pod's claims are not (upstream neither),
+        // but its requests count.
+        let simulate_dra = options.dynamic_resources.is_some();
         let daemons: Vec<(Pod, PodData)> = daemonset_pods
             .iter()
-            .filter(|p| !has_dra_requirements(p.spec.as_ref()))
+            .filter(|p| simulate_dra || !has_dra_requirements(p.spec.as_ref()))
             .map(limits_as_requests)
             .filter_map(|p| PodData::new(&p, false).ok().map(|d| (p, d)))
             .collect();
@@ -492,6 +631,12 @@ impl Scheduler {
             prefer_no_schedule_taints,
             next_hostname: 0,
             reservations,
+            usable_nodes: existing_nodes
+                .iter()
+                .filter(|n| n.initialized)
+                .map(|n| n.name.clone())
+                .collect(),
+            allocator: None,
         }
     }
 
@@ -502,6 +647,21 @@ impl Scheduler {
     /// that shares its spec), so a large batch is not copied into whole `Pod`s first.
     pub fn solve<P: ObservedPod>(&mut self, pods: &[P], interrupt: &dyn Fn() -> bool) -> Results {
         let mut results = Results::default();
+        self.allocator = self.options.dynamic_resources.clone().map(|inventory| {
+            // The batch's bound pods are leaving their nodes: their devices come free.
+            let deleting = pods
+                .iter()
+                .filter(|p| p.node_name().is_some())
+                .filter_map(|p| p.meta().uid.clone())
+                .collect();
+            let usable = self.usable_nodes.iter().map(String::as_str).collect();
+            Allocator::new(
+                inventory,
+                &usable,
+                deleting,
+                self.options.provider_labels.clone(),
+            )
+        });
         // Pods are copied only when a preference is relaxed; the rest are read in place.
         let mut relaxed: HashMap<usize, Pod> = HashMap::new();
         let defaulted = self.with_default_spread(pods);
@@ -587,7 +747,10 @@ impl Scheduler {
                     results.pod_errors.insert(i, e);
                     // Retry later from the original pod: another placement may make room.
                     if relaxed.remove(&i).is_some() {
-                        if let Ok(d) = pod_data(original(i), &self.options) {
+                        if let Ok(mut d) = pod_data(original(i), &self.options) {
+                            if let Some(old) = data[i].as_mut() {
+                                d.resource_claims = std::mem::take(&mut old.resource_claims);
+                            }
                             data[i] = Some(d);
                         }
                         self.topology.update(PodRef {
@@ -700,8 +863,10 @@ impl Scheduler {
             if preferences::relax(pod, self.prefer_no_schedule_taints).is_none() {
                 return Err(err.into());
             }
+            let claims = std::mem::take(&mut data.resource_claims);
             *data =
                 pod_data(pod, &self.options).map_err(|e| Failure::Unschedulable(e.to_string()))?;
+            data.resource_claims = claims;
             self.topology.update(PodRef { id, pod });
         }
     }
@@ -741,6 +906,14 @@ impl Scheduler {
                 }
             });
             if let Ok(requirements) = narrowed {
+                let Ok(allocation) =
+                    allocate_on_node(self.allocator.as_ref(), &self.templates, node, data)
+                else {
+                    continue;
+                };
+                if let (Some(allocator), Some(a)) = (self.allocator.as_mut(), allocation) {
+                    allocator.commit(a);
+                }
                 node.add(data);
                 let reqs = requirements.as_ref().unwrap_or(&node.requirements).clone();
                 self.topology
@@ -799,6 +972,10 @@ impl Scheduler {
             let claim = &self.claims[c];
             let template = &self.templates[claim.template];
             let topology = &self.topology;
+            let Ok(devices) = allocate_on_claim(self.allocator.as_ref(), template, claim, data)
+            else {
+                continue;
+            };
             let addition = claim.can_add(
                 template,
                 data,
@@ -816,6 +993,7 @@ impl Scheduler {
                         )
                         .map_err(|_| String::new())
                 },
+                devices.as_ref().map(|(_, fit)| fit),
                 self.options.strict_min_values,
                 false,
             );
@@ -832,6 +1010,7 @@ impl Scheduler {
                 ) else {
                     continue;
                 };
+                self.commit_devices(c, devices.map(|(a, _)| a), &addition.options);
                 self.claims[c].add(id, data, addition);
                 self.hold(c, reserved);
                 let claim = &self.claims[c];
@@ -973,6 +1152,8 @@ impl Scheduler {
             host_ports: Vec::new(),
             reserved: Vec::new(),
         };
+        let devices = allocate_on_claim(self.allocator.as_ref(), template, &claim, data)
+            .map_err(|e| format!("allocating dynamic resources, {e}"))?;
         self.topology.register(HOSTNAME_LABEL, &hostname);
         let topology = &self.topology;
         let addition = claim.can_add(
@@ -996,6 +1177,7 @@ impl Scheduler {
                             .to_string()
                     })
             },
+            devices.as_ref().map(|(_, fit)| fit),
             self.options.strict_min_values,
             true,
         );
@@ -1023,6 +1205,11 @@ impl Scheduler {
         };
         self.next_hostname += 1;
         let mut claim = claim;
+        if let (Some(allocator), Some((a, _))) = (self.allocator.as_mut(), devices) {
+            let dropped = dropped_types(&a, template, &addition.options);
+            allocator.commit(a);
+            allocator.release(&claim.hostname, dropped.iter().map(String::as_str));
+        }
         claim.add(id, data, addition);
         // Pessimistic: the NodePool pays for the largest instance type the claim might become.
         let mut largest = Resources::new();
@@ -1061,6 +1248,18 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Records the devices a pod's claims got on claim `c`, giving back those of instance types
+    /// the claim no longer considers (`kept` are the ones it does).
+    fn commit_devices(&mut self, c: usize, allocation: Option<Allocation>, kept: &[u32]) {
+        let (Some(allocator), Some(a)) = (self.allocator.as_mut(), allocation) else {
+            return;
+        };
+        let claim = &self.claims[c];
+        let dropped = dropped_types(&a, &self.templates[claim.template], kept);
+        allocator.commit(a);
+        allocator.release(&claim.hostname, dropped.iter().map(String::as_str));
+    }
+
     /// Keeps `claim_order` as a stable sort by pod count would leave it after the claim at
     /// `pos` gained a pod: first among the claims with its new count.
     fn reorder_after_add(&mut self, pos: usize) {
@@ -1077,6 +1276,13 @@ impl Scheduler {
     }
 
     fn finish(&mut self, results: &mut Results) {
+        if let Some(allocator) = &self.allocator {
+            results.claim_allocations = allocator
+                .claim_allocations()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+        }
         for claim in &self.claims {
             let template = &self.templates[claim.template];
             let mut requirements = claim.requirements.clone();
@@ -1177,6 +1383,11 @@ impl Scheduler {
                 taints: template.taints.clone(),
                 startup_taints: template.startup_taints.clone(),
                 min_values_relaxed,
+                dra_drivers: self
+                    .allocator
+                    .as_ref()
+                    .map(|a| a.drivers_of(&claim.hostname))
+                    .unwrap_or_default(),
             });
         }
     }

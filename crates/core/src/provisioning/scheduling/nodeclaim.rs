@@ -341,6 +341,15 @@ impl Headroom {
     }
 }
 
+/// What a pod's device claims allow of a claim (from the device allocator): requirements its
+/// devices' topology adds, and which instance types (by index into the template's) have them.
+pub struct DeviceFit {
+    /// What the devices require of the node.
+    pub requirements: Requirements,
+    /// Per instance type of the template: whether every claim can be allocated on it.
+    pub instance_types: Vec<bool>,
+}
+
 /// The outcome of a successful check: the claim's state with the pod added.
 pub struct Addition {
     /// The narrowed requirements.
@@ -405,6 +414,7 @@ impl InflightClaim {
         template: &NodeClaimTemplate,
         pod: &PodData,
         topology_requirements: impl FnOnce(&Requirements) -> Result<Option<Requirements>, String>,
+        devices: Option<&DeviceFit>,
         strict_min_values: bool,
         explain: bool,
     ) -> Result<Addition, String> {
@@ -436,6 +446,22 @@ impl InflightClaim {
                 merged = Some(r);
             }
         }
+        if let Some(fit) = devices.filter(|f| !f.requirements.is_empty()) {
+            let current = merged.as_ref().unwrap_or(&self.requirements);
+            if let Err(e) = current.compatible(
+                &fit.requirements,
+                AllowUndefined::WellKnownLabels(&template.provider_labels),
+            ) {
+                return Err(reject(&|| {
+                    format!("incompatible dynamic resource requirements, {e}")
+                }));
+            }
+            let mut r = current.clone();
+            r.add_all(&fit.requirements);
+            if r != self.requirements {
+                merged = Some(r);
+            }
+        }
         if let Some(narrowed) =
             topology_requirements(merged.as_ref().unwrap_or(&self.requirements))?
         {
@@ -462,6 +488,7 @@ impl InflightClaim {
         let agreeing: Vec<Rc<[u64]>> = changed.iter().map(|r| template.agreeing(r)).collect();
         let mut fits_requirements = changed.is_empty();
         let mut fits_resources = false;
+        let mut without_devices = false;
         let options: Vec<u32> = self
             .options
             .iter()
@@ -483,9 +510,17 @@ impl InflightClaim {
                 }
                 let ok = total.fits_with(&template.daemon_overhead[i], it.allocatable());
                 fits_resources |= ok;
-                ok
+                let has_devices = devices.is_none_or(|f| f.instance_types[i]);
+                without_devices |= ok && !has_devices;
+                ok && has_devices
             })
             .collect();
+        if options.is_empty() && without_devices {
+            return Err(reject(&|| {
+                "no instance type satisfies both scheduling and dynamic resource requirements"
+                    .to_string()
+            }));
+        }
         if options.is_empty() {
             return Err(reject(&|| {
                 instance_type_error(fits_requirements, fits_resources, requirements, &total)

@@ -1,0 +1,156 @@
+//! Dynamic Resource Allocation in the scheduling simulation (upstream's
+//! `pkg/scheduling/dynamicresources`): which devices a pod's ResourceClaims would get on a node
+//! or on a NodeClaim not launched yet, so that provisioning launches instance types whose
+//! devices fit and consolidation only moves pods whose devices can follow.
+//!
+//! Devices come from two places: the ResourceSlices drivers published in the cluster, and the
+//! slices an instance type's drivers will publish once its node runs
+//! ([`DynamicResources::resource_slice_templates`], from the cloud provider). Off by default,
+//! as upstream (`IGNORE_DRA_REQUESTS=true`): pods with claims are then reported, not placed.
+
+mod allocator;
+mod capacity;
+mod claims;
+mod pools;
+pub mod selector;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use karpenter_api::dra::{CounterSet, Device, DeviceClass, ResourceClaim, ResourceSlice};
+
+pub use allocator::{Allocation, AllocatedDevice, Allocator, ClaimAllocation, Target};
+pub use claims::{ClaimReference, claim_references, resolve_claims};
+
+/// The annotation that lists, sorted and comma-separated, the drivers whose devices a new
+/// NodeClaim was given; its node initializes once they all published their pools.
+pub const REQUESTED_DRA_DRIVERS_ANNOTATION: &str = "karpenter.sh/requested-dra-drivers";
+
+/// The most devices one claim is allocated (Kubernetes' `AllocationResultsMaxSize`).
+pub const MAX_DEVICES_PER_CLAIM: usize = 32;
+
+/// What an instance type's drivers will publish once its node runs, declared by the cloud
+/// provider (upstream's `InstanceType.DynamicResources`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DynamicResources {
+    /// The node-local slices, one per driver pool (a partitionable pool pairs a counters-only
+    /// template with a devices template of the same pool name).
+    pub resource_slice_templates: Vec<ResourceSliceTemplate>,
+    /// Devices that will share an attribute value known only at run time (a PCIe root, say),
+    /// for `matchAttribute` constraints on devices that do not publish it yet.
+    pub attribute_bindings: Vec<AttributeBinding>,
+}
+
+impl DynamicResources {
+    /// Whether the instance type brings no devices.
+    pub fn is_empty(&self) -> bool {
+        self.resource_slice_templates.is_empty()
+    }
+}
+
+/// A slice a driver will publish on every node of an instance type.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResourceSliceTemplate {
+    /// The driver.
+    pub driver: String,
+    /// The pool's name.
+    pub pool: String,
+    /// The devices.
+    pub devices: Vec<Device>,
+    /// Counters the pool's devices draw on.
+    pub shared_counters: Vec<CounterSet>,
+}
+
+/// Devices of an instance type that will share a value of `attribute`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AttributeBinding {
+    /// The devices; fewer than two binds nothing.
+    pub devices: Vec<DeviceKey>,
+    /// The attribute's qualified name.
+    pub attribute: String,
+}
+
+/// A device by driver, pool and name (`driver/pool/device`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceKey {
+    /// The driver.
+    pub driver: String,
+    /// The pool.
+    pub pool: String,
+    /// The device's name in the pool.
+    pub device: String,
+}
+
+impl DeviceKey {
+    /// A device's key.
+    pub fn new(driver: &str, pool: &str, device: &str) -> Self {
+        Self {
+            driver: driver.to_string(),
+            pool: pool.to_string(),
+            device: device.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for DeviceKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.driver, self.pool, self.device)
+    }
+}
+
+/// The cluster's DRA objects one round reads.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceInventory {
+    /// ResourceClaims by `namespace/name`.
+    pub claims: HashMap<String, Arc<ResourceClaim>>,
+    /// DeviceClasses by name.
+    pub classes: HashMap<String, Arc<DeviceClass>>,
+    /// Every ResourceSlice; those of nodes pods cannot use yet are left out per simulation.
+    pub slices: Vec<Arc<ResourceSlice>>,
+}
+
+impl DeviceInventory {
+    /// An inventory of these objects.
+    pub fn new(
+        claims: impl IntoIterator<Item = ResourceClaim>,
+        classes: impl IntoIterator<Item = DeviceClass>,
+        slices: impl IntoIterator<Item = ResourceSlice>,
+    ) -> Self {
+        Self {
+            claims: claims
+                .into_iter()
+                .map(|c| (claim_key(&c), Arc::new(c)))
+                .collect(),
+            classes: classes
+                .into_iter()
+                .map(|c| (c.metadata.name.clone().unwrap_or_default(), Arc::new(c)))
+                .collect(),
+            slices: slices.into_iter().map(Arc::new).collect(),
+        }
+    }
+}
+
+/// A claim's `namespace/name`.
+pub fn claim_key(claim: &ResourceClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or("default"),
+        claim.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The name of the Node that owns a slice (its first `Node` owner reference): node-local
+/// devices, usable only once that node is.
+pub fn node_owner(slice: &ResourceSlice) -> Option<&str> {
+    slice
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "Node")
+        .map(|o| o.name.as_str())
+}
+
+/// Amounts by capacity or counter name, in thousandths of the unit.
+pub type Amounts = BTreeMap<String, i64>;
