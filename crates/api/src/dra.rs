@@ -435,12 +435,26 @@ mod tests {
             ]}}, "reservedFor": [{"resource": "pods", "name": "a", "uid": "u"}]}
         }))
         .unwrap();
-        let subs = claim.spec.devices.requests[0].first_available.as_ref().unwrap();
-        assert_eq!(subs[1].allocation_mode.as_deref(), Some(ALLOCATION_MODE_ALL));
+        let subs = claim.spec.devices.requests[0]
+            .first_available
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            subs[1].allocation_mode.as_deref(),
+            Some(ALLOCATION_MODE_ALL)
+        );
         let status = claim.status.as_ref().unwrap();
         assert!(status.reserved_for[0].is_pod());
         assert_eq!(
-            status.allocation.as_ref().unwrap().devices.as_ref().unwrap().results[0].request,
+            status
+                .allocation
+                .as_ref()
+                .unwrap()
+                .devices
+                .as_ref()
+                .unwrap()
+                .results[0]
+                .request,
             "req/big"
         );
         let wrong: Result<ResourceClaim, _> = serde_json::from_value(serde_json::json!({

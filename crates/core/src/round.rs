@@ -176,6 +176,9 @@ impl<P: ObservedPod> ObservedPod for RoundPod<'_, P> {
     fn claim_names(&self) -> Vec<String> {
         delegate!(self, p => p.claim_names())
     }
+    fn resource_claim_statuses(&self) -> &[k8s_openapi::api::core::v1::PodResourceClaimStatus] {
+        delegate!(self, p => p.resource_claim_statuses())
+    }
 }
 
 /// What provisioning decided.

@@ -9,7 +9,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, Weak};
 
 use k8s_openapi::api::core::v1::{
-    ObjectReference, Pod, PodAffinityTerm, PodCondition, PodSpec, PodStatus,
+    ObjectReference, Pod, PodAffinityTerm, PodCondition, PodResourceClaimStatus, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use karpenter_core::provisioning::scheduling::BoundPod;
@@ -63,6 +63,8 @@ pub struct StoredPod {
     pub spec: Arc<SharedSpec>,
     /// The PersistentVolumeClaims its volumes use (the shared spec keeps no volumes).
     pub claims: Vec<String>,
+    /// The ResourceClaims made for it from templates (`status.resourceClaimStatuses`).
+    pub resource_claim_statuses: Vec<PodResourceClaimStatus>,
 }
 
 /// One shared value per distinct value, kept while someone holds it.
@@ -250,6 +252,7 @@ impl StoredPod {
             start_time: status.start_time,
             spec: specs.intern(spec),
             claims,
+            resource_claim_statuses: status.resource_claim_statuses.unwrap_or_default(),
         }
     }
 
@@ -283,6 +286,8 @@ impl StoredPod {
                 conditions: Some(conditions).filter(|c| !c.is_empty()),
                 nominated_node_name: self.nominated_node_name.clone(),
                 start_time: self.start_time.clone(),
+                resource_claim_statuses: Some(self.resource_claim_statuses.clone())
+                    .filter(|s| !s.is_empty()),
                 ..Default::default()
             }),
         }
@@ -374,6 +379,10 @@ impl ObservedPod for StoredPod {
 
     fn claim_names(&self) -> Vec<String> {
         self.claims.clone()
+    }
+
+    fn resource_claim_statuses(&self) -> &[PodResourceClaimStatus] {
+        &self.resource_claim_statuses
     }
 }
 

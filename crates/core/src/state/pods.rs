@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodResourceClaimStatus, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{
+    ObjectReference, Pod, PodResourceClaimStatus, PodSpec, PodStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::BoundPod;
@@ -40,9 +42,7 @@ pub trait ObservedPod {
     /// `status.startTime`.
     fn start_time(&self) -> Option<&Time>;
     /// The claims generated for it from ResourceClaimTemplates (`status.resourceClaimStatuses`).
-    fn resource_claim_statuses(&self) -> &[PodResourceClaimStatus] {
-        &[]
-    }
+    fn resource_claim_statuses(&self) -> &[PodResourceClaimStatus];
     /// As scheduling sees it on its node; `None` once it finished.
     fn bound(&self) -> Option<BoundPod>;
     /// The whole pod, as the scheduler and disruption read it.

@@ -658,7 +658,9 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
     }
 
     /// The cluster's ResourceClaims, DeviceClasses and ResourceSlices.
-    pub fn devices(&self) -> &std::sync::Arc<crate::scheduling::dynamic_resources::DeviceInventory> {
+    pub fn devices(
+        &self,
+    ) -> &std::sync::Arc<crate::scheduling::dynamic_resources::DeviceInventory> {
         &self.observed.devices
     }
 

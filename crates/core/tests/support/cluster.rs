@@ -17,12 +17,12 @@ use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::disruption::{Blocked, Method};
 use karpenter_core::feature_gates::FeatureGates;
 use karpenter_core::instancetype::{InstanceType, fake};
-use karpenter_core::scheduling::dynamic_resources::{ClaimAllocation, DeviceInventory};
 use karpenter_core::provisioning::scheduling::{NodePoolInput, SchedulerOptions};
 use karpenter_core::round::{
     BufferHolding, Disrupt, Disruption, Parts, Provisioning, RoundInputs, RoundPlan, RoundPod,
     decide,
 };
+use karpenter_core::scheduling::dynamic_resources::{ClaimAllocation, DeviceInventory};
 use karpenter_core::state::selectors::{PodController, ServiceSelector};
 use karpenter_core::state::{Observed, Snapshot};
 use serde_json::{Value, json};
@@ -499,43 +499,39 @@ impl Cluster {
 
 /// Provisioning's decision, by name.
 pub fn provisioned(p: &Provisioning<'_, Pod>) -> Provisioned {
-        let name = |i: usize| match p.batch[i] {
-            RoundPod::Real(pod) | RoundPod::Virtual(pod) => {
-                pod.metadata.name.clone().unwrap_or_default()
-            }
-        };
-        Provisioned {
-            claims: p
-                .results
-                .new_node_claims
-                .iter()
-                .map(|c| NewClaim {
-                    node_pool: c.node_pool.clone(),
-                    instance_types: c
-                        .instance_types
-                        .iter()
-                        .map(|t| t.name.clone())
-                        .collect(),
-                    pods: c.pods.iter().map(|&i| name(i)).collect(),
-                    labels: c.labels.clone(),
-                    dra_drivers: c.dra_drivers.clone(),
-                })
-                .collect(),
-            existing: p
-                .results
-                .existing_nodes
-                .iter()
-                .map(|(node, pods)| (node.clone(), pods.iter().map(|&i| name(i)).collect()))
-                .collect(),
-            failed: p
-                .results
-                .pod_errors
-                .iter()
-                .map(|(&i, e)| (name(i), e.clone()))
-                .collect(),
-            pending_by_zone: p.results.pending_by_zone.clone(),
-            claim_allocations: p.results.claim_allocations.clone(),
+    let name = |i: usize| match p.batch[i] {
+        RoundPod::Real(pod) | RoundPod::Virtual(pod) => {
+            pod.metadata.name.clone().unwrap_or_default()
         }
+    };
+    Provisioned {
+        claims: p
+            .results
+            .new_node_claims
+            .iter()
+            .map(|c| NewClaim {
+                node_pool: c.node_pool.clone(),
+                instance_types: c.instance_types.iter().map(|t| t.name.clone()).collect(),
+                pods: c.pods.iter().map(|&i| name(i)).collect(),
+                labels: c.labels.clone(),
+                dra_drivers: c.dra_drivers.clone(),
+            })
+            .collect(),
+        existing: p
+            .results
+            .existing_nodes
+            .iter()
+            .map(|(node, pods)| (node.clone(), pods.iter().map(|&i| name(i)).collect()))
+            .collect(),
+        failed: p
+            .results
+            .pod_errors
+            .iter()
+            .map(|(&i, e)| (name(i), e.clone()))
+            .collect(),
+        pending_by_zone: p.results.pending_by_zone.clone(),
+        claim_allocations: p.results.claim_allocations.clone(),
+    }
 }
 
 /// A NodeClaim provisioning opens.

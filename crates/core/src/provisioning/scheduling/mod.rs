@@ -36,15 +36,15 @@ use topology::{CountedNode, Matching, PodRef, Topology};
 
 use crate::instancetype::{InstanceType, RESERVED};
 use crate::resources::{Limits, NODES, QuantityError, Resources};
-use crate::scheduling::hostports::{HostPort, spec_host_ports};
-use crate::scheduling::volumeusage::Attachment;
 use crate::scheduling::dynamic_resources::{
     self, Allocation, Allocator, ClaimAllocation, DeviceInventory, Target,
 };
+use crate::scheduling::hostports::{HostPort, spec_host_ports};
+use crate::scheduling::volumeusage::Attachment;
 use crate::scheduling::{AllowUndefined, Requirement, Requirements};
 use crate::state::pods::ObservedPod;
-use karpenter_api::dra::ResourceClaim;
 use crate::state::volumes::PodVolumes;
+use karpenter_api::dra::ResourceClaim;
 
 /// The most instance types a NodeClaim lists (upstream's `MaxInstanceTypes`).
 pub const MAX_INSTANCE_TYPES: usize = 600;
@@ -441,7 +441,11 @@ fn allocate_on_claim(
 }
 
 /// The instance types an allocation covers that a claim no longer considers.
-fn dropped_types(allocation: &Allocation, template: &NodeClaimTemplate, kept: &[u32]) -> Vec<String> {
+fn dropped_types(
+    allocation: &Allocation,
+    template: &NodeClaimTemplate,
+    kept: &[u32],
+) -> Vec<String> {
     let kept: BTreeSet<&str> = kept
         .iter()
         .map(|&i| template.instance_types[i as usize].name.as_str())

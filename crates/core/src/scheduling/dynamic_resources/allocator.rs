@@ -12,7 +12,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use karpenter_api::dra::{ALLOCATION_MODE_ALL, Device, DeviceAttribute, DeviceSelector as Selector, ResourceClaim};
+use karpenter_api::dra::{
+    ALLOCATION_MODE_ALL, Device, DeviceAttribute, DeviceSelector as Selector, ResourceClaim,
+};
 
 use super::capacity::{self, milli};
 use super::pools::{self, Counters, Pool, PoolKey};
@@ -299,7 +301,13 @@ impl Allocator {
         target: &Target<'_>,
         claims: &[Arc<ResourceClaim>],
     ) -> Result<Allocation, String> {
-        let all_types = || target.instance_types.iter().map(|(n, _)| n.to_string()).collect();
+        let all_types = || {
+            target
+                .instance_types
+                .iter()
+                .map(|(n, _)| n.to_string())
+                .collect()
+        };
         if claims.is_empty() {
             return Ok(Allocation {
                 instance_types: all_types(),
@@ -312,8 +320,7 @@ impl Allocator {
         for claim in claims {
             let key = claim_key(claim);
             let in_cluster = claim.status.as_ref().and_then(|s| s.allocation.as_ref());
-            if let Some(allocation) = in_cluster.filter(|_| !reallocatable(claim, &self.deleting))
-            {
+            if let Some(allocation) = in_cluster.filter(|_| !reallocatable(claim, &self.deleting)) {
                 if let Some(topology) = allocation
                     .node_selector
                     .as_ref()
@@ -371,7 +378,8 @@ impl Allocator {
         let empty = DynamicResources::default();
         for (t, (name, resources)) in target.instance_types.iter().enumerate() {
             let templates = &resources.unwrap_or(&empty).resource_slice_templates;
-            let mut search = Search::new(self, target, &data, t, name, templates, accumulated.clone());
+            let mut search =
+                Search::new(self, target, &data, t, name, templates, accumulated.clone());
             if !search.counters_feasible() || !search.dfs(0, 0, None, 0) {
                 continue;
             }
@@ -518,7 +526,11 @@ impl Allocator {
     }
 
     /// Gives back what NodeClaim `node_claim` held on instance types it no longer considers.
-    pub fn release<'a>(&mut self, node_claim: &str, instance_types: impl IntoIterator<Item = &'a str>) {
+    pub fn release<'a>(
+        &mut self,
+        node_claim: &str,
+        instance_types: impl IntoIterator<Item = &'a str>,
+    ) {
         for it in instance_types {
             self.inflight.retain(|_, (owner, types)| {
                 if owner == node_claim {
@@ -536,7 +548,11 @@ impl Allocator {
             if let Some(m) = self.inflight_counters.get_mut(node_claim) {
                 m.remove(it);
             }
-            for meta in self.claims.values_mut().filter(|m| m.node_claim == node_claim) {
+            for meta in self
+                .claims
+                .values_mut()
+                .filter(|m| m.node_claim == node_claim)
+            {
                 meta.devices.remove(it);
                 if meta.contributed.remove(it).is_some_and(|r| !r.is_empty()) {
                     let mut total = Requirements::new();
@@ -618,7 +634,9 @@ impl Allocator {
                     attribute: attribute.clone(),
                 }),
                 (None, Some(_)) => {
-                    return Err(format!("claim {name:?}: DistinctAttribute constraints not done yet"));
+                    return Err(format!(
+                        "claim {name:?}: DistinctAttribute constraints not done yet"
+                    ));
                 }
                 (None, None) => return Err(format!("claim {name:?}: unsupported constraint type")),
             }
@@ -645,7 +663,10 @@ impl Allocator {
                     let mut request = Request::parent(&r.name);
                     for s in subs {
                         request.subs.push(self.request(
-                            &format!("claim {name:?} request {:?}", format!("{}/{}", r.name, s.name)),
+                            &format!(
+                                "claim {name:?} request {:?}",
+                                format!("{}/{}", r.name, s.name)
+                            ),
                             &r.name,
                             Some(&s.name),
                             Shape {
@@ -672,7 +693,8 @@ impl Allocator {
         let least = |r: &Request, templates: Option<usize>| -> usize {
             let size = |r: &Request| {
                 if r.all {
-                    r.all_devices.len() + templates.map_or(0, |t| r.all_templates.get(t).map_or(0, Vec::len))
+                    r.all_devices.len()
+                        + templates.map_or(0, |t| r.all_templates.get(t).map_or(0, Vec::len))
                 } else {
                     r.count
                 }
@@ -701,7 +723,9 @@ impl Allocator {
                 }
             }
             if !target.instance_types.is_empty() && excluded.len() == target.instance_types.len() {
-                return Err(format!("claim {name:?}: all instance types pruned, no instance type can satisfy this claim without exceeding the maximum of {MAX_DEVICES_PER_CLAIM} devices"));
+                return Err(format!(
+                    "claim {name:?}: all instance types pruned, no instance type can satisfy this claim without exceeding the maximum of {MAX_DEVICES_PER_CLAIM} devices"
+                ));
             }
         }
         Ok(ClaimData {
@@ -739,7 +763,9 @@ impl Allocator {
         }
         for s in shape.selectors {
             let Selector { cel: Some(cel) } = s else {
-                return Err(format!("{prefix}: unsupported selector type (only CEL is supported)"));
+                return Err(format!(
+                    "{prefix}: unsupported selector type (only CEL is supported)"
+                ));
             };
             selectors.push(self.compile(prefix, &cel.expression)?);
         }
@@ -763,7 +789,12 @@ impl Allocator {
             for (p, pool) in self.pools.iter().enumerate() {
                 let reachable: Vec<usize> = (0..pool.slices.len())
                     .filter(|&s| {
-                        pools::slice_reaches(&pool.slices[s], requirements, target.node_name, self.allow())
+                        pools::slice_reaches(
+                            &pool.slices[s],
+                            requirements,
+                            target.node_name,
+                            self.allow(),
+                        )
                     })
                     .collect();
                 if reachable.is_empty() {
@@ -771,15 +802,23 @@ impl Allocator {
                 }
                 let (driver, pool_name) = &pool.key;
                 if pool.invalid {
-                    return Err(format!("{prefix}: pool {driver}/{pool_name} is invalid (duplicate device names)"));
+                    return Err(format!(
+                        "{prefix}: pool {driver}/{pool_name} is invalid (duplicate device names)"
+                    ));
                 }
                 if pool.incomplete {
-                    return Err(format!("{prefix}: pool {driver}/{pool_name} is incomplete (missing slices)"));
+                    return Err(format!(
+                        "{prefix}: pool {driver}/{pool_name} is incomplete (missing slices)"
+                    ));
                 }
                 for s in reachable {
                     for (d, device) in pool.slices[s].spec.devices.iter().enumerate() {
                         if request.selects(driver, device)? {
-                            request.all_devices.push(Source::Cluster { pool: p, slice: s, device: d });
+                            request.all_devices.push(Source::Cluster {
+                                pool: p,
+                                slice: s,
+                                device: d,
+                            });
                         }
                     }
                 }
@@ -787,10 +826,18 @@ impl Allocator {
             let empty = DynamicResources::default();
             for (_, resources) in &target.instance_types {
                 let mut found = Vec::new();
-                for (s, slice) in resources.unwrap_or(&empty).resource_slice_templates.iter().enumerate() {
+                for (s, slice) in resources
+                    .unwrap_or(&empty)
+                    .resource_slice_templates
+                    .iter()
+                    .enumerate()
+                {
                     for (d, device) in slice.devices.iter().enumerate() {
                         if request.selects(&slice.driver, device)? {
-                            found.push(Source::Template { slice: s, device: d });
+                            found.push(Source::Template {
+                                slice: s,
+                                device: d,
+                            });
                         }
                     }
                 }
@@ -801,9 +848,8 @@ impl Allocator {
     }
 
     fn compile(&self, prefix: &str, expression: &str) -> Result<DeviceSelector, String> {
-        self.selector(expression).map_err(|e| {
-            format!("{prefix}: CEL expression {expression:?} failed to compile: {e}")
-        })
+        self.selector(expression)
+            .map_err(|e| format!("{prefix}: CEL expression {expression:?} failed to compile: {e}"))
     }
 }
 
@@ -819,8 +865,15 @@ struct Shape<'a> {
 /// A device the search may try.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Source {
-    Cluster { pool: usize, slice: usize, device: usize },
-    Template { slice: usize, device: usize },
+    Cluster {
+        pool: usize,
+        slice: usize,
+        device: usize,
+    },
+    Template {
+        slice: usize,
+        device: usize,
+    },
 }
 
 /// A request, validated.
@@ -902,7 +955,9 @@ enum Pinned {
 fn attribute<'d>(device: &'d Device, driver: &str, name: &str) -> Option<&'d DeviceAttribute> {
     device.attributes.get(name).or_else(|| {
         let (domain, id) = name.split_once('/')?;
-        (domain == driver).then(|| device.attributes.get(id)).flatten()
+        (domain == driver)
+            .then(|| device.attributes.get(id))
+            .flatten()
     })
 }
 
@@ -942,7 +997,9 @@ impl Bindings {
     }
 
     fn of(&self, attribute: &str, device: &DeviceKey) -> Option<usize> {
-        self.group.get(&(attribute.to_string(), device.clone())).copied()
+        self.group
+            .get(&(attribute.to_string(), device.clone()))
+            .copied()
     }
 }
 
@@ -1018,7 +1075,11 @@ impl<'s> Search<'s> {
 
     fn device(&self, source: Source) -> (&'s str, &'s str, &'s Device) {
         match source {
-            Source::Cluster { pool, slice, device } => {
+            Source::Cluster {
+                pool,
+                slice,
+                device,
+            } => {
                 let p = &self.alloc.pools[pool];
                 (&p.key.0, &p.key.1, &p.slices[slice].spec.devices[device])
             }
@@ -1035,7 +1096,11 @@ impl<'s> Search<'s> {
         let mut left: HashMap<(PoolKey, bool), Counters> = HashMap::new();
         for claim in self.claims {
             for r in &claim.requests {
-                let alternatives: Vec<&Request> = if r.subs.is_empty() { vec![r] } else { r.subs.iter().collect() };
+                let alternatives: Vec<&Request> = if r.subs.is_empty() {
+                    vec![r]
+                } else {
+                    r.subs.iter().collect()
+                };
                 let feasible = alternatives.iter().any(|r| {
                     if !r.all {
                         return true;
@@ -1083,12 +1148,9 @@ impl<'s> Search<'s> {
     }
 
     fn all_sources(&self, r: &'s Request) -> impl Iterator<Item = &'s Source> {
-        r.all_devices.iter().chain(
-            r.all_templates
-                .get(self.type_index)
-                .into_iter()
-                .flatten(),
-        )
+        r.all_devices
+            .iter()
+            .chain(r.all_templates.get(self.type_index).into_iter().flatten())
     }
 
     fn on_path(&self, claim: usize) -> usize {
@@ -1115,7 +1177,10 @@ impl<'s> Search<'s> {
         };
         let slots = if request.all {
             request.all_devices.len()
-                + request.all_templates.get(self.type_index).map_or(0, Vec::len)
+                + request
+                    .all_templates
+                    .get(self.type_index)
+                    .map_or(0, Vec::len)
         } else {
             request.count
         };
@@ -1130,7 +1195,11 @@ impl<'s> Search<'s> {
         }
         let (ri, si) = (r, sub.map_or(0, |s| s + 1));
         let candidates: Vec<Source> = if request.all {
-            self.all_sources(request).nth(slot).copied().into_iter().collect()
+            self.all_sources(request)
+                .nth(slot)
+                .copied()
+                .into_iter()
+                .collect()
         } else {
             let mut out = Vec::new();
             for (p, pool) in self.alloc.pools.iter().enumerate() {
@@ -1139,13 +1208,20 @@ impl<'s> Search<'s> {
                 }
                 for (s, slice) in pool.slices.iter().enumerate() {
                     for d in 0..slice.spec.devices.len() {
-                        out.push(Source::Cluster { pool: p, slice: s, device: d });
+                        out.push(Source::Cluster {
+                            pool: p,
+                            slice: s,
+                            device: d,
+                        });
                     }
                 }
             }
             for (s, t) in self.templates.iter().enumerate() {
                 for d in 0..t.devices.len() {
-                    out.push(Source::Template { slice: s, device: d });
+                    out.push(Source::Template {
+                        slice: s,
+                        device: d,
+                    });
                 }
             }
             out
@@ -1267,7 +1343,9 @@ impl<'s> Search<'s> {
                     .bindings
                     .of(&constraint.attribute, &key)
                     .map(|_| Pinned::Bound(key.clone())),
-                (Some(Pinned::Value(first)), Some(v)) => (first == v).then(|| Pinned::Value(v.clone())),
+                (Some(Pinned::Value(first)), Some(v)) => {
+                    (first == v).then(|| Pinned::Value(v.clone()))
+                }
                 (Some(Pinned::Bound(first)), None) => {
                     let g = self.bindings.of(&constraint.attribute, first);
                     (g.is_some() && g == self.bindings.of(&constraint.attribute, &key))
@@ -1289,7 +1367,9 @@ impl<'s> Search<'s> {
             }
         }
         let topology = match source {
-            Source::Cluster { pool: p, slice, .. } => pools::slice_topology(&self.alloc.pools[p].slices[slice]),
+            Source::Cluster { pool: p, slice, .. } => {
+                pools::slice_topology(&self.alloc.pools[p].slices[slice])
+            }
             Source::Template { .. } => None,
         };
         let mut previous = None;
@@ -1328,7 +1408,10 @@ impl<'s> Search<'s> {
             self.taken.insert(k);
         }
         if let Some((pool, need)) = &step.counters {
-            let used = self.path_counters.entry((pool.clone(), step.template)).or_default();
+            let used = self
+                .path_counters
+                .entry((pool.clone(), step.template))
+                .or_default();
             for (k, v) in need {
                 *used.entry(k.clone()).or_default() += v;
             }

@@ -163,20 +163,70 @@ mod tests {
                 step: Some(q("2Gi")),
             }),
         };
-        let cases: [(&str, Option<CapacityRequestPolicy>, &[(&str, &str)], Result<Option<i64>, ()>); 9] = [
-            ("asked, no policy", None, &[("memory", "4Gi")], Ok(Some(gi(4)))),
-            ("nothing asked, no policy: all of it", None, &[], Ok(Some(gi(16)))),
-            ("nothing asked: the default", Some(values.clone()), &[], Ok(Some(gi(4)))),
-            ("rounded up to a valid value", Some(values.clone()), &[("memory", "5Gi")], Ok(Some(gi(8)))),
-            ("past every valid value", Some(values.clone()), &[("memory", "32Gi")], Err(())),
-            ("below the range's min", Some(range.clone()), &[("memory", "1Gi")], Ok(Some(gi(2)))),
-            ("rounded up to a step", Some(range.clone()), &[("memory", "3Gi")], Ok(Some(gi(4)))),
-            ("past the range's max", Some(range), &[("memory", "11Gi")], Err(())),
-            ("a capacity the device lacks", None, &[("memory", "1Gi"), ("bandwidth", "10")], Err(())),
+        let cases: [(
+            &str,
+            Option<CapacityRequestPolicy>,
+            &[(&str, &str)],
+            Result<Option<i64>, ()>,
+        ); 9] = [
+            (
+                "asked, no policy",
+                None,
+                &[("memory", "4Gi")],
+                Ok(Some(gi(4))),
+            ),
+            (
+                "nothing asked, no policy: all of it",
+                None,
+                &[],
+                Ok(Some(gi(16))),
+            ),
+            (
+                "nothing asked: the default",
+                Some(values.clone()),
+                &[],
+                Ok(Some(gi(4))),
+            ),
+            (
+                "rounded up to a valid value",
+                Some(values.clone()),
+                &[("memory", "5Gi")],
+                Ok(Some(gi(8))),
+            ),
+            (
+                "past every valid value",
+                Some(values.clone()),
+                &[("memory", "32Gi")],
+                Err(()),
+            ),
+            (
+                "below the range's min",
+                Some(range.clone()),
+                &[("memory", "1Gi")],
+                Ok(Some(gi(2))),
+            ),
+            (
+                "rounded up to a step",
+                Some(range.clone()),
+                &[("memory", "3Gi")],
+                Ok(Some(gi(4))),
+            ),
+            (
+                "past the range's max",
+                Some(range),
+                &[("memory", "11Gi")],
+                Err(()),
+            ),
+            (
+                "a capacity the device lacks",
+                None,
+                &[("memory", "1Gi"), ("bandwidth", "10")],
+                Err(()),
+            ),
         ];
         for (case, policy, asked, expected) in cases {
-            let got = consumed(&device("16Gi", policy), &asking(asked))
-                .map(|c| c.map(|c| c["memory"]));
+            let got =
+                consumed(&device("16Gi", policy), &asking(asked)).map(|c| c.map(|c| c["memory"]));
             assert_eq!(got, expected, "{case}");
         }
     }

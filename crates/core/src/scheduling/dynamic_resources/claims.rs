@@ -125,6 +125,10 @@ mod tests {
         let inventory = DeviceInventory::default();
         let err = resolve_claims(&inventory, &[ClaimReference::Claim("default/late".into())]);
         assert_eq!(err.unwrap_err(), "resourceclaim \"default/late\" not found");
-        assert!(resolve_claims(&inventory, &[ClaimReference::NotNeeded]).unwrap().is_empty());
+        assert!(
+            resolve_claims(&inventory, &[ClaimReference::NotNeeded])
+                .unwrap()
+                .is_empty()
+        );
     }
 }

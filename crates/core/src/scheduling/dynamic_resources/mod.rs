@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use karpenter_api::dra::{CounterSet, Device, DeviceClass, ResourceClaim, ResourceSlice};
 
-pub use allocator::{Allocation, AllocatedDevice, Allocator, ClaimAllocation, Target};
+pub use allocator::{AllocatedDevice, Allocation, Allocator, ClaimAllocation, Target};
 pub use claims::{ClaimReference, claim_references, resolve_claims};
 
 /// The annotation that lists, sorted and comma-separated, the drivers whose devices a new

@@ -86,9 +86,7 @@ pub(crate) fn counter_sets<'a>(sets: impl Iterator<Item = &'a CounterSet>) -> (C
 
 /// Whether every counter `device` draws on is declared.
 pub(crate) fn draws_on_known_counters(device: &Device, counters: &Counters) -> bool {
-    consumption(device)
-        .keys()
-        .all(|k| counters.contains_key(k))
+    consumption(device).keys().all(|k| counters.contains_key(k))
 }
 
 /// What `device` draws from its pool's counters.
@@ -96,7 +94,8 @@ pub(crate) fn consumption(device: &Device) -> Counters {
     let mut out = Counters::new();
     for c in &device.consumes_counters {
         for (name, counter) in &c.counters {
-            *out.entry((c.counter_set.clone(), name.clone())).or_default() += milli(&counter.value);
+            *out.entry((c.counter_set.clone(), name.clone()))
+                .or_default() += milli(&counter.value);
         }
     }
     out
