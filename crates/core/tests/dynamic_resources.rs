@@ -265,7 +265,7 @@ fn node_of<'a>(p: &'a Provisioned, pod: &str) -> Option<&'a str> {
         .map(|(n, _)| n.as_str())
 }
 
-fn claim_with<'a>(p: &'a Provisioned, pod: &str) -> Option<usize> {
+fn claim_with(p: &Provisioned, pod: &str) -> Option<usize> {
     p.claims
         .iter()
         .position(|c| c.pods.iter().any(|x| x == pod))
@@ -619,13 +619,14 @@ fn n1_with_dra_requests_ignored_a_pod_with_claims_is_not_supported() {
 
 #[test]
 fn u_pods_whose_claims_cannot_be_met_get_no_nodeclaim() {
-    let cases: [(
-        &str,
+    type Unmet<'a> = (
+        &'a str,
         Vec<InstanceType>,
         Vec<ResourceClaim>,
         Vec<DeviceClass>,
-        &str,
-    ); 3] = [
+        &'a str,
+    );
+    let cases: [Unmet; 3] = [
         (
             "U1 the claim does not exist",
             vec![gpu_it("gpu-it", 1)],
@@ -991,12 +992,13 @@ fn p_shared_device_capacity_packs_and_runs_out() {
         valid_values: vec![q("4Gi"), q("8Gi"), q("16Gi")],
         valid_range: None,
     };
-    let cases: [(
-        &str,
+    type Shared<'a> = (
+        &'a str,
         Option<CapacityRequestPolicy>,
         Vec<Value>,
         Option<usize>,
-    ); 7] = [
+    );
+    let cases: [Shared; 7] = [
         (
             "P1 one slice of a shared device",
             None,

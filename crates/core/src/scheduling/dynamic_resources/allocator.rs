@@ -1446,3 +1446,291 @@ impl<'s> Search<'s> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(uids: &[&str]) -> HashSet<String> {
+        uids.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn amounts(pairs: &[(&str, i64)]) -> Amounts {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    // Upstream's provisioning/dra_internal_test.go › allConsumersDeleting.
+    #[test]
+    fn consumers_are_all_deleting_only_when_none_stays() {
+        let deleting = set(&["a", "b"]);
+        let cases: [(&[&str], bool); 4] = [
+            (&["a", "b"], true),
+            (&["a"], true),
+            (&["a", "c"], false),
+            (&["c"], false),
+        ];
+        for (consumers, expected) in cases {
+            assert_eq!(
+                all_consumers_deleting(consumers, &deleting),
+                expected,
+                "{consumers:?}"
+            );
+        }
+    }
+
+    // Upstream's provisioning/dra_internal_test.go › effectiveConsumedCapacity.
+    #[test]
+    fn a_shared_device_keeps_the_share_of_claims_that_stay() {
+        let mi = |n: i64| n * 1024 * 1024 * 1000;
+        let deleting = set(&["deleting-a", "deleting-b"]);
+        type Case<'a> = (&'a str, Vec<(Vec<&'a str>, Amounts)>, Amounts);
+        let cases: Vec<Case> = vec![
+            (
+                "no consumer is deleting",
+                vec![
+                    (
+                        vec!["live-a"],
+                        amounts(&[("memory", mi(256)), ("connections", 1000)]),
+                    ),
+                    (
+                        vec!["live-b"],
+                        amounts(&[("memory", mi(128)), ("connections", 3000)]),
+                    ),
+                ],
+                amounts(&[("memory", mi(384)), ("connections", 4000)]),
+            ),
+            (
+                "only the deleting claim's share goes",
+                vec![
+                    (
+                        vec!["live-a"],
+                        amounts(&[("memory", mi(256)), ("connections", 1000)]),
+                    ),
+                    (
+                        vec!["deleting-b"],
+                        amounts(&[("memory", mi(128)), ("connections", 3000)]),
+                    ),
+                ],
+                amounts(&[("memory", mi(256)), ("connections", 1000)]),
+            ),
+            (
+                "a capacity only the deleting claim consumed is dropped",
+                vec![
+                    (vec!["live-a"], amounts(&[("memory", mi(256))])),
+                    (
+                        vec!["deleting-b"],
+                        amounts(&[("memory", mi(128)), ("connections", 3000)]),
+                    ),
+                ],
+                amounts(&[("memory", mi(256))]),
+            ),
+            (
+                "every contribution is deleting",
+                vec![
+                    (vec!["deleting-a"], amounts(&[("memory", mi(256))])),
+                    (vec!["deleting-b"], amounts(&[("memory", mi(128))])),
+                ],
+                Amounts::new(),
+            ),
+            (
+                "a claim of a deleting and a live pod stays",
+                vec![(
+                    vec!["deleting-a", "live-b"],
+                    amounts(&[("memory", mi(256))]),
+                )],
+                amounts(&[("memory", mi(256))]),
+            ),
+        ];
+        for (case, contributions, expected) in cases {
+            assert_eq!(
+                effective_consumed(&contributions, &deleting),
+                expected,
+                "{case}"
+            );
+        }
+    }
+
+    fn slice(owners: serde_json::Value) -> karpenter_api::dra::ResourceSlice {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "s", "ownerReferences": owners},
+            "spec": {"driver": "d", "pool": {"name": "p"}}
+        }))
+        .unwrap()
+    }
+
+    // Upstream's provisioning/dra_internal_test.go › nodeOwnerName.
+    #[test]
+    fn a_slice_belongs_to_its_node_owner() {
+        let owner = |kind: &str, name: &str| serde_json::json!({"apiVersion": "v1", "kind": kind, "name": name, "uid": name});
+        let cases = [
+            (serde_json::json!([owner("Node", "node-a")]), Some("node-a")),
+            (serde_json::json!([]), None),
+            (serde_json::json!([owner("Pod", "pod-a")]), None),
+            (
+                serde_json::json!([owner("Pod", "pod-a"), owner("Node", "node-b")]),
+                Some("node-b"),
+            ),
+        ];
+        for (owners, expected) in cases {
+            assert_eq!(node_owner(&slice(owners.clone())), expected, "{owners}");
+        }
+    }
+
+    fn gpu_types() -> (DynamicResources, DynamicResources) {
+        let gpu = DynamicResources {
+            resource_slice_templates: vec![ResourceSliceTemplate {
+                driver: "driver-a".into(),
+                pool: "pool".into(),
+                devices: vec![Device {
+                    name: "gpu-0".into(),
+                    ..Default::default()
+                }],
+                shared_counters: Vec::new(),
+            }],
+            attribute_bindings: Vec::new(),
+        };
+        (gpu, DynamicResources::default())
+    }
+
+    fn claim() -> Arc<ResourceClaim> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "c", "namespace": "default"},
+                "spec": {"devices": {"requests": [{"name": "req", "exactly": {"deviceClassName": "any"}}]}}
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn allocator() -> Allocator {
+        let inventory = DeviceInventory::new(
+            [],
+            [serde_json::from_value(serde_json::json!({"metadata": {"name": "any"}})).unwrap()],
+            [],
+        );
+        Allocator::new(
+            Arc::new(inventory),
+            &HashSet::new(),
+            HashSet::new(),
+            Vec::new(),
+        )
+    }
+
+    // Upstream's scheduling/dra_internal_test.go › draNodeClaim adapter: the instance types
+    // with their templates (it-2 has none) are what the claim can be allocated on.
+    #[test]
+    fn only_instance_types_with_the_device_remain() {
+        let (gpu, none) = gpu_types();
+        let requirements = Requirements::new();
+        let target = Target {
+            id: "hostname-1",
+            node_pool: "np-a",
+            node_name: "",
+            requirements: &requirements,
+            instance_types: vec![("it-1", Some(&gpu)), ("it-2", Some(&none))],
+        };
+        let mut alloc = allocator();
+        let a = alloc.allocate(&target, &[claim()]).unwrap();
+        assert_eq!(a.instance_types, ["it-1"]);
+        alloc.commit(a);
+        let meta = &alloc.claim_allocations()["default/c"];
+        assert_eq!(meta.node_claim, "hostname-1");
+        assert!(meta.used_templates);
+        assert_eq!(alloc.drivers_of("hostname-1"), ["driver-a"]);
+        // A later pod of the same claim must join that NodeClaim.
+        let other = Target {
+            id: "hostname-2",
+            ..target
+        };
+        let err = alloc.allocate(&other, &[claim()]).unwrap_err();
+        assert!(
+            err.contains("bound to a different in-flight NodeClaim"),
+            "{err}"
+        );
+    }
+
+    // Upstream's scheduling/dra_internal_test.go › draExistingNode adapter: an initialized
+    // node offers no templates, one not initialized offers its instance type's, and one whose
+    // instance type is unknown offers none.
+    #[test]
+    fn an_existing_node_offers_templates_only_before_it_initializes() {
+        let (gpu, _) = gpu_types();
+        let requirements = Requirements::new();
+        let cases = [
+            ("initialized", None, false),
+            ("not initialized", Some(&gpu), true),
+            ("instance type unknown", None, false),
+        ];
+        for (case, resources, fits) in cases {
+            let target = Target {
+                id: "node-a",
+                node_pool: "np-a",
+                node_name: "node-a",
+                requirements: &requirements,
+                instance_types: vec![("it-1", resources)],
+            };
+            assert_eq!(
+                allocator().allocate(&target, &[claim()]).is_ok(),
+                fits,
+                "{case}"
+            );
+        }
+    }
+
+    // Kubernetes' claim validation, as upstream's allocator reports it.
+    #[test]
+    fn a_claim_the_allocator_cannot_read_is_refused_with_why() {
+        let (gpu, _) = gpu_types();
+        let requirements = Requirements::new();
+        let target = Target {
+            id: "h",
+            node_pool: "np",
+            node_name: "",
+            requirements: &requirements,
+            instance_types: vec![("it-1", Some(&gpu))],
+        };
+        let cases = [
+            (
+                serde_json::json!({"requests": [{"name": "r"}]}),
+                "only Exactly and FirstAvailable requests are supported",
+            ),
+            (
+                serde_json::json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "any"}}],
+                "constraints": [{"distinctAttribute": "x"}]}),
+                "DistinctAttribute constraints not done yet",
+            ),
+            (
+                serde_json::json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "any"}}],
+                "constraints": [{}]}),
+                "unsupported constraint",
+            ),
+            (
+                serde_json::json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "any", "selectors": [{}]}}]}),
+                "unsupported selector type",
+            ),
+            (
+                serde_json::json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "any", "count": 33}}]}),
+                "exceeding maximum of 32",
+            ),
+            (
+                serde_json::json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "missing"}}]}),
+                "DeviceClass \"missing\" not found",
+            ),
+            (
+                serde_json::json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "any",
+                "selectors": [{"cel": {"expression": "device.driver =="}}]}}]}),
+                "failed to compile",
+            ),
+        ];
+        for (devices, why) in cases {
+            let claim: ResourceClaim = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "c", "namespace": "default"}, "spec": {"devices": devices}
+            }))
+            .unwrap();
+            let err = allocator()
+                .allocate(&target, &[Arc::new(claim)])
+                .unwrap_err();
+            assert!(err.contains(why), "{why}: {err}");
+        }
+    }
+}

@@ -163,12 +163,13 @@ mod tests {
                 step: Some(q("2Gi")),
             }),
         };
-        let cases: [(
-            &str,
+        type Case<'a> = (
+            &'a str,
             Option<CapacityRequestPolicy>,
-            &[(&str, &str)],
+            &'a [(&'a str, &'a str)],
             Result<Option<i64>, ()>,
-        ); 9] = [
+        );
+        let cases: [Case; 9] = [
             (
                 "asked, no policy",
                 None,

@@ -149,7 +149,7 @@ pub(crate) fn selector_requirements(selector: &NodeSelector) -> Option<Requireme
 }
 
 /// Every pool's counters left after what `used` (already allocated devices, by pool) consumes.
-pub(crate) fn remaining_counters<'a>(
+pub(crate) fn remaining_counters(
     pools: &[Pool],
     allocated: impl Fn(&PoolKey, &Device) -> bool,
 ) -> HashMap<PoolKey, Counters> {
