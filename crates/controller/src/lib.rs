@@ -225,9 +225,9 @@ impl<P: CloudProvider> Controller<P> {
             clock,
             client,
             cluster: Arc::new(managed_by(
-                state::Cluster::default().with_selector_sources(
-                    !options.scheduler_config.default_constraints.is_empty(),
-                ),
+                state::Cluster::default()
+                    .with_selector_sources(!options.scheduler_config.default_constraints.is_empty())
+                    .with_dynamic_resources(!options.ignore_dra_requests),
                 &provider,
             )),
             provider,

@@ -68,8 +68,9 @@ pub struct Options {
     /// The container's CPU requests in millicores (upstream sizes its workers by it; accepted).
     #[arg(long, env = "CPU_REQUESTS", default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..))]
     pub cpu_requests: i64,
-    /// Leave pods' Dynamic Resource Allocation claims out of the simulation: such pods get no
-    /// node (DRA allocation is not simulated either way).
+    /// Leave pods' Dynamic Resource Allocation claims to kube-scheduler: such pods get no node.
+    /// `false` allocates their devices in the simulation (from ResourceSlices and the
+    /// instance types' devices) and watches `resource.k8s.io/v1` for it, as upstream.
     #[arg(long, env = "IGNORE_DRA_REQUESTS", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub ignore_dra_requests: bool,
     /// Upstream serves Go's pprof on the metrics port; accepted, and logged when set.
@@ -198,12 +199,6 @@ impl Options {
         if self.enable_profiling {
             out.push("ENABLE_PROFILING: there is no profiling endpoint".into());
         }
-        if !self.ignore_dra_requests {
-            out.push(
-                "IGNORE_DRA_REQUESTS=false: DRA allocation is not simulated; pods with resource claims still get no node"
-                    .into(),
-            );
-        }
         out
     }
 }
@@ -255,8 +250,8 @@ mod tests {
             "{said:?}"
         );
         assert!(
-            said.iter().any(|s| s.contains("IGNORE_DRA_REQUESTS")),
-            "{said:?}"
+            !said.iter().any(|s| s.contains("IGNORE_DRA_REQUESTS")),
+            "device claims are simulated: {said:?}"
         );
         for bad in [
             "--kube-client-qps=0",

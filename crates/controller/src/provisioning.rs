@@ -89,6 +89,7 @@ pub(crate) fn scheduler_options<P: CloudProvider>(ctx: &Context<P>) -> Scheduler
         strict_min_values: ctx.options.min_values_policy == "Strict",
         provider_labels: ctx.provider.provider_labels(),
         default_constraints: ctx.options.scheduler_config.default_constraints.clone(),
+        ignore_dra_requests: ctx.options.ignore_dra_requests,
         ..Default::default()
     }
 }

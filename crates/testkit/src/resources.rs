@@ -53,6 +53,9 @@ const KNOWN: &[(&str, &str, &str, bool)] = &[
         "VolumeAttachment",
         true,
     ),
+    ("resource.k8s.io", "resourceclaims", "ResourceClaim", true),
+    ("resource.k8s.io", "deviceclasses", "DeviceClass", false),
+    ("resource.k8s.io", "resourceslices", "ResourceSlice", false),
     ("karpenter.sh", "nodepools", "NodePool", true),
     ("karpenter.sh", "nodeclaims", "NodeClaim", true),
 ];

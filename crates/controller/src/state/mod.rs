@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
+use karpenter_api::dra::{DeviceClass, ResourceClaim, ResourceSlice};
 use karpenter_api::{NodeClaim, NodePool};
 use karpenter_core::state::selectors::{PodController, ServiceSelector};
 use kube::runtime::WatchStreamExt;
@@ -79,7 +80,10 @@ impl_stored!(
     PersistentVolumeClaim,
     PersistentVolume,
     StorageClass,
-    CSINode
+    CSINode,
+    ResourceClaim,
+    DeviceClass,
+    ResourceSlice
 );
 
 impl Stored for Node {
@@ -523,6 +527,15 @@ pub struct Cluster {
     pub replication_controllers: Index<PodController>,
     /// Whether the four indexes above are watched.
     selector_sources: bool,
+    /// ResourceClaims, DeviceClasses and ResourceSlices, watched only when pods' device claims
+    /// are simulated (see [`Cluster::with_dynamic_resources`]).
+    pub resource_claims: Index<ResourceClaim>,
+    /// See `resource_claims`.
+    pub device_classes: Index<DeviceClass>,
+    /// See `resource_claims`.
+    pub resource_slices: Index<ResourceSlice>,
+    /// Whether the three indexes above are watched.
+    dynamic_resources: bool,
     /// Nodes a provisioning result counted on, and until when.
     pub nominations: Nominations,
     /// Nodes whose pods bound, left or finished since the pod-events loop last looked.
@@ -595,6 +608,10 @@ impl Default for Cluster {
             stateful_sets: Index::default(),
             replication_controllers: Index::default(),
             selector_sources: false,
+            resource_claims: Index::default(),
+            device_classes: Index::default(),
+            resource_slices: Index::default(),
+            dynamic_resources: false,
             nominations: Nominations::default(),
             marked: Default::default(),
             changes: watch::channel(0).0,
@@ -608,6 +625,14 @@ impl Cluster {
     /// they are neither watched nor asked for.
     pub fn with_selector_sources(mut self, on: bool) -> Self {
         self.selector_sources = on;
+        self
+    }
+
+    /// Watches ResourceClaims, DeviceClasses and ResourceSlices too (`resource.k8s.io/v1`):
+    /// scheduling allocates pods' device claims (`IGNORE_DRA_REQUESTS=false`). Without it
+    /// they are neither watched nor asked for.
+    pub fn with_dynamic_resources(mut self, on: bool) -> Self {
+        self.dynamic_resources = on;
         self
     }
 
@@ -632,6 +657,11 @@ impl Cluster {
         visit.kind(|c| &c.storage_classes, same::<StorageClass>);
         visit.kind(|c| &c.volume_attachments, same::<VolumeAttachment>);
         visit.kind(|c| &c.csi_nodes, same::<CSINode>);
+        if self.dynamic_resources {
+            visit.kind(|c| &c.resource_claims, same::<ResourceClaim>);
+            visit.kind(|c| &c.device_classes, same::<DeviceClass>);
+            visit.kind(|c| &c.resource_slices, same::<ResourceSlice>);
+        }
         if self.selector_sources {
             visit.kind(|c| &c.services, |_, s: Service| ServiceSelector::from(s));
             visit.kind(

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use karpenter_core::scheduling::dynamic_resources::DeviceInventory;
 use karpenter_core::state::ClusterObjects;
 
 use super::{Cluster, StoredPod};
@@ -26,7 +27,11 @@ impl Cluster {
             services: self.services.all(),
             pod_controllers: self.pod_controllers(),
             nominated: self.nominations.nominated(),
-            devices: Default::default(),
+            devices: Arc::new(DeviceInventory::from_shared(
+                self.resource_claims.all(),
+                self.device_classes.all(),
+                self.resource_slices.all(),
+            )),
             marked_for_deletion: self.marked_for_deletion(),
         }
     }

@@ -117,16 +117,26 @@ impl DeviceInventory {
         classes: impl IntoIterator<Item = DeviceClass>,
         slices: impl IntoIterator<Item = ResourceSlice>,
     ) -> Self {
+        Self::from_shared(
+            claims.into_iter().map(Arc::new),
+            classes.into_iter().map(Arc::new),
+            slices.into_iter().map(Arc::new),
+        )
+    }
+
+    /// An inventory of these shared objects (a watch index's).
+    pub fn from_shared(
+        claims: impl IntoIterator<Item = Arc<ResourceClaim>>,
+        classes: impl IntoIterator<Item = Arc<DeviceClass>>,
+        slices: impl IntoIterator<Item = Arc<ResourceSlice>>,
+    ) -> Self {
         Self {
-            claims: claims
-                .into_iter()
-                .map(|c| (claim_key(&c), Arc::new(c)))
-                .collect(),
+            claims: claims.into_iter().map(|c| (claim_key(&c), c)).collect(),
             classes: classes
                 .into_iter()
-                .map(|c| (c.metadata.name.clone().unwrap_or_default(), Arc::new(c)))
+                .map(|c| (c.metadata.name.clone().unwrap_or_default(), c))
                 .collect(),
-            slices: slices.into_iter().map(Arc::new).collect(),
+            slices: slices.into_iter().collect(),
         }
     }
 }
