@@ -624,6 +624,33 @@ pub fn not_initialized(claim: &NodeClaim, node: &Node) -> Option<(&'static str, 
     None
 }
 
+/// Why a node whose NodeClaim was given devices is not initialized: a requested driver has
+/// not published its devices on it yet (upstream's `DRADriverPoolsNotPublished`).
+pub fn drivers_not_published(
+    claim: &NodeClaim,
+    node: &Node,
+    slices: &[Arc<karpenter_api::dra::ResourceSlice>],
+) -> Option<(&'static str, String)> {
+    use karpenter_core::scheduling::dynamic_resources::{
+        REQUESTED_DRA_DRIVERS_ANNOTATION, unpublished_drivers,
+    };
+    let requested = claim
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(REQUESTED_DRA_DRIVERS_ANNOTATION)?;
+    let missing = unpublished_drivers(requested, &node.name_any(), slices);
+    (!missing.is_empty()).then(|| {
+        (
+            "DRADriverPoolsNotPublished",
+            format!(
+                "DRA driver(s) {} have not published complete resource pools on the node",
+                missing.join(", ")
+            ),
+        )
+    })
+}
+
 async fn initialize<P: CloudProvider>(
     ctx: &Context<P>,
     claim: &NodeClaim,
@@ -647,7 +674,12 @@ async fn initialize<P: CloudProvider>(
         }
         return Ok(());
     };
-    if let Some((reason, message)) = not_initialized(claim, &node) {
+    let waiting = not_initialized(claim, &node).or_else(|| {
+        (!ctx.options.ignore_dra_requests)
+            .then(|| drivers_not_published(claim, &node, &ctx.cluster.resource_slices.all()))
+            .flatten()
+    });
+    if let Some((reason, message)) = waiting {
         if conditions::set(
             &mut status.conditions,
             INITIALIZED,

@@ -1402,6 +1402,54 @@ async fn registration_syncs_taints_unless_the_node_says_not_to() {
 /// `karpenter.sh/initialized` label) only once it is Ready, its requested extended resources
 /// are registered, and its startup and known ephemeral taints (`readiness.k8s.io/` ones
 /// included) are gone.
+
+// Upstream's lifecycle suite, DRA initialization gate (a), (b), (b2), (c): a NodeClaim given
+// devices initializes once every requested driver published a complete pool on its node.
+#[tokio::test]
+async fn initialization_waits_for_requested_drivers_to_publish() {
+    let slice = |node: &str, name: &str, driver: &str, generation: i64, count: i64| -> karpenter_api::dra::ResourceSlice {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"driver": driver, "nodeName": node,
+                "pool": {"name": format!("{driver}/{node}"), "generation": generation, "resourceSliceCount": count}}
+        }))
+        .unwrap()
+    };
+    let env = Env::with_options(
+        json!({}),
+        Options {
+            ignore_dra_requests: false,
+            ..Options::default()
+        },
+    );
+    let requested = json!({"metadata": {"annotations": {
+        "karpenter.sh/requested-dra-drivers": "gpu.example.com,nic.example.com"}}});
+    let claim = env.launched("a", requested).await;
+    let node = env.kubelet(&claim, json!({}));
+    env.lifecycle("a").await.unwrap(); // registers
+    let waiting = |why: &str| {
+        let c = env.claim("a").unwrap();
+        assert_eq!(
+            condition(&c, "Initialized").map(|c| (c.0, c.1)),
+            Some(("Unknown".into(), "DRADriverPoolsNotPublished".into())),
+            "{why}"
+        );
+    };
+    env.lifecycle("a").await.unwrap();
+    waiting("(a) nothing published");
+    // (b2) a complete older generation does not stand for a newer one missing a slice.
+    env.server.create(&slice(&node, "gpu-old", "gpu.example.com", 1, 1)).unwrap();
+    env.server.create(&slice(&node, "gpu-new", "gpu.example.com", 2, 2)).unwrap();
+    env.server.create(&slice(&node, "nic", "nic.example.com", 1, 1)).unwrap();
+    env.lifecycle("a").await.unwrap();
+    waiting("(b) (b2) the GPU pool is incomplete");
+    env.server.create(&slice(&node, "gpu-new-2", "gpu.example.com", 2, 2)).unwrap();
+    env.lifecycle("a").await.unwrap();
+    let c = env.claim("a").unwrap();
+    assert_eq!(status_of(&c, "Initialized"), Some("True".into()), "(c) every driver published: {:?}", condition(&c, "Initialized"));
+    assert!(env.node(&node).unwrap().labels().contains_key(NODE_INITIALIZED_LABEL));
+}
+
 #[tokio::test(start_paused = true)]
 async fn initialization_waits_for_ready_resources_and_taints() {
     struct Case {

@@ -1418,3 +1418,26 @@ fn consolidation_frees_only_the_candidates_share_of_a_shared_device() {
     assert_eq!(d.commands[0].candidates.len(), 1);
     assert!(d.commands[0].replacements.is_empty(), "a deletion");
 }
+
+// --- scheduling suite › Dynamic Resource Allocation (DRA) ---
+
+#[test]
+fn a_daemonset_pod_with_claims_adds_its_overhead_only_when_claims_are_simulated() {
+    // A 1 CPU DaemonSet pod with a claim and a 3.5 CPU pod: the 4 CPU type holds both only
+    // when the DaemonSet pod is left out (upstream's IgnoreDRARequests=true).
+    let small = FakeInstanceType::new("small").build();
+    let large = FakeInstanceType::new("large").resources(&[("cpu", "8"), ("memory", "8Gi")]).build();
+    let mut ds_pod = dra_pod("ds", &["ds-claim"]);
+    ds_pod.spec.as_mut().unwrap().containers[0].resources = Some(from(json!({
+        "requests": {"cpu": "1"}, "claims": [{"name": "ref-0"}]})));
+    let daemonset: k8s_openapi::api::apps::v1::DaemonSet = from(json!({
+        "metadata": {"name": "ds", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "ds"}}, "template": {"metadata": {"labels": {"app": "ds"}},
+            "spec": ds_pod.spec}}}));
+    for (ignore, expected) in [(true, "small"), (false, "large")] {
+        let mut c = cluster(vec![small.clone(), large.clone()]).daemonset(daemonset.clone());
+        c.options.ignore_dra_requests = ignore;
+        let p = c.pods([named("big", pod().cpu("3500m").build())]).provision();
+        assert_eq!(p.claims[0].instance_types[0], expected, "ignore_dra_requests={ignore}");
+    }
+}

@@ -164,3 +164,78 @@ pub fn node_owner(slice: &ResourceSlice) -> Option<&str> {
 
 /// Amounts by capacity or counter name, in thousandths of the unit.
 pub type Amounts = BTreeMap<String, i64>;
+
+/// The drivers of `requested` (a `karpenter.sh/requested-dra-drivers` value) that have not
+/// yet published a complete pool on node `node`: its NodeClaim is not initialized until none
+/// is left (upstream's `DRADriverPoolsNotPublished`).
+pub fn unpublished_drivers<'r>(
+    requested: &'r str,
+    node: &str,
+    slices: &[Arc<ResourceSlice>],
+) -> Vec<&'r str> {
+    let on_node: Vec<Arc<ResourceSlice>> = slices
+        .iter()
+        .filter(|s| s.spec.node_name.as_deref() == Some(node) || node_owner(s) == Some(node))
+        .cloned()
+        .collect();
+    let pools = pools::gather(&on_node);
+    requested
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .filter(|d| !pools.iter().any(|p| p.key.0 == *d && !p.incomplete))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slice(node: &str, driver: &str, pool: &str, count: i64) -> Arc<ResourceSlice> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("{node}-{driver}-{count}")},
+                "spec": {"driver": driver, "nodeName": node,
+                    "pool": {"name": pool, "generation": 1, "resourceSliceCount": count}}
+            }))
+            .unwrap(),
+        )
+    }
+
+    // Upstream's initialization gate: a node initializes once every requested driver has a
+    // complete pool on it.
+    #[test]
+    fn a_driver_counts_once_its_pool_on_the_node_is_complete() {
+        let requested = "gpu.example.com,nic.example.com";
+        let mut stale = (*slice("n", "gpu.example.com", "p", 1)).clone();
+        stale.metadata.name = Some("stale".into());
+        let mut newer = (*slice("n", "gpu.example.com", "p", 2)).clone();
+        newer.spec.pool.generation = 2;
+        let cases: [(&str, Vec<Arc<ResourceSlice>>, Vec<&str>); 5] = [
+            (
+                "a complete older generation does not stand for an incomplete newer one",
+                vec![Arc::new(stale), Arc::new(newer), slice("n", "nic.example.com", "q", 1)],
+                vec!["gpu.example.com"],
+            ),
+            ("nothing published", vec![], vec!["gpu.example.com", "nic.example.com"]),
+            (
+                "one driver published",
+                vec![slice("n", "gpu.example.com", "p", 1)],
+                vec!["nic.example.com"],
+            ),
+            (
+                "a pool missing a slice",
+                vec![slice("n", "gpu.example.com", "p", 2), slice("n", "nic.example.com", "q", 1)],
+                vec!["gpu.example.com"],
+            ),
+            (
+                "another node's slices",
+                vec![slice("m", "gpu.example.com", "p", 1), slice("m", "nic.example.com", "q", 1)],
+                vec!["gpu.example.com", "nic.example.com"],
+            ),
+        ];
+        for (case, slices, missing) in cases {
+            assert_eq!(unpublished_drivers(requested, "n", &slices), missing, "{case}");
+        }
+    }
+}
