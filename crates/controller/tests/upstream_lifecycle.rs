@@ -1407,7 +1407,12 @@ async fn registration_syncs_taints_unless_the_node_says_not_to() {
 // devices initializes once every requested driver published a complete pool on its node.
 #[tokio::test]
 async fn initialization_waits_for_requested_drivers_to_publish() {
-    let slice = |node: &str, name: &str, driver: &str, generation: i64, count: i64| -> karpenter_api::dra::ResourceSlice {
+    let slice = |node: &str,
+                 name: &str,
+                 driver: &str,
+                 generation: i64,
+                 count: i64|
+     -> karpenter_api::dra::ResourceSlice {
         serde_json::from_value(json!({
             "metadata": {"name": name},
             "spec": {"driver": driver, "nodeName": node,
@@ -1438,16 +1443,34 @@ async fn initialization_waits_for_requested_drivers_to_publish() {
     env.lifecycle("a").await.unwrap();
     waiting("(a) nothing published");
     // (b2) a complete older generation does not stand for a newer one missing a slice.
-    env.server.create(&slice(&node, "gpu-old", "gpu.example.com", 1, 1)).unwrap();
-    env.server.create(&slice(&node, "gpu-new", "gpu.example.com", 2, 2)).unwrap();
-    env.server.create(&slice(&node, "nic", "nic.example.com", 1, 1)).unwrap();
+    env.server
+        .create(&slice(&node, "gpu-old", "gpu.example.com", 1, 1))
+        .unwrap();
+    env.server
+        .create(&slice(&node, "gpu-new", "gpu.example.com", 2, 2))
+        .unwrap();
+    env.server
+        .create(&slice(&node, "nic", "nic.example.com", 1, 1))
+        .unwrap();
     env.lifecycle("a").await.unwrap();
     waiting("(b) (b2) the GPU pool is incomplete");
-    env.server.create(&slice(&node, "gpu-new-2", "gpu.example.com", 2, 2)).unwrap();
+    env.server
+        .create(&slice(&node, "gpu-new-2", "gpu.example.com", 2, 2))
+        .unwrap();
     env.lifecycle("a").await.unwrap();
     let c = env.claim("a").unwrap();
-    assert_eq!(status_of(&c, "Initialized"), Some("True".into()), "(c) every driver published: {:?}", condition(&c, "Initialized"));
-    assert!(env.node(&node).unwrap().labels().contains_key(NODE_INITIALIZED_LABEL));
+    assert_eq!(
+        status_of(&c, "Initialized"),
+        Some("True".into()),
+        "(c) every driver published: {:?}",
+        condition(&c, "Initialized")
+    );
+    assert!(
+        env.node(&node)
+            .unwrap()
+            .labels()
+            .contains_key(NODE_INITIALIZED_LABEL)
+    );
 }
 
 #[tokio::test(start_paused = true)]

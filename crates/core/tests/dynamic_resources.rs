@@ -1426,7 +1426,9 @@ fn a_daemonset_pod_with_claims_adds_its_overhead_only_when_claims_are_simulated(
     // A 1 CPU DaemonSet pod with a claim and a 3.5 CPU pod: the 4 CPU type holds both only
     // when the DaemonSet pod is left out (upstream's IgnoreDRARequests=true).
     let small = FakeInstanceType::new("small").build();
-    let large = FakeInstanceType::new("large").resources(&[("cpu", "8"), ("memory", "8Gi")]).build();
+    let large = FakeInstanceType::new("large")
+        .resources(&[("cpu", "8"), ("memory", "8Gi")])
+        .build();
     let mut ds_pod = dra_pod("ds", &["ds-claim"]);
     ds_pod.spec.as_mut().unwrap().containers[0].resources = Some(from(json!({
         "requests": {"cpu": "1"}, "claims": [{"name": "ref-0"}]})));
@@ -1437,7 +1439,12 @@ fn a_daemonset_pod_with_claims_adds_its_overhead_only_when_claims_are_simulated(
     for (ignore, expected) in [(true, "small"), (false, "large")] {
         let mut c = cluster(vec![small.clone(), large.clone()]).daemonset(daemonset.clone());
         c.options.ignore_dra_requests = ignore;
-        let p = c.pods([named("big", pod().cpu("3500m").build())]).provision();
-        assert_eq!(p.claims[0].instance_types[0], expected, "ignore_dra_requests={ignore}");
+        let p = c
+            .pods([named("big", pod().cpu("3500m").build())])
+            .provision();
+        assert_eq!(
+            p.claims[0].instance_types[0], expected,
+            "ignore_dra_requests={ignore}"
+        );
     }
 }

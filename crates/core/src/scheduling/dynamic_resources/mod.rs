@@ -211,13 +211,22 @@ mod tests {
         stale.metadata.name = Some("stale".into());
         let mut newer = (*slice("n", "gpu.example.com", "p", 2)).clone();
         newer.spec.pool.generation = 2;
-        let cases: [(&str, Vec<Arc<ResourceSlice>>, Vec<&str>); 5] = [
+        type Case<'a> = (&'a str, Vec<Arc<ResourceSlice>>, Vec<&'a str>);
+        let cases: [Case; 5] = [
             (
                 "a complete older generation does not stand for an incomplete newer one",
-                vec![Arc::new(stale), Arc::new(newer), slice("n", "nic.example.com", "q", 1)],
+                vec![
+                    Arc::new(stale),
+                    Arc::new(newer),
+                    slice("n", "nic.example.com", "q", 1),
+                ],
                 vec!["gpu.example.com"],
             ),
-            ("nothing published", vec![], vec!["gpu.example.com", "nic.example.com"]),
+            (
+                "nothing published",
+                vec![],
+                vec!["gpu.example.com", "nic.example.com"],
+            ),
             (
                 "one driver published",
                 vec![slice("n", "gpu.example.com", "p", 1)],
@@ -225,17 +234,27 @@ mod tests {
             ),
             (
                 "a pool missing a slice",
-                vec![slice("n", "gpu.example.com", "p", 2), slice("n", "nic.example.com", "q", 1)],
+                vec![
+                    slice("n", "gpu.example.com", "p", 2),
+                    slice("n", "nic.example.com", "q", 1),
+                ],
                 vec!["gpu.example.com"],
             ),
             (
                 "another node's slices",
-                vec![slice("m", "gpu.example.com", "p", 1), slice("m", "nic.example.com", "q", 1)],
+                vec![
+                    slice("m", "gpu.example.com", "p", 1),
+                    slice("m", "nic.example.com", "q", 1),
+                ],
                 vec!["gpu.example.com", "nic.example.com"],
             ),
         ];
         for (case, slices, missing) in cases {
-            assert_eq!(unpublished_drivers(requested, "n", &slices), missing, "{case}");
+            assert_eq!(
+                unpublished_drivers(requested, "n", &slices),
+                missing,
+                "{case}"
+            );
         }
     }
 }
