@@ -82,6 +82,10 @@ enum Command {
         #[arg(long, env = "SCHEDULER_CONFIG", default_value = "", value_parser = karpenter_controller::options::scheduler_config)]
         scheduler_config:
             karpenter_core::provisioning::scheduling::default_constraints::SchedulerConfiguration,
+        /// Leave pods' Dynamic Resource Allocation claims to kube-scheduler, as the controller
+        /// does by default; `false` allocates them against the cluster's ResourceSlices.
+        #[arg(long, env = "IGNORE_DRA_REQUESTS", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+        ignore_dra_requests: bool,
         /// Without `-f`: the cloud provider whose instance types launches come from.
         #[arg(long, env = "CLOUD_PROVIDER", default_value = "kwok", value_parser = clap::builder::PossibleValuesParser::new(registry::CONTROLLERS))]
         cloud_provider: String,
@@ -436,6 +440,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             exit_code,
             feature_gates,
             scheduler_config,
+            ignore_dra_requests,
             cloud_provider,
             settings,
             nodepools,
@@ -443,6 +448,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let options = karpenter_controller::Options {
                 feature_gates,
                 scheduler_config,
+                ignore_dra_requests,
                 ..Default::default()
             };
             if let Some(pod) = pod {

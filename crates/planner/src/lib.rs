@@ -281,6 +281,9 @@ pub struct Dump {
     /// How the cluster's kube-scheduler is configured, as far as karpenter mirrors it
     /// (`--scheduler-config`): not in a dump's objects, so the caller sets it.
     pub scheduler_config: SchedulerConfiguration,
+    /// Leave pods' device claims to kube-scheduler (`IGNORE_DRA_REQUESTS`, true by default);
+    /// false allocates them against the dump's ResourceClaims, DeviceClasses and ResourceSlices.
+    pub ignore_dra_requests: bool,
 }
 
 impl Dump {
@@ -315,6 +318,7 @@ impl Dump {
             node_classes: Vec::new(),
             ignored: 0,
             scheduler_config: SchedulerConfiguration::default(),
+            ignore_dra_requests: true,
         }
     }
 
@@ -376,6 +380,22 @@ impl Dump {
                 }
                 DumpObject::Service(o) => c.services.push(Arc::new(ServiceSelector::from(*o))),
                 DumpObject::NodeClass(o) => self.node_classes.push(*o),
+                DumpObject::ResourceClaim(o) => {
+                    let claim = Arc::new(*o);
+                    Arc::make_mut(&mut c.devices).claims.insert(
+                        karpenter_core::scheduling::dynamic_resources::claim_key(&claim),
+                        claim,
+                    );
+                }
+                DumpObject::DeviceClass(o) => {
+                    let name = o.metadata.name.clone().unwrap_or_default();
+                    Arc::make_mut(&mut c.devices)
+                        .classes
+                        .insert(name, Arc::new(*o));
+                }
+                DumpObject::ResourceSlice(o) => {
+                    Arc::make_mut(&mut c.devices).slices.push(Arc::new(*o));
+                }
                 DumpObject::Ignored => self.ignored += 1,
                 DumpObject::Invalid { path, message } => {
                     return Err(PlanError::Invalid {
@@ -413,6 +433,9 @@ enum DumpObject {
     ReplicationController(Box<k8s_openapi::api::core::v1::ReplicationController>),
     Service(Box<k8s_openapi::api::core::v1::Service>),
     NodeClass(Box<Value>),
+    ResourceClaim(Box<karpenter_api::dra::ResourceClaim>),
+    DeviceClass(Box<karpenter_api::dra::DeviceClass>),
+    ResourceSlice(Box<karpenter_api::dra::ResourceSlice>),
     /// A kind the planner does not use.
     Ignored,
     /// Not what its kind says: the field and why.
@@ -466,6 +489,16 @@ impl FromObject for DumpObject {
             // Only the core kinds: a Knative `Service` and the like are other objects.
             "ReplicationController" if core_v1 => typed(object, DumpObject::ReplicationController),
             "Service" if core_v1 => typed(object, DumpObject::Service),
+            // Only `resource.k8s.io/v1`: the beta versions' shapes differ.
+            "ResourceClaim" | "DeviceClass" | "ResourceSlice"
+                if object.get("apiVersion").and_then(Value::as_str)
+                    != Some("resource.k8s.io/v1") =>
+            {
+                DumpObject::Ignored
+            }
+            "ResourceClaim" => typed(object, DumpObject::ResourceClaim),
+            "DeviceClass" => typed(object, DumpObject::DeviceClass),
+            "ResourceSlice" => typed(object, DumpObject::ResourceSlice),
             _ => DumpObject::Ignored,
         }
     }
@@ -546,6 +579,7 @@ pub fn with_round<T>(
     let options = SchedulerOptions {
         provider_labels: catalog.provider_labels.clone(),
         default_constraints: dump.scheduler_config.default_constraints.clone(),
+        ignore_dra_requests: dump.ignore_dra_requests,
         ..Default::default()
     };
     let never = || false;

@@ -22,6 +22,7 @@ pub(crate) fn now() -> i64 {
 pub fn from_file(file: &Path, catalog: &str, options: &Options) -> anyhow::Result<Plan> {
     let mut dump = karpenter_planner::Dump::read_path(file)?;
     dump.scheduler_config = options.scheduler_config.clone();
+    dump.ignore_dra_requests = options.ignore_dra_requests;
     let catalog = crate::registry::catalog(catalog)?;
     let now = now();
     Ok(karpenter_planner::plan_from(
@@ -113,6 +114,7 @@ pub fn why_from_file(
 ) -> anyhow::Result<Why> {
     let mut dump = karpenter_planner::Dump::read_path(file)?;
     dump.scheduler_config = options.scheduler_config.clone();
+    dump.ignore_dra_requests = options.ignore_dra_requests;
     let catalog = crate::registry::catalog(catalog)?;
     let now = now();
     karpenter_planner::why::why_from_dump(&dump, &catalog, now, options.feature_gates, key)

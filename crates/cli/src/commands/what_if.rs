@@ -49,6 +49,7 @@ pub fn from_file(
 ) -> anyhow::Result<WhatIf> {
     let mut dump = Dump::read_path(file)?;
     dump.scheduler_config = options.scheduler_config.clone();
+    dump.ignore_dra_requests = options.ignore_dra_requests;
     let proposal = proposal(nodepools)?;
     let catalog = registry::catalog(catalog)?;
     let gates = options.feature_gates;
