@@ -558,3 +558,58 @@ async fn a_pods_life_in_upstreams_metrics() {
     stop.cancel();
     let _ = task.await;
 }
+
+/// Upstream's provisioning suite › Metrics: after a scheduling loop the duration histogram
+/// has its sample and the unschedulable pods gauge counts the pod that fits nowhere (past the
+/// NodePool's 100 CPU limit), while the one that fits is not counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduling_loop_reports_its_duration_and_unschedulable_pods() {
+    let server = setup();
+    let controller = Controller::new(
+        server.client(),
+        Arc::new(KwokProvider::new(server.client())),
+        options(),
+    );
+    let ctx = controller.context();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(controller.run(stop.clone()));
+    for (name, cpu) in [("too-big", "1000"), ("fits", "1")] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "app",
+                "resources": {"requests": {"cpu": cpu}}}]},
+        }))
+        .unwrap();
+        server.create(&pod).unwrap();
+        server
+            .merge::<Pod>(
+                "default",
+                name,
+                json!({"status": {"phase": "Pending", "conditions": [{
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}),
+            )
+            .unwrap();
+    }
+    let text = eventually(WAIT, || {
+        let text = ctx.metrics.encode();
+        (value(
+            &text,
+            "karpenter_scheduler_unschedulable_pods_count",
+            &[("controller", "provisioner")],
+        ) == Some(1.0))
+        .then_some(text)
+    })
+    .await
+    .expect("the pod past the limit counted as unschedulable");
+    assert!(
+        value(
+            &text,
+            "karpenter_scheduler_scheduling_duration_seconds_count",
+            &[("controller", "provisioner")],
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    stop.cancel();
+    task.await.unwrap();
+}
