@@ -1441,3 +1441,78 @@ fn pending_pods_by_effective_zone() {
         assert_eq!(p.pending_by_zone, expected, "{name}");
     }
 }
+
+/// Upstream's VolumeUsage › PVs and StorageClasses whose zones are OR-ed terms: two pods apart
+/// by zone each get one of the allowed zones.
+#[test]
+fn or_ed_volume_zones_let_pods_apart_by_zone_take_one_each() {
+    let apart = |name: &str, claim: &str| {
+        with_claims(
+            name,
+            pod()
+                .labels(&[("app", "multi-zone-app")])
+                .anti_affinity_to(ZONE, &[("app", "multi-zone-app")]),
+            &[claim],
+        )
+    };
+    let by_volume = Storage {
+        volumes: (0..2)
+            .map(|i| {
+                volume(
+                    &format!("multi-zone-pv-{i}"),
+                    CSI,
+                    zone_terms(&["test-zone-1", "test-zone-2"]),
+                )
+            })
+            .collect(),
+        claims: (0..2)
+            .map(|i| {
+                bound_to(
+                    &format!("multi-zone-pvc-{i}"),
+                    &format!("multi-zone-pv-{i}"),
+                    None,
+                    true,
+                )
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let mut allowed: StorageClass = class("multi-zone", CSI, "WaitForFirstConsumer", &[], false);
+    allowed.allowed_topologies = Some(from(json!([
+        {"matchLabelExpressions": [{"key": ZONE, "values": ["test-zone-1"]}]},
+        {"matchLabelExpressions": [{"key": ZONE, "values": ["test-zone-2"]}]}])));
+    let by_class = Storage {
+        classes: vec![allowed],
+        claims: (0..2)
+            .map(|i| unbound(&format!("multi-zone-pvc-{i}"), Some("multi-zone")))
+            .collect(),
+        ..Default::default()
+    };
+    for (case, storage) in [
+        ("a PV's terms", by_volume),
+        ("a StorageClass's allowed topologies", by_class),
+    ] {
+        let c = cluster().pods([
+            apart("pod-0", "multi-zone-pvc-0"),
+            apart("pod-1", "multi-zone-pvc-1"),
+        ]);
+        let p = provision_with(&c, &storage);
+        let zones: Vec<&str> = ["pod-0", "pod-1"]
+            .iter()
+            .map(|pod| {
+                let claim = p.claims.iter().find(|c| c.pods.iter().any(|x| x == pod));
+                claim
+                    .and_then(|c| c.labels.get(ZONE))
+                    .map(String::as_str)
+                    .unwrap_or_else(|| panic!("{case}: {pod} has no zonal node: {p:?}"))
+            })
+            .collect();
+        assert!(
+            zones
+                .iter()
+                .all(|z| ["test-zone-1", "test-zone-2"].contains(z)),
+            "{case}: {zones:?}"
+        );
+        assert_ne!(zones[0], zones[1], "{case}");
+    }
+}

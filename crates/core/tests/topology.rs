@@ -663,6 +663,7 @@ fn volume_zones_constrain_the_node_not_the_spread() {
             "default/db-0".to_string(),
             PodVolumes {
                 requirements: Some(zone_1),
+                alternatives: Vec::new(),
                 attachments: Vec::new(),
             },
         )]

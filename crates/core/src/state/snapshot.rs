@@ -377,6 +377,7 @@ impl<'a, P: ObservedPod> Snapshot<'a, P> {
                     if !pods::claim_names(pod).is_empty() {
                         let found = PodVolumes {
                             requirements: volumes.requirements(pod).ok().flatten(),
+                            alternatives: volumes.alternatives(pod),
                             attachments: volumes.attachments(pod),
                         };
                         if !found.attachments.is_empty() {

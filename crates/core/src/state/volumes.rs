@@ -22,8 +22,12 @@ use crate::scheduling::volumeusage::Attachment;
 /// What a pod's persistent volumes bring to scheduling.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PodVolumes {
-    /// What they require of the node (a bound volume's zone, a class's allowed topologies).
+    /// What they require of the node (a bound volume's zone, a class's allowed topologies),
+    /// OR-ed terms widened into one.
     pub requirements: Option<Requirements>,
+    /// When a volume allows nodes by OR-ed terms: each combination of one term per volume,
+    /// tried in turn as upstream tries them (empty otherwise).
+    pub alternatives: Vec<Requirements>,
     /// The volumes they attach, by CSI driver, against nodes' volume limits.
     pub attachments: Vec<Attachment>,
 }
@@ -112,6 +116,7 @@ impl<'a> Volumes<'a> {
     pub fn of_pod(&self, pod: &(impl ObservedPod + ?Sized)) -> Result<PodVolumes, String> {
         Ok(PodVolumes {
             requirements: self.requirements(pod)?,
+            alternatives: self.alternatives(pod),
             attachments: self.attachments(pod),
         })
     }
@@ -162,12 +167,69 @@ impl<'a> Volumes<'a> {
         &self,
         pod: &(impl ObservedPod + ?Sized),
     ) -> Result<Option<Requirements>, String> {
-        let claims = pods::claim_names(pod);
-        if claims.is_empty() {
-            return Ok(None);
-        }
-        let namespace = pod.meta().namespace.as_deref().unwrap_or("default");
         let mut out: Option<Requirements> = None;
+        for terms in self.terms(pod)? {
+            if let Some(requirements) = one_term(&terms) {
+                out.get_or_insert_with(Requirements::new)
+                    .add_all(&requirements);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The combinations of one node selector term per volume that the pod's volumes allow,
+    /// when one of them has OR-ed terms (upstream's volume requirement alternatives): those
+    /// that agree, or every combination when none does. Empty when there is nothing to choose.
+    pub fn alternatives(&self, pod: &(impl ObservedPod + ?Sized)) -> Vec<Requirements> {
+        let Ok(per_volume) = self.terms(pod) else {
+            return Vec::new();
+        };
+        if per_volume.iter().all(|terms| terms.len() <= 1) {
+            return Vec::new();
+        }
+        let mut combinations = vec![Requirements::new()];
+        for terms in per_volume.iter().filter(|t| !t.is_empty()) {
+            let options: Vec<Requirements> = terms
+                .iter()
+                .map(|t| {
+                    Requirements::from_node_selector(
+                        t.match_expressions.as_deref().unwrap_or_default(),
+                    )
+                })
+                .collect();
+            let merge = |agreeing: bool| -> Vec<Requirements> {
+                let mut out = Vec::new();
+                for existing in &combinations {
+                    for option in &options {
+                        if agreeing && existing.intersects(option).is_err() {
+                            continue;
+                        }
+                        let mut merged = existing.clone();
+                        merged.add_all(option);
+                        out.push(merged);
+                    }
+                }
+                out
+            };
+            let agreeing = merge(true);
+            combinations = if agreeing.is_empty() {
+                merge(false)
+            } else {
+                agreeing
+            };
+        }
+        combinations
+    }
+
+    /// Each of the pod's volumes' node selector terms (OR-ed), in claim order; an empty list
+    /// for a volume that allows any node.
+    fn terms(
+        &self,
+        pod: &(impl ObservedPod + ?Sized),
+    ) -> Result<Vec<Vec<NodeSelectorTerm>>, String> {
+        let claims = pods::claim_names(pod);
+        let namespace = pod.meta().namespace.as_deref().unwrap_or("default");
+        let mut out = Vec::new();
         for claim_name in &claims {
             let claim = self
                 .claims
@@ -275,10 +337,7 @@ impl<'a> Volumes<'a> {
                         .collect()
                 }
             };
-            if let Some(requirements) = one_term(&terms) {
-                out.get_or_insert_with(Requirements::new)
-                    .add_all(&requirements);
-            }
+            out.push(terms);
         }
         Ok(out)
     }

@@ -129,6 +129,11 @@ pub struct PodData {
     pub attachments: Vec<Attachment>,
     /// The ResourceClaims it needs devices for, in the order it lists them.
     pub resource_claims: Vec<Arc<ResourceClaim>>,
+    /// When its volumes allow OR-ed terms: what each combination requires of the node (see
+    /// [`PodData::volume_variants`]); empty otherwise.
+    pub volume_alternatives: Vec<Requirements>,
+    /// `requirements` without what the volumes add, when there are alternatives.
+    pub own_requirements: Requirements,
 }
 
 impl PodData {
@@ -157,7 +162,27 @@ impl PodData {
             host_ports: spec_host_ports(spec),
             attachments: Vec::new(),
             resource_claims: Vec::new(),
+            volume_alternatives: Vec::new(),
+            own_requirements: Requirements::new(),
         })
+    }
+
+    /// The forms the pod is tried in: itself, or one per combination of its volumes' OR-ed
+    /// terms, in order (upstream's volume requirement alternatives).
+    pub fn volume_variants(&self) -> Vec<std::borrow::Cow<'_, PodData>> {
+        if self.volume_alternatives.is_empty() {
+            return vec![std::borrow::Cow::Borrowed(self)];
+        }
+        self.volume_alternatives
+            .iter()
+            .map(|alternative| {
+                let mut variant = self.clone();
+                variant.volume_alternatives = Vec::new();
+                variant.requirements = self.own_requirements.clone();
+                variant.requirements.add_all(alternative);
+                std::borrow::Cow::Owned(variant)
+            })
+            .collect()
     }
 }
 
@@ -360,6 +385,10 @@ fn pod_data(pod: &dyn ObservedPod, options: &SchedulerOptions) -> Result<PodData
     {
         // The node must meet them, but they are not the pod's own affinity: topology spread
         // counts domains by the pod's requirements alone (upstream keeps them apart too).
+        if !volumes.alternatives.is_empty() {
+            data.own_requirements = data.requirements.clone();
+            data.volume_alternatives = volumes.alternatives.clone();
+        }
         if let Some(r) = &volumes.requirements {
             data.requirements.add_all(r);
         }
@@ -884,50 +913,55 @@ impl Scheduler {
     ) -> Result<(), Failure> {
         let pod_ref = PodRef { id, pod };
         let matching = self.topology.matching(&pod_ref);
+        // A pod whose volumes allow OR-ed terms tries each combination on each candidate.
+        let variants = data.volume_variants();
+        let outer = data;
         // 1. Existing nodes.
         for node in &mut self.existing {
-            let topology = &self.topology;
-            let narrowed = node.can_add(data, |reqs| {
-                if matching.is_empty() {
-                    return Ok(None);
-                }
-                let narrowed = topology
-                    .add_requirements(
-                        &matching,
-                        &node.taints,
-                        &data.strict_requirements,
-                        reqs,
-                        AllowUndefined::Nothing,
-                    )
-                    .map_err(|_| Rejected)?;
-                // A node without the topology key has no domain to offer (kube-scheduler
-                // filters it out for a spread or an affinity on that key).
-                match narrowed {
-                    Some(r) if reqs.compatible(&r, AllowUndefined::Nothing).is_err() => {
-                        Err(Rejected)
+            for data in variants.iter().map(|v| &**v) {
+                let topology = &self.topology;
+                let narrowed = node.can_add(data, |reqs| {
+                    if matching.is_empty() {
+                        return Ok(None);
                     }
-                    narrowed => Ok(narrowed),
+                    let narrowed = topology
+                        .add_requirements(
+                            &matching,
+                            &node.taints,
+                            &data.strict_requirements,
+                            reqs,
+                            AllowUndefined::Nothing,
+                        )
+                        .map_err(|_| Rejected)?;
+                    // A node without the topology key has no domain to offer (kube-scheduler
+                    // filters it out for a spread or an affinity on that key).
+                    match narrowed {
+                        Some(r) if reqs.compatible(&r, AllowUndefined::Nothing).is_err() => {
+                            Err(Rejected)
+                        }
+                        narrowed => Ok(narrowed),
+                    }
+                });
+                if let Ok(requirements) = narrowed {
+                    let Ok(allocation) =
+                        allocate_on_node(self.allocator.as_ref(), &self.templates, node, data)
+                    else {
+                        continue;
+                    };
+                    if let (Some(allocator), Some(a)) = (self.allocator.as_mut(), allocation) {
+                        allocator.commit(a);
+                    }
+                    node.add(data);
+                    let reqs = requirements.as_ref().unwrap_or(&node.requirements).clone();
+                    self.topology
+                        .record(&pod_ref, &node.taints, &reqs, AllowUndefined::Nothing);
+                    results
+                        .existing_nodes
+                        .entry(node.name.clone())
+                        .or_default()
+                        .push(id);
+                    return Ok(());
                 }
-            });
-            if let Ok(requirements) = narrowed {
-                let Ok(allocation) =
-                    allocate_on_node(self.allocator.as_ref(), &self.templates, node, data)
-                else {
-                    continue;
-                };
-                if let (Some(allocator), Some(a)) = (self.allocator.as_mut(), allocation) {
-                    allocator.commit(a);
-                }
-                node.add(data);
-                let reqs = requirements.as_ref().unwrap_or(&node.requirements).clone();
-                self.topology
-                    .record(&pod_ref, &node.taints, &reqs, AllowUndefined::Nothing);
-                results
-                    .existing_nodes
-                    .entry(node.name.clone())
-                    .or_default()
-                    .push(id);
-                return Ok(());
             }
         }
         // 2. NodeClaims opened in this simulation, fewest pods first. With hostname
@@ -956,7 +990,7 @@ impl Scheduler {
         let wanted = self.domain_masks.wanted(&required_domains);
         for pos in positions {
             let c = self.claim_order[pos];
-            if !self.claim_headroom[c].admits(&data.requests) {
+            if !self.claim_headroom[c].admits(&outer.requests) {
                 continue;
             }
             let allowed = match &wanted {
@@ -973,61 +1007,63 @@ impl Scheduler {
             if !allowed {
                 continue;
             }
-            let claim = &self.claims[c];
-            let template = &self.templates[claim.template];
-            let topology = &self.topology;
-            let Ok(devices) = allocate_on_claim(self.allocator.as_ref(), template, claim, data)
-            else {
-                continue;
-            };
-            let addition = claim.can_add(
-                template,
-                data,
-                |reqs| {
-                    if matching.is_empty() {
-                        return Ok(None);
-                    }
-                    topology
-                        .add_requirements(
-                            &matching,
-                            &template.taints,
-                            &data.strict_requirements,
-                            reqs,
-                            AllowUndefined::WellKnownLabels(&self.options.provider_labels),
-                        )
-                        .map_err(|_| String::new())
-                },
-                devices.as_ref().map(|(_, fit)| fit),
-                self.options.strict_min_values,
-                false,
-            );
-            if let Ok(addition) = addition {
+            for data in variants.iter().map(|v| &**v) {
                 let claim = &self.claims[c];
-                let Ok(reserved) = self.offerings_to_reserve(
-                    &self.templates[claim.template],
-                    claim,
-                    addition
-                        .requirements
-                        .as_ref()
-                        .unwrap_or(&claim.requirements),
-                    &addition.options,
-                ) else {
+                let template = &self.templates[claim.template];
+                let topology = &self.topology;
+                let Ok(devices) = allocate_on_claim(self.allocator.as_ref(), template, claim, data)
+                else {
                     continue;
                 };
-                self.commit_devices(c, devices.map(|(a, _)| a), &addition.options);
-                self.claims[c].add(id, data, addition);
-                self.hold(c, reserved);
-                let claim = &self.claims[c];
-                self.claim_headroom[c] = claim.headroom(&self.templates[claim.template]);
-                self.domain_masks.update(c, &claim.requirements);
-                self.topology.record(
-                    &pod_ref,
-                    &self.templates[claim.template].taints,
-                    &claim.requirements,
-                    AllowUndefined::WellKnownLabels(&self.options.provider_labels),
+                let addition = claim.can_add(
+                    template,
+                    data,
+                    |reqs| {
+                        if matching.is_empty() {
+                            return Ok(None);
+                        }
+                        topology
+                            .add_requirements(
+                                &matching,
+                                &template.taints,
+                                &data.strict_requirements,
+                                reqs,
+                                AllowUndefined::WellKnownLabels(&self.options.provider_labels),
+                            )
+                            .map_err(|_| String::new())
+                    },
+                    devices.as_ref().map(|(_, fit)| fit),
+                    self.options.strict_min_values,
+                    false,
                 );
-                self.reorder_after_add(pos);
-                return Ok(());
+                if let Ok(addition) = addition {
+                    let claim = &self.claims[c];
+                    let Ok(reserved) = self.offerings_to_reserve(
+                        &self.templates[claim.template],
+                        claim,
+                        addition
+                            .requirements
+                            .as_ref()
+                            .unwrap_or(&claim.requirements),
+                        &addition.options,
+                    ) else {
+                        continue;
+                    };
+                    self.commit_devices(c, devices.map(|(a, _)| a), &addition.options);
+                    self.claims[c].add(id, data, addition);
+                    self.hold(c, reserved);
+                    let claim = &self.claims[c];
+                    self.claim_headroom[c] = claim.headroom(&self.templates[claim.template]);
+                    self.domain_masks.update(c, &claim.requirements);
+                    self.topology.record(
+                        &pod_ref,
+                        &self.templates[claim.template].taints,
+                        &claim.requirements,
+                        AllowUndefined::WellKnownLabels(&self.options.provider_labels),
+                    );
+                    self.reorder_after_add(pos);
+                    return Ok(());
+                }
             }
         }
         // 3. A new NodeClaim from each NodePool, by weight.
@@ -1036,18 +1072,22 @@ impl Scheduler {
             return Err("no nodepools found".into());
         }
         for t in 0..self.templates.len() {
-            match self.open_claim(t, id, &pod_ref, data, &matching) {
-                Ok(()) => return Ok(()),
-                // Reserved capacity in a heavier NodePool is not given up for a lighter one.
-                Err(Failure::Deferred(e)) => {
-                    return Err(Failure::Deferred(format!(
-                        "nodepool {:?}: {e}",
-                        self.templates[t].node_pool
-                    )));
+            let mut last = None;
+            for data in variants.iter().map(|v| &**v) {
+                match self.open_claim(t, id, &pod_ref, data, &matching) {
+                    Ok(()) => return Ok(()),
+                    // Reserved capacity in a heavier NodePool is not given up for a lighter one.
+                    Err(Failure::Deferred(e)) => {
+                        return Err(Failure::Deferred(format!(
+                            "nodepool {:?}: {e}",
+                            self.templates[t].node_pool
+                        )));
+                    }
+                    Err(Failure::Unschedulable(e)) => last = Some(e),
                 }
-                Err(Failure::Unschedulable(e)) => {
-                    errors.push(format!("nodepool {:?}: {e}", self.templates[t].node_pool))
-                }
+            }
+            if let Some(e) = last {
+                errors.push(format!("nodepool {:?}: {e}", self.templates[t].node_pool));
             }
         }
         Err(errors.join("; ").into())
