@@ -140,6 +140,9 @@ async fn the_chart_grants_exactly_what_the_controller_uses() {
         resync: Duration::from_millis(200),
         drift_poll: Duration::from_millis(200),
         feature_gates: "NodeOverlay=true,CapacityBuffer=true".parse().unwrap(),
+        // Pods' device claims simulated: ResourceClaims, DeviceClasses and ResourceSlices are
+        // watched.
+        ignore_dra_requests: false,
         // Default topology spread: Services, ReplicaSets, StatefulSets and
         // ReplicationControllers are watched for it.
         scheduler_config: karpenter_controller::options::scheduler_config(
