@@ -1398,13 +1398,8 @@ async fn registration_syncs_taints_unless_the_node_says_not_to() {
     }
 }
 
-/// The initialization suite: a registered node is initialized (`Initialized=True`, the
-/// `karpenter.sh/initialized` label) only once it is Ready, its requested extended resources
-/// are registered, and its startup and known ephemeral taints (`readiness.k8s.io/` ones
-/// included) are gone.
-
-// Upstream's lifecycle suite, DRA initialization gate (a), (b), (b2), (c): a NodeClaim given
-// devices initializes once every requested driver published a complete pool on its node.
+/// Upstream's lifecycle suite, DRA initialization gate (a), (b), (b2), (c): a NodeClaim given
+/// devices initializes once every requested driver published a complete pool on its node.
 #[tokio::test]
 async fn initialization_waits_for_requested_drivers_to_publish() {
     let slice = |node: &str,
@@ -1473,6 +1468,10 @@ async fn initialization_waits_for_requested_drivers_to_publish() {
     );
 }
 
+/// The initialization suite: a registered node is initialized (`Initialized=True`, the
+/// `karpenter.sh/initialized` label) only once it is Ready, its requested extended resources
+/// are registered, and its startup and known ephemeral taints (`readiness.k8s.io/` ones
+/// included) are gone.
 #[tokio::test(start_paused = true)]
 async fn initialization_waits_for_ready_resources_and_taints() {
     struct Case {

@@ -342,8 +342,12 @@ pub struct Scheduler {
     /// The nodes whose published devices pods may use (initialized ones), until `solve`
     /// builds the allocator.
     usable_nodes: Vec<String>,
-    /// Allocates pods' device claims, when they are simulated.
+    /// Allocates pods' device claims, when they are simulated; made for the first pod with
+    /// claims, from `devices`.
     allocator: Option<Allocator>,
+    /// The cluster's devices and the UIDs of the pods leaving their nodes, until the
+    /// allocator is made.
+    devices: Option<(Arc<DeviceInventory>, std::collections::HashSet<String>)>,
 }
 
 /// Why a pod was not placed.
@@ -664,12 +668,17 @@ impl Scheduler {
             prefer_no_schedule_taints,
             next_hostname: 0,
             reservations,
-            usable_nodes: existing_nodes
-                .iter()
-                .filter(|n| n.initialized)
-                .map(|n| n.name.clone())
-                .collect(),
+            usable_nodes: if simulate_dra {
+                existing_nodes
+                    .iter()
+                    .filter(|n| n.initialized)
+                    .map(|n| n.name.clone())
+                    .collect()
+            } else {
+                Vec::new()
+            },
             allocator: None,
+            devices: None,
         }
     }
 
@@ -680,20 +689,14 @@ impl Scheduler {
     /// that shares its spec), so a large batch is not copied into whole `Pod`s first.
     pub fn solve<P: ObservedPod>(&mut self, pods: &[P], interrupt: &dyn Fn() -> bool) -> Results {
         let mut results = Results::default();
-        self.allocator = self.options.dynamic_resources.clone().map(|inventory| {
+        self.devices = self.options.dynamic_resources.clone().map(|inventory| {
             // The batch's bound pods are leaving their nodes: their devices come free.
             let deleting = pods
                 .iter()
                 .filter(|p| p.node_name().is_some())
                 .filter_map(|p| p.meta().uid.clone())
                 .collect();
-            let usable = self.usable_nodes.iter().map(String::as_str).collect();
-            Allocator::new(
-                inventory,
-                &usable,
-                deleting,
-                self.options.provider_labels.clone(),
-            )
+            (inventory, deleting)
         });
         // Pods are copied only when a preference is relaxed; the rest are read in place.
         let mut relaxed: HashMap<usize, Pod> = HashMap::new();
@@ -912,6 +915,18 @@ impl Scheduler {
         results: &mut Results,
     ) -> Result<(), Failure> {
         let pod_ref = PodRef { id, pod };
+        if !data.resource_claims.is_empty()
+            && self.allocator.is_none()
+            && let Some((inventory, deleting)) = self.devices.take()
+        {
+            let usable = self.usable_nodes.iter().map(String::as_str).collect();
+            self.allocator = Some(Allocator::new(
+                inventory,
+                &usable,
+                deleting,
+                self.options.provider_labels.clone(),
+            ));
+        }
         let matching = self.topology.matching(&pod_ref);
         // A pod whose volumes allow OR-ed terms tries each combination on each candidate.
         let variants = data.volume_variants();
@@ -1011,6 +1026,15 @@ impl Scheduler {
                 let claim = &self.claims[c];
                 let template = &self.templates[claim.template];
                 let topology = &self.topology;
+                // The device search is the costly part: only a claim that could take the pod
+                // without its devices is searched.
+                if !data.resource_claims.is_empty()
+                    && claim
+                        .can_add(template, data, |_| Ok(None), None, false, false)
+                        .is_err()
+                {
+                    continue;
+                }
                 let Ok(devices) = allocate_on_claim(self.allocator.as_ref(), template, claim, data)
                 else {
                     continue;

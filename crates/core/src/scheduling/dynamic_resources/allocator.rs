@@ -154,6 +154,12 @@ pub struct Allocator {
     selectors: RefCell<HashMap<String, Result<DeviceSelector, String>>>,
 }
 
+/// How many devices one allocation may try before it gives up: the search is exhaustive (every
+/// order of devices), so a claim that cannot be met beside a large one would otherwise hold
+/// the simulation up. Upstream bounds the same search by five seconds; a count keeps the
+/// outcome the same on every machine.
+pub const SEARCH_BUDGET: u64 = 200_000;
+
 /// Whether every consumer of a claim is a pod being deleted (its devices come free).
 pub(crate) fn all_consumers_deleting(uids: &[&str], deleting: &HashSet<String>) -> bool {
     uids.iter().all(|u| deleting.contains(*u))
@@ -376,11 +382,21 @@ impl Allocator {
             vec![BTreeMap::new(); data.len()];
         let mut used_templates = vec![false; data.len()];
         let empty = DynamicResources::default();
+        // One budget for the whole call, as upstream bounds it by time (five seconds).
+        let mut budget = SEARCH_BUDGET;
         for (t, (name, resources)) in target.instance_types.iter().enumerate() {
             let templates = &resources.unwrap_or(&empty).resource_slice_templates;
             let mut search =
                 Search::new(self, target, &data, t, name, templates, accumulated.clone());
-            if !search.counters_feasible() || !search.dfs(0, 0, None, 0) {
+            search.budget = budget;
+            let found = search.counters_feasible() && search.dfs(0, 0, None, 0);
+            budget = search.budget;
+            if budget == 0 {
+                return Err(format!(
+                    "gave up searching for devices after {SEARCH_BUDGET} tries"
+                ));
+            }
+            if !found {
                 continue;
             }
             let mut type_topology = Requirements::new();
@@ -521,7 +537,10 @@ impl Allocator {
             }
         }
         for (key, meta) in pending.claims {
-            self.claims.insert(key, meta);
+            let before = self.claims.insert(key, meta);
+            // A claim is allocated once in a simulation: its later pods reuse the allocation
+            // (upstream panics otherwise).
+            debug_assert!(before.is_none(), "a claim was allocated twice");
         }
     }
 
@@ -1021,6 +1040,8 @@ struct Search<'s> {
     template_left: HashMap<PoolKey, Counters>,
     bindings: Bindings,
     selected: HashMap<(Source, usize, usize), bool>,
+    /// Devices the search may still try.
+    budget: u64,
 }
 
 impl<'s> Search<'s> {
@@ -1070,6 +1091,7 @@ impl<'s> Search<'s> {
             template_left,
             bindings: Bindings::new(target.instance_types[type_index].1),
             selected: HashMap::new(),
+            budget: SEARCH_BUDGET,
         }
     }
 
@@ -1227,6 +1249,10 @@ impl<'s> Search<'s> {
             out
         };
         for source in candidates {
+            if self.budget == 0 {
+                return false;
+            }
+            self.budget -= 1;
             if let Some(step) = self.try_device(c, request, source, (ri, si)) {
                 self.push(step);
                 if self.dfs(c, r, sub, slot + 1) {
@@ -1675,6 +1701,64 @@ mod tests {
                 "{case}"
             );
         }
+    }
+
+    // A NodeClaim that drops the instance types it held a cluster device on gives it back
+    // (upstream's ReleaseInstanceType); while it holds it, no other NodeClaim gets it.
+    #[test]
+    fn a_released_instance_type_gives_its_devices_back() {
+        let slice: karpenter_api::dra::ResourceSlice = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "s"},
+            "spec": {"driver": "d", "allNodes": true,
+                "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "only"}]}
+        }))
+        .unwrap();
+        let inventory = DeviceInventory::new(
+            [],
+            [serde_json::from_value(serde_json::json!({"metadata": {"name": "any"}})).unwrap()],
+            [slice],
+        );
+        let mut alloc = Allocator::new(
+            Arc::new(inventory),
+            &HashSet::new(),
+            HashSet::new(),
+            Vec::new(),
+        );
+        let requirements = Requirements::new();
+        let on = |id: &'static str| Target {
+            id,
+            node_pool: "np",
+            node_name: "",
+            requirements: &requirements,
+            instance_types: vec![("it-1", None), ("it-2", None)],
+        };
+        let first = alloc.allocate(&on("nc-1"), &[claim()]).unwrap();
+        assert_eq!(first.instance_types, ["it-1", "it-2"]);
+        alloc.commit(first);
+        let other = serde_json::json!({
+            "metadata": {"name": "other", "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "req", "exactly": {"deviceClassName": "any"}}]}}
+        });
+        let other: Arc<ResourceClaim> = Arc::new(serde_json::from_value(other).unwrap());
+        assert!(
+            alloc.allocate(&on("nc-2"), &[other.clone()]).is_err(),
+            "held on both types"
+        );
+        alloc.release("nc-1", ["it-1"]);
+        assert!(
+            alloc.allocate(&on("nc-2"), &[other.clone()]).is_err(),
+            "still held on it-2"
+        );
+        assert_eq!(
+            alloc.claim_allocations()["default/c"]
+                .devices
+                .keys()
+                .collect::<Vec<_>>(),
+            ["it-2"]
+        );
+        alloc.release("nc-1", ["it-2"]);
+        assert!(alloc.allocate(&on("nc-2"), &[other]).is_ok(), "given back");
     }
 
     // Kubernetes' claim validation, as upstream's allocator reports it.

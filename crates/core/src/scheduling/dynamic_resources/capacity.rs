@@ -60,7 +60,7 @@ fn round_up(asked: i64, policy: &CapacityRequestPolicy) -> i64 {
             return min;
         }
         return match range.step.as_ref().map(milli).filter(|s| *s > 0) {
-            Some(step) => min + (asked - min + step - 1) / step * step,
+            Some(step) => min.saturating_add((asked - min).saturating_add(step - 1) / step * step),
             None => asked,
         };
     }
@@ -94,7 +94,7 @@ fn violates(amount: i64, policy: &CapacityRequestPolicy) -> bool {
 pub(crate) fn fits(device: &Device, used: &Amounts, more: &Amounts) -> bool {
     more.iter().all(|(name, amount)| {
         let total = device.capacity.get(name).map_or(0, |c| milli(&c.value));
-        used.get(name).copied().unwrap_or(0) + amount <= total
+        used.get(name).copied().unwrap_or(0).saturating_add(*amount) <= total
     })
 }
 
