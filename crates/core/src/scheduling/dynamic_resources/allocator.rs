@@ -1742,12 +1742,16 @@ mod tests {
         });
         let other: Arc<ResourceClaim> = Arc::new(serde_json::from_value(other).unwrap());
         assert!(
-            alloc.allocate(&on("nc-2"), &[other.clone()]).is_err(),
+            alloc
+                .allocate(&on("nc-2"), std::slice::from_ref(&other))
+                .is_err(),
             "held on both types"
         );
         alloc.release("nc-1", ["it-1"]);
         assert!(
-            alloc.allocate(&on("nc-2"), &[other.clone()]).is_err(),
+            alloc
+                .allocate(&on("nc-2"), std::slice::from_ref(&other))
+                .is_err(),
             "still held on it-2"
         );
         assert_eq!(
