@@ -948,6 +948,7 @@ where
         .default_backoff()
         .boxed();
     let mut relisted = Vec::new();
+    let mut not_served = false;
     while let Some(event) = stream.next().await {
         match event {
             Ok(Event::Init) => relisted.clear(),
@@ -955,10 +956,29 @@ where
             Ok(Event::InitDone) => on(Fed::Listed(std::mem::take(&mut relisted))),
             Ok(Event::Apply(o)) => on(Fed::Applied(convert(o))),
             Ok(Event::Delete(o)) => on(Fed::Deleted(convert(o))),
+            // A kind the API server does not serve (resource.k8s.io/v1 before Kubernetes
+            // 1.34) has no objects: the index counts as listed, empty, so the rest of the
+            // state syncs; the watch keeps trying in case the API appears.
+            Err(e) if is_not_served(&e) => {
+                if !not_served {
+                    not_served = true;
+                    tracing::error!(kind = %K::kind(&Default::default()), error = %e, "the API server does not serve this kind; it counts as empty until it does");
+                    on(Fed::Listed(Vec::new()));
+                }
+            }
             Err(e) => {
                 tracing::warn!(kind = %K::kind(&Default::default()), error = %e, "watch failed, retrying");
             }
         }
+    }
+}
+
+/// Whether a watch failed because its kind is not served (404 on the list or the watch).
+fn is_not_served(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 404,
+        _ => false,
     }
 }
 
