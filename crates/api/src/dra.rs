@@ -84,26 +84,15 @@ pub struct ExactDeviceRequest {
     pub capacity: Option<CapacityRequirements>,
 }
 
-/// One alternative of a `firstAvailable` request.
+/// One alternative of a `firstAvailable` request: a name and what an `exactly` request asks.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceSubRequest {
     /// Its name, unique in the request.
     pub name: String,
-    /// The DeviceClass the devices must belong to.
-    pub device_class_name: String,
-    /// Further CEL selectors.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub selectors: Vec<DeviceSelector>,
-    /// `ExactCount` (the default) or `All`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allocation_mode: Option<String>,
-    /// How many devices, for `ExactCount` (default 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub count: Option<i64>,
-    /// What the request consumes of a shared device.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity: Option<CapacityRequirements>,
+    /// The devices it asks for.
+    #[serde(flatten)]
+    pub request: ExactDeviceRequest,
 }
 
 /// What a request consumes of a multi-allocatable device, by capacity name.
@@ -440,9 +429,10 @@ mod tests {
             .as_ref()
             .unwrap();
         assert_eq!(
-            subs[1].allocation_mode.as_deref(),
+            subs[1].request.allocation_mode.as_deref(),
             Some(ALLOCATION_MODE_ALL)
         );
+        assert_eq!(subs[0].request.count, Some(4));
         let status = claim.status.as_ref().unwrap();
         assert!(status.reserved_for[0].is_pod());
         assert_eq!(

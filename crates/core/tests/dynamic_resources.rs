@@ -1359,6 +1359,12 @@ fn consolidation_does_not_free_a_device_a_live_pod_holds() {
         vec![cluster_wide("shared-gpu-pool", &["shared-gpu-0"])],
     );
     assert!(c.disrupt().commands.is_empty());
+    // With a second device in the pool the moving claim is allocated anew: one node goes.
+    c.devices.slices = vec![Arc::new(cluster_wide(
+        "shared-gpu-pool",
+        &["shared-gpu-0", "shared-gpu-1"],
+    ))];
+    assert_eq!(c.disrupt().commands.len(), 1);
 }
 
 #[test]

@@ -381,18 +381,9 @@ impl Dump {
                 DumpObject::Service(o) => c.services.push(Arc::new(ServiceSelector::from(*o))),
                 DumpObject::NodeClass(o) => self.node_classes.push(*o),
                 DumpObject::ResourceClaim(o) => {
-                    let claim = Arc::new(*o);
-                    Arc::make_mut(&mut c.devices).claims.insert(
-                        karpenter_core::scheduling::dynamic_resources::claim_key(&claim),
-                        claim,
-                    );
+                    Arc::make_mut(&mut c.devices).add_claim(Arc::new(*o))
                 }
-                DumpObject::DeviceClass(o) => {
-                    let name = o.metadata.name.clone().unwrap_or_default();
-                    Arc::make_mut(&mut c.devices)
-                        .classes
-                        .insert(name, Arc::new(*o));
-                }
+                DumpObject::DeviceClass(o) => Arc::make_mut(&mut c.devices).add_class(Arc::new(*o)),
                 DumpObject::ResourceSlice(o) => {
                     Arc::make_mut(&mut c.devices).slices.push(Arc::new(*o));
                 }

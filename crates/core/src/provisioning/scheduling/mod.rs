@@ -473,22 +473,30 @@ fn allocate_on_claim(
     Ok(Some((allocation, fit)))
 }
 
-/// The instance types an allocation covers that a claim no longer considers.
-fn dropped_types(
-    allocation: &Allocation,
+/// Records the devices a pod's claims got on NodeClaim `hostname` of `template`, giving back
+/// those of the instance types it no longer considers (`kept` are the ones it does).
+fn commit_devices(
+    allocator: Option<&mut Allocator>,
     template: &NodeClaimTemplate,
+    hostname: &str,
+    allocation: Option<Allocation>,
     kept: &[u32],
-) -> Vec<String> {
+) {
+    let (Some(allocator), Some(allocation)) = (allocator, allocation) else {
+        return;
+    };
     let kept: BTreeSet<&str> = kept
         .iter()
         .map(|&i| template.instance_types[i as usize].name.as_str())
         .collect();
-    allocation
+    let dropped: Vec<String> = allocation
         .instance_types
         .iter()
         .filter(|n| !kept.contains(n.as_str()))
         .cloned()
-        .collect()
+        .collect();
+    allocator.commit(allocation);
+    allocator.release(hostname, dropped.iter().map(String::as_str));
 }
 
 /// Why a pod with resource claims is not scheduled (upstream's message).
@@ -1073,7 +1081,14 @@ impl Scheduler {
                     ) else {
                         continue;
                     };
-                    self.commit_devices(c, devices.map(|(a, _)| a), &addition.options);
+                    let claim = &self.claims[c];
+                    commit_devices(
+                        self.allocator.as_mut(),
+                        &self.templates[claim.template],
+                        &claim.hostname,
+                        devices.map(|(a, _)| a),
+                        &addition.options,
+                    );
                     self.claims[c].add(id, data, addition);
                     self.hold(c, reserved);
                     let claim = &self.claims[c];
@@ -1273,11 +1288,13 @@ impl Scheduler {
         };
         self.next_hostname += 1;
         let mut claim = claim;
-        if let (Some(allocator), Some((a, _))) = (self.allocator.as_mut(), devices) {
-            let dropped = dropped_types(&a, template, &addition.options);
-            allocator.commit(a);
-            allocator.release(&claim.hostname, dropped.iter().map(String::as_str));
-        }
+        commit_devices(
+            self.allocator.as_mut(),
+            template,
+            &claim.hostname,
+            devices.map(|(a, _)| a),
+            &addition.options,
+        );
         claim.add(id, data, addition);
         // Pessimistic: the NodePool pays for the largest instance type the claim might become.
         let mut largest = Resources::new();
@@ -1314,18 +1331,6 @@ impl Scheduler {
             self.claim_position[claim] = pos;
         }
         Ok(())
-    }
-
-    /// Records the devices a pod's claims got on claim `c`, giving back those of instance types
-    /// the claim no longer considers (`kept` are the ones it does).
-    fn commit_devices(&mut self, c: usize, allocation: Option<Allocation>, kept: &[u32]) {
-        let (Some(allocator), Some(a)) = (self.allocator.as_mut(), allocation) else {
-            return;
-        };
-        let claim = &self.claims[c];
-        let dropped = dropped_types(&a, &self.templates[claim.template], kept);
-        allocator.commit(a);
-        allocator.release(&claim.hostname, dropped.iter().map(String::as_str));
     }
 
     /// Keeps `claim_order` as a stable sort by pod count would leave it after the claim at

@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karpenter_api::dra::{
-    ALLOCATION_MODE_ALL, Device, DeviceAttribute, DeviceSelector as Selector, ResourceClaim,
+    ALLOCATION_MODE_ALL, Device, DeviceAttribute, DeviceSelector as Selector, ExactDeviceRequest,
+    ResourceClaim,
 };
 
 use super::capacity::{self, milli};
@@ -88,13 +89,6 @@ pub struct Allocation {
     /// What the devices require of the node.
     pub requirements: Requirements,
     pending: Option<Pending>,
-}
-
-impl Allocation {
-    /// Whether placing the pod allocates anything (otherwise every claim already was).
-    pub fn allocates(&self) -> bool {
-        self.pending.is_some()
-    }
 }
 
 /// What committing an allocation records.
@@ -664,20 +658,7 @@ impl Allocator {
         for r in &claim.spec.devices.requests {
             let prefix = format!("claim {name:?} request {:?}", r.name);
             let request = match (&r.exactly, &r.first_available) {
-                (Some(e), _) => self.request(
-                    &prefix,
-                    &r.name,
-                    None,
-                    Shape {
-                        class: &e.device_class_name,
-                        selectors: &e.selectors,
-                        mode: e.allocation_mode.as_deref(),
-                        count: e.count,
-                        capacity: e.capacity.as_ref().map(|c| &c.requests),
-                    },
-                    target,
-                    requirements,
-                )?,
+                (Some(e), _) => self.request(&prefix, &r.name, None, e, target, requirements)?,
                 (None, Some(subs)) if !subs.is_empty() => {
                     let mut request = Request::parent(&r.name);
                     for s in subs {
@@ -688,13 +669,7 @@ impl Allocator {
                             ),
                             &r.name,
                             Some(&s.name),
-                            Shape {
-                                class: &s.device_class_name,
-                                selectors: &s.selectors,
-                                mode: s.allocation_mode.as_deref(),
-                                count: s.count,
-                                capacity: s.capacity.as_ref().map(|c| &c.requests),
-                            },
+                            &s.request,
                             target,
                             requirements,
                         )?);
@@ -761,26 +736,31 @@ impl Allocator {
         prefix: &str,
         parent: &str,
         sub: Option<&str>,
-        shape: Shape<'_>,
+        shape: &ExactDeviceRequest,
         target: &Target<'_>,
         requirements: &Requirements,
     ) -> Result<Request, String> {
         let class = self
             .classes
             .classes
-            .get(shape.class)
-            .ok_or_else(|| format!("{prefix}: DeviceClass {:?} not found", shape.class))?;
+            .get(&shape.device_class_name)
+            .ok_or_else(|| {
+                format!(
+                    "{prefix}: DeviceClass {:?} not found",
+                    shape.device_class_name
+                )
+            })?;
         let mut selectors = Vec::new();
         for s in &class.spec.selectors {
             let Some(cel) = &s.cel else {
                 return Err(format!(
                     "{prefix}: DeviceClass {:?} has unsupported selector type (only CEL is supported)",
-                    shape.class
+                    shape.device_class_name
                 ));
             };
             selectors.push(self.compile(prefix, &cel.expression)?);
         }
-        for s in shape.selectors {
+        for s in &shape.selectors {
             let Selector { cel: Some(cel) } = s else {
                 return Err(format!(
                     "{prefix}: unsupported selector type (only CEL is supported)"
@@ -788,7 +768,7 @@ impl Allocator {
             };
             selectors.push(self.compile(prefix, &cel.expression)?);
         }
-        let all = shape.mode == Some(ALLOCATION_MODE_ALL);
+        let all = shape.allocation_mode.as_deref() == Some(ALLOCATION_MODE_ALL);
         let name = match sub {
             Some(s) => format!("{parent}/{s}"),
             None => parent.to_string(),
@@ -799,7 +779,11 @@ impl Allocator {
             selectors,
             all,
             count: usize::try_from(shape.count.unwrap_or(1)).unwrap_or(0),
-            capacity: shape.capacity.cloned().unwrap_or_default(),
+            capacity: shape
+                .capacity
+                .as_ref()
+                .map(|c| c.requests.clone())
+                .unwrap_or_default(),
             all_devices: Vec::new(),
             all_templates: Vec::new(),
             subs: Vec::new(),
@@ -870,15 +854,6 @@ impl Allocator {
         self.selector(expression)
             .map_err(|e| format!("{prefix}: CEL expression {expression:?} failed to compile: {e}"))
     }
-}
-
-/// What a request or sub-request asks for, as written.
-struct Shape<'a> {
-    class: &'a str,
-    selectors: &'a [Selector],
-    mode: Option<&'a str>,
-    count: Option<i64>,
-    capacity: Option<&'a BTreeMap<String, Quantity>>,
 }
 
 /// A device the search may try.

@@ -42,13 +42,6 @@ pub struct DynamicResources {
     pub attribute_bindings: Vec<AttributeBinding>,
 }
 
-impl DynamicResources {
-    /// Whether the instance type brings no devices.
-    pub fn is_empty(&self) -> bool {
-        self.resource_slice_templates.is_empty()
-    }
-}
-
 /// A slice a driver will publish on every node of an instance type.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ResourceSliceTemplate {
@@ -130,14 +123,28 @@ impl DeviceInventory {
         classes: impl IntoIterator<Item = Arc<DeviceClass>>,
         slices: impl IntoIterator<Item = Arc<ResourceSlice>>,
     ) -> Self {
-        Self {
-            claims: claims.into_iter().map(|c| (claim_key(&c), c)).collect(),
-            classes: classes
-                .into_iter()
-                .map(|c| (c.metadata.name.clone().unwrap_or_default(), c))
-                .collect(),
+        let mut inventory = Self {
             slices: slices.into_iter().collect(),
+            ..Self::default()
+        };
+        for claim in claims {
+            inventory.add_claim(claim);
         }
+        for class in classes {
+            inventory.add_class(class);
+        }
+        inventory
+    }
+
+    /// Adds a ResourceClaim (replacing one of its namespace and name).
+    pub fn add_claim(&mut self, claim: Arc<ResourceClaim>) {
+        self.claims.insert(claim_key(&claim), claim);
+    }
+
+    /// Adds a DeviceClass (replacing one of its name).
+    pub fn add_class(&mut self, class: Arc<DeviceClass>) {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        self.classes.insert(name, class);
     }
 }
 
